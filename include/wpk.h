@@ -1,0 +1,131 @@
+/* wpk.h -- Woodpecker's public C API: load an ONNX model, inspect it, run it.
+ *
+ * Every call that can fail returns a wpk_status and leaves a message naming the cause
+ * and place (file, node, op, attribute) on the wpk_context it was given; read it with
+ * wpk_context_error(). Handles are opaque. A context is not thread-safe: use one per
+ * thread, or serialize calls. Models are immutable after load and may be shared by
+ * sessions created on the same thread.
+ */
+#ifndef WPK_H
+#define WPK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum wpk_status {
+    WPK_OK = 0,
+    WPK_ERR_INVALID_ARG,  /* a bad argument: wrong input name, shape or dtype, bad option */
+    WPK_ERR_IO,           /* a file could not be opened, read or written */
+    WPK_ERR_PARSE,        /* the bytes are not what they claim to be (not an ONNX model, bad .npy) */
+    WPK_ERR_MODEL,        /* a well-formed model that is inconsistent (bad attribute, dangling edge) */
+    WPK_ERR_UNSUPPORTED,  /* valid ONNX that Woodpecker does not implement (op, dtype, opset) */
+    WPK_ERR_NOMEM,        /* an allocation failed */
+    WPK_ERR_INTERNAL      /* a bug in Woodpecker */
+} wpk_status;
+
+/* Element types, numbered as ONNX's TensorProto.DataType. */
+typedef enum wpk_dtype {
+    WPK_DTYPE_UNDEFINED = 0,
+    WPK_DTYPE_FLOAT32 = 1,
+    WPK_DTYPE_UINT8 = 2,
+    WPK_DTYPE_INT8 = 3,
+    WPK_DTYPE_INT32 = 6,
+    WPK_DTYPE_INT64 = 7,
+    WPK_DTYPE_BOOL = 9,
+    WPK_DTYPE_FLOAT64 = 11
+} wpk_dtype;
+
+#define WPK_MAX_DIMS 8
+
+typedef enum wpk_log_level { WPK_LOG_ERROR, WPK_LOG_WARN, WPK_LOG_INFO, WPK_LOG_DEBUG } wpk_log_level;
+
+typedef void (*wpk_log_fn)(void *user, wpk_log_level level, const char *message);
+
+typedef struct wpk_context wpk_context;
+typedef struct wpk_model wpk_model;
+typedef struct wpk_session wpk_session;
+
+/* A borrowed view of a tensor: shape, dtype and data owned by someone else. */
+typedef struct wpk_tensor_view {
+    const char *name;          /* borrowed; valid while the owning model/session lives */
+    wpk_dtype dtype;
+    int ndim;
+    int64_t dims[WPK_MAX_DIMS]; /* -1 for a dim that is symbolic in the model */
+    const char *dim_names[WPK_MAX_DIMS]; /* symbolic dim names ("N"), NULL where the dim is fixed */
+    const void *data;          /* NULL where the view only describes (model inputs) */
+} wpk_tensor_view;
+
+/* ---- context: error messages and logging ---- */
+
+/* Create a context. Returns NULL only when out of memory. */
+wpk_context *wpk_context_create(void);
+void wpk_context_free(wpk_context *ctx);
+/* The message of the last failed call on ctx ("" if none). Borrowed until the next call. */
+const char *wpk_context_error(const wpk_context *ctx);
+/* Route log lines (warnings, info) to fn; NULL silences them. user is passed back as is. */
+void wpk_context_set_log(wpk_context *ctx, wpk_log_fn fn, void *user, wpk_log_level max_level);
+
+/* ---- model: a loaded, checked ONNX graph ---- */
+
+/* Load an ONNX file (with external data files next to it) and infer its shapes.
+ * A model whose ops are all read but some unsupported still loads (so wpk_model_describe
+ * can list them); wpk_session_create refuses it. *out is owned by the caller. */
+wpk_status wpk_model_load(wpk_context *ctx, const char *path, wpk_model **out);
+void wpk_model_free(wpk_model *model);
+
+int wpk_model_num_inputs(const wpk_model *model);
+int wpk_model_num_outputs(const wpk_model *model);
+/* Describe graph input/output i (0 <= i < count); data is NULL. */
+wpk_tensor_view wpk_model_input(const wpk_model *model, int i);
+wpk_tensor_view wpk_model_output(const wpk_model *model, int i);
+
+/* List every unsupported op at once: returns WPK_ERR_UNSUPPORTED with a message naming each
+ * op type and its nodes, WPK_OK when everything is supported. */
+wpk_status wpk_model_check_supported(wpk_context *ctx, const wpk_model *model);
+
+/* A human-readable report: inputs/outputs, op histogram, parameter count, FLOPs (with symbolic
+ * dims bound to 1), unsupported ops. The returned string is owned by the caller (free()). */
+char *wpk_model_describe(const wpk_model *model);
+
+/* ---- session: a model prepared to run on a backend ---- */
+
+typedef enum wpk_backend { WPK_BACKEND_REF = 0 } wpk_backend;
+
+typedef struct wpk_session_params {
+    wpk_backend backend;
+    int threads;  /* 0 = all cores */
+} wpk_session_params;
+
+wpk_session_params wpk_session_default_params(void);
+
+/* Create a session. model must outlive the session. */
+wpk_status wpk_session_create(wpk_context *ctx, const wpk_model *model,
+                              const wpk_session_params *params, wpk_session **out);
+void wpk_session_free(wpk_session *session);
+
+/* Bind input `name` to a tensor; the data is copied. Symbolic dims take their value from the
+ * given shape; a fixed dim that differs, a wrong dtype or an unknown name is WPK_ERR_INVALID_ARG. */
+wpk_status wpk_session_set_input(wpk_session *session, const char *name, wpk_dtype dtype,
+                                 const int64_t *dims, int ndim, const void *data);
+
+/* Run the graph on the bound inputs. Every graph input must have been bound. */
+wpk_status wpk_session_run(wpk_session *session);
+
+/* Output i of the last run; the view's data is borrowed until the next run or free. */
+wpk_status wpk_session_output(wpk_session *session, int i, wpk_tensor_view *out);
+
+/* ---- utilities ---- */
+
+const char *wpk_status_name(wpk_status status);
+const char *wpk_dtype_name(wpk_dtype dtype);
+size_t wpk_dtype_size(wpk_dtype dtype);
+const char *wpk_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

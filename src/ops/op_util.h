@@ -1,0 +1,49 @@
+/* op_util.h -- helpers shared by the op files: errors that name the node, reading small int
+ * tensors (shapes, axes, indices), axis normalization, broadcasting. */
+#ifndef WPK_OPS_OP_UTIL_H
+#define WPK_OPS_OP_UTIL_H
+
+#include "ir/graph.h"
+
+/* WPK_ERR_MODEL with "node 'NAME' (OpType): <message>". */
+wpk_status op_fail(wpk_context *ctx, const ir_node *n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* WPK_ERR_UNSUPPORTED with "node 'NAME' (OpType): <message>". */
+wpk_status op_unsupported(wpk_context *ctx, const ir_node *n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Check that input i is present (else WPK_ERR_MODEL naming `what`). */
+wpk_status op_need_input(wpk_context *ctx, const ir_node *n, ir_tensor *const *in, int i,
+                         const char *what);
+/* Check that input i is present and its data is known (else WPK_ERR_UNSUPPORTED "input 'what'
+ * is not constant"): for inputs that carry shapes, axes or sizes. */
+wpk_status op_need_data(wpk_context *ctx, const ir_node *n, ir_tensor *const *in, int i,
+                        const char *what);
+/* Check dtype is float32 for input i (else WPK_ERR_UNSUPPORTED naming the dtype). */
+wpk_status op_need_f32(wpk_context *ctx, const ir_node *n, ir_tensor *const *in, int i);
+
+/* Read an int32/int64 tensor (with data) into out[0..max); *count = its element count.
+ * WPK_ERR_MODEL when it has more than max elements or another dtype. */
+wpk_status op_read_ints(wpk_context *ctx, const ir_node *n, const ir_tensor *t, int64_t *out,
+                        int max, int *count, const char *what);
+
+/* Normalize axis in [-ndim, ndim) to [0, ndim); WPK_ERR_MODEL naming `what` otherwise. */
+wpk_status op_axis(wpk_context *ctx, const ir_node *n, int64_t axis, int ndim, int *out,
+                   const char *what);
+
+/* Numpy-style multidirectional broadcast of the shapes of a and b into out (dims, ndim). */
+wpk_status op_broadcast(wpk_context *ctx, const ir_node *n, const ir_tensor *a,
+                        const ir_tensor *b, ir_tensor *out);
+
+/* Set dtype and shape of an output. */
+void op_set_shape(ir_tensor *t, wpk_dtype dtype, int ndim, const int64_t *dims);
+
+/* Row-major strides of t in elements, with stride 0 where a dim of t is broadcast to out's
+ * (t right-aligned against an out of out_ndim dims). */
+void op_broadcast_strides(const ir_tensor *t, int out_ndim, const int64_t *out_dims,
+                          int64_t *strides);
+
+/* Element i of an int32/int64 tensor as int64. */
+int64_t op_int_at(const ir_tensor *t, int64_t i);
+
+#endif
