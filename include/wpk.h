@@ -91,6 +91,10 @@ wpk_status wpk_model_check_supported(wpk_context *ctx, const wpk_model *model);
  * dims bound to 1), unsupported ops. The returned string is owned by the caller (free()). */
 char *wpk_model_describe(const wpk_model *model);
 
+/* The graph as text (one line per node, with inferred shapes): for `wpk info --graph` and
+ * golden tests. Owned by the caller (free()). */
+char *wpk_model_print(const wpk_model *model);
+
 /* ---- session: a model prepared to run on a backend ---- */
 
 typedef enum wpk_backend { WPK_BACKEND_REF = 0 } wpk_backend;

@@ -1,0 +1,328 @@
+/* wpk.c -- the command-line interface, a thin layer over include/wpk.h.
+ * Exit codes: 0 ok, 1 user error (bad model, argument, input), 2 internal error. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "base/alloc.h"
+#include "base/context.h"
+#include "base/npy.h"
+#include "wpk.h"
+
+#define MAX_BINDINGS 64
+
+static void usage(FILE *f) {
+    fputs("usage: wpk <command> [options]\n"
+          "\n"
+          "commands:\n"
+          "  info MODEL [--graph]          inputs/outputs, op histogram, parameters, FLOPs,\n"
+          "                                unsupported ops; --graph prints the graph IR\n"
+          "  run  MODEL [-i NAME=FILE.npy]... [-o OUTDIR] [--backend ref] [--threads N]\n"
+          "             [--seed S] [--iters N]\n"
+          "                                run the model; inputs not given get seeded random\n"
+          "                                values; outputs go to OUTDIR/<name>.npy (default\n"
+          "                                OUTDIR: wpk_out)\n"
+          "  version                       print the version\n",
+          f);
+}
+
+static int fail(wpk_status st, const char *msg) {
+    fprintf(stderr, "wpk: error: %s\n", msg && *msg ? msg : wpk_status_name(st));
+    return (st == WPK_ERR_NOMEM || st == WPK_ERR_INTERNAL) ? 2 : 1;
+}
+
+static int usage_error(const char *fmt, const char *arg) {
+    fprintf(stderr, "wpk: error: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n(run 'wpk help' for usage)\n");
+    return 1;
+}
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int parse_int(const char *s, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) return 0;
+    *out = v;
+    return 1;
+}
+
+static int cmd_info(int argc, char **argv) {
+    const char *path = NULL;
+    int graph = 0;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--graph") == 0) graph = 1;
+        else if (argv[i][0] == '-') return usage_error("unknown option '%s' for 'info'", argv[i]);
+        else if (!path) path = argv[i];
+        else return usage_error("unexpected argument '%s'", argv[i]);
+    }
+    if (!path) return usage_error("%s", "'info' needs a model file");
+    wpk_context *ctx = wpk_context_create();
+    if (!ctx) return fail(WPK_ERR_NOMEM, "out of memory");
+    wpk_model *m = NULL;
+    wpk_status st = wpk_model_load(ctx, path, &m);
+    int rc = 0;
+    if (st) {
+        rc = fail(st, wpk_context_error(ctx));
+    } else {
+        char *text = wpk_model_describe(m);
+        if (text) fputs(text, stdout);
+        free(text);
+        if (graph) {
+            char *g = wpk_model_print(m);
+            if (g) fputs(g, stdout);
+            free(g);
+        }
+        st = wpk_model_check_supported(ctx, m);
+        if (st) rc = fail(st, wpk_context_error(ctx));
+    }
+    wpk_model_free(m);
+    wpk_context_free(ctx);
+    return rc;
+}
+
+/* xorshift64*: a seeded generator that gives the same inputs on every machine */
+static uint64_t rng_next(uint64_t *s) {
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return *s * 2685821657736338717ULL;
+}
+
+static void fill_random(wpk_dtype dtype, void *data, int64_t n, uint64_t *rng) {
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t r = rng_next(rng);
+        double u = (double)(r >> 11) / 9007199254740992.0; /* [0, 1) */
+        switch (dtype) {
+        case WPK_DTYPE_FLOAT32: ((float *)data)[i] = (float)(2 * u - 1); break;
+        case WPK_DTYPE_FLOAT64: ((double *)data)[i] = 2 * u - 1; break;
+        case WPK_DTYPE_INT32: ((int32_t *)data)[i] = (int32_t)(r % 10); break;
+        case WPK_DTYPE_INT64: ((int64_t *)data)[i] = (int64_t)(r % 10); break;
+        default: ((uint8_t *)data)[i] = (uint8_t)(r & 1); break;
+        }
+    }
+}
+
+/* Output names become file names: keep [A-Za-z0-9._-], replace the rest with '_'. */
+static void safe_name(const char *name, char *out, size_t size) {
+    size_t j = 0;
+    for (size_t i = 0; name[i] && j + 1 < size; i++) {
+        char c = name[i];
+        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                 c == '.' || c == '_' || c == '-';
+        out[j++] = ok ? c : '_';
+    }
+    out[j] = 0;
+    if (j == 0 || strcmp(out, ".") == 0 || strcmp(out, "..") == 0) snprintf(out, size, "output");
+}
+
+static void print_shape(const wpk_tensor_view *t) {
+    printf("[");
+    for (int i = 0; i < t->ndim; i++) printf(i ? ", %lld" : "%lld", (long long)t->dims[i]);
+    printf("] %s", wpk_dtype_name(t->dtype));
+}
+
+typedef struct run_opts {
+    const char *model, *outdir;
+    const char *names[MAX_BINDINGS], *files[MAX_BINDINGS];
+    int nbind;
+    wpk_session_params params;
+    uint64_t seed;
+    long iters;
+} run_opts;
+
+static int parse_run(int argc, char **argv, run_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->outdir = "wpk_out";
+    o->params = wpk_session_default_params();
+    o->seed = 1;
+    o->iters = 1;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+        long v;
+        if (strcmp(a, "-i") == 0 || strcmp(a, "--input") == 0) {
+            if (!val) return usage_error("%s needs NAME=FILE.npy", a);
+            const char *eq = strchr(val, '=');
+            if (!eq || eq == val || !eq[1])
+                return usage_error("bad input binding '%s': expected NAME=FILE.npy", val);
+            if (o->nbind == MAX_BINDINGS) return usage_error("more than %s inputs", "64");
+            char *name = wpk_strdup(val);
+            if (!name) return fail(WPK_ERR_NOMEM, "out of memory");
+            name[eq - val] = 0;
+            o->names[o->nbind] = name;
+            o->files[o->nbind++] = eq + 1;
+            i++;
+        } else if (strcmp(a, "-o") == 0 || strcmp(a, "--output-dir") == 0) {
+            if (!val) return usage_error("%s needs a directory", a);
+            o->outdir = val;
+            i++;
+        } else if (strcmp(a, "--backend") == 0) {
+            if (!val) return usage_error("%s needs a name", a);
+            if (strcmp(val, "ref") != 0)
+                return usage_error("unknown backend '%s' (available: ref)", val);
+            o->params.backend = WPK_BACKEND_REF;
+            i++;
+        } else if (strcmp(a, "--threads") == 0) {
+            if (!val || !parse_int(val, 0, 4096, &v))
+                return usage_error("--threads needs a number from 0 to 4096, not '%s'",
+                                   val ? val : "");
+            o->params.threads = (int)v;
+            i++;
+        } else if (strcmp(a, "--seed") == 0) {
+            if (!val || !parse_int(val, 0, 2147483647, &v))
+                return usage_error("--seed needs a non-negative number, not '%s'", val ? val : "");
+            o->seed = (uint64_t)v;
+            i++;
+        } else if (strcmp(a, "--iters") == 0) {
+            if (!val || !parse_int(val, 1, 1000000, &v))
+                return usage_error("--iters needs a positive number, not '%s'", val ? val : "");
+            o->iters = v;
+            i++;
+        } else if (a[0] == '-') {
+            return usage_error("unknown option '%s' for 'run'", a);
+        } else if (!o->model) {
+            o->model = a;
+        } else {
+            return usage_error("unexpected argument '%s'", a);
+        }
+    }
+    if (!o->model) return usage_error("%s", "'run' needs a model file");
+    return 0;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Bind every graph input: from its -i file, or seeded random values. */
+static wpk_status bind_inputs(wpk_context *ctx, const wpk_model *m, wpk_session *s,
+                              const run_opts *o) {
+    for (int b = 0; b < o->nbind; b++) {
+        int found = 0;
+        for (int i = 0; i < wpk_model_num_inputs(m); i++)
+            found |= strcmp(wpk_model_input(m, i).name, o->names[b]) == 0;
+        if (!found) {
+            char names[1024] = "";
+            for (int i = 0; i < wpk_model_num_inputs(m); i++) {
+                size_t l = strlen(names);
+                snprintf(names + l, sizeof names - l, "%s'%s'", i ? ", " : "",
+                         wpk_model_input(m, i).name);
+            }
+            return wpk_error(ctx, WPK_ERR_INVALID_ARG, "-i %s=%s: the model has no input named "
+                             "'%s' (its inputs are: %s)", o->names[b], o->files[b], o->names[b],
+                             names);
+        }
+        npy_array a;
+        wpk_status st = npy_read(ctx, o->files[b], &a);
+        if (st) return st;
+        st = wpk_session_set_input(s, o->names[b], a.dtype, a.dims, a.ndim, a.data);
+        npy_free(&a);
+        if (st) return st;
+    }
+    uint64_t rng = o->seed * 0x9E3779B97F4A7C15ULL + 0x2545F4914F6CDD1DULL;
+    for (int i = 0; i < wpk_model_num_inputs(m); i++) {
+        wpk_tensor_view in = wpk_model_input(m, i);
+        int given = 0;
+        for (int b = 0; b < o->nbind; b++) given |= strcmp(in.name, o->names[b]) == 0;
+        if (given) continue;
+        int64_t n = 1;
+        for (int d = 0; d < in.ndim; d++) {
+            if (in.dims[d] < 0) in.dims[d] = 1; /* symbolic dims run at 1 unless given */
+            n *= in.dims[d];
+        }
+        void *data = wpk_malloc((size_t)n * wpk_dtype_size(in.dtype) + 1);
+        if (!data) return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory for input '%s'", in.name);
+        fill_random(in.dtype, data, n, &rng);
+        wpk_status st = wpk_session_set_input(s, in.name, in.dtype, in.dims, in.ndim, data);
+        wpk_free(data);
+        if (st) return st;
+    }
+    return WPK_OK;
+}
+
+static wpk_status write_outputs(wpk_context *ctx, wpk_session *s, const wpk_model *m,
+                                const char *outdir) {
+    if (mkdir(outdir, 0777) != 0 && errno != EEXIST)
+        return wpk_error(ctx, WPK_ERR_IO, "%s: cannot create the output directory: %s", outdir,
+                         strerror(errno));
+    for (int i = 0; i < wpk_model_num_outputs(m); i++) {
+        wpk_tensor_view t;
+        wpk_status st = wpk_session_output(s, i, &t);
+        if (st) return st;
+        char name[256], path[4096];
+        safe_name(t.name, name, sizeof name);
+        snprintf(path, sizeof path, "%s/%s.npy", outdir, name);
+        st = npy_write(ctx, path, t.dtype, t.ndim, t.dims, t.data);
+        if (st) return st;
+        printf("output %s: ", t.name);
+        print_shape(&t);
+        printf(" -> %s\n", path);
+    }
+    return WPK_OK;
+}
+
+static int cmd_run(int argc, char **argv) {
+    run_opts o;
+    int rc = parse_run(argc, argv, &o);
+    if (rc) return rc;
+    wpk_context *ctx = wpk_context_create();
+    if (!ctx) return fail(WPK_ERR_NOMEM, "out of memory");
+    wpk_model *m = NULL;
+    wpk_session *s = NULL;
+    double *times = wpk_calloc((size_t)o.iters, sizeof(double));
+    wpk_status st = times ? wpk_model_load(ctx, o.model, &m) : WPK_ERR_NOMEM;
+    if (st == WPK_OK) st = wpk_session_create(ctx, m, &o.params, &s);
+    if (st == WPK_OK) st = bind_inputs(ctx, m, s, &o);
+    for (long it = 0; st == WPK_OK && it < o.iters; it++) {
+        double t0 = now_ms();
+        st = wpk_session_run(s);
+        times[it] = now_ms() - t0;
+    }
+    if (st == WPK_OK) st = write_outputs(ctx, s, m, o.outdir);
+    if (st == WPK_OK) {
+        qsort(times, (size_t)o.iters, sizeof(double), cmp_double);
+        if (o.iters == 1)
+            printf("latency: %.3f ms\n", times[0]);
+        else
+            printf("latency: median %.3f ms, min %.3f ms over %ld runs\n", times[o.iters / 2],
+                   times[0], o.iters);
+    } else {
+        rc = fail(st, wpk_context_error(ctx));
+    }
+    wpk_session_free(s);
+    wpk_model_free(m);
+    wpk_context_free(ctx);
+    wpk_free(times);
+    for (int b = 0; b < o.nbind; b++) wpk_free((void *)o.names[b]);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 1;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "info") == 0) return cmd_info(argc - 2, argv + 2);
+    if (strcmp(cmd, "run") == 0) return cmd_run(argc - 2, argv + 2);
+    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
+        printf("wpk %s\n", wpk_version());
+        return 0;
+    }
+    if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    return usage_error("unknown command '%s'", cmd);
+}
