@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# setup.sh -- install what building and testing Woodpecker needs, only what is missing.
+#   scripts/setup.sh build   compiler, CMake, protobuf-c, Python's onnx + numpy (for the demo model)
+#   scripts/setup.sh test    the above + onnxruntime (the oracle), clang's libFuzzer runtime,
+#                            and Debian's torch/torchvision (to export the torchvision models)
+set -euo pipefail
+what=${1:-build}
+
+apt_pkgs=(build-essential cmake pkg-config libprotobuf-c-dev protobuf-c-compiler)
+pip_pkgs=(onnx numpy)
+if [ "$what" = test ]; then
+  apt_pkgs+=(clang libclang-rt-14-dev python3-torch python3-torchvision)
+  pip_pkgs+=(onnxruntime)
+fi
+
+missing=()
+for p in "${apt_pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+py=${PYTHON:-python3}
+need_pip=()
+for p in "${pip_pkgs[@]}"; do
+  $py -c "import $p" 2>/dev/null || need_pip+=("$p")
+done
+if [ ${#need_pip[@]} -gt 0 ]; then
+  echo "setup: pip installing ${need_pip[*]}"
+  $py -m pip install -q "${need_pip[@]}"
+fi
