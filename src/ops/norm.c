@@ -1,42 +1,401 @@
-/* norm.c -- BatchNormalization, LayerNormalization, Softmax, ReduceMean. */
+/* norm.c -- BatchNormalization (inference), LayerNormalization, Softmax and ReduceMean: the
+ * ops that normalize or reduce along axes. Shape functions check the parameter shapes;
+ * kernels accumulate statistics in double. */
+#include <math.h>
+#include <string.h>
+
+#include "base/alloc.h"
 #include "ops/op_util.h"
 
-wpk_status op_batch_norm_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
-    (void)in; (void)out;
-    return op_unsupported(ctx, n, "not implemented yet");
+static bool has_in(const ir_node *n, ir_tensor *const *in, int i) { return i < n->nin && in[i]; }
+static bool has_out(const ir_node *n, ir_tensor *const *out, int i) { return i < n->nout && out[i]; }
+
+static int64_t prod(const int64_t *d, int from, int to) {
+    int64_t p = 1;
+    for (int i = from; i < to; i++) p *= d[i];
+    return p;
 }
 
-wpk_status op_batch_norm_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
-    (void)in; (void)out;
-    return op_unsupported(ctx, n, "not implemented yet");
+/* ---- BatchNormalization ---- */
+
+/* Checks and the number of parameter values per channel in *per_channel: 1, or the spatial
+ * size when opset < 9 has spatial = 0 (then scale, B, mean and var are shaped (C, D1, ...)). */
+static wpk_status batch_norm_check(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
+                                   ir_tensor *const *out, int64_t *per_channel) {
+    static const char *names[5] = {"X", "scale", "B", "input_mean", "input_var"};
+    wpk_status st;
+    for (int i = 0; i < 5; i++)
+        if ((st = op_need_input(ctx, n, in, i, names[i])) || (st = op_need_f32(ctx, n, in, i)))
+            return st;
+    if (n->opset >= 14 && ir_attr_int(n, "training_mode", 0) != 0)
+        return op_unsupported(ctx, n, "attribute 'training_mode' = 1 is not supported (inference only)");
+    for (int i = 1; i < n->nout; i++)
+        if (out[i])
+            return op_unsupported(ctx, n, "output %d (running or saved statistics) is only produced "
+                                  "in training mode, which is not supported", i);
+    const ir_tensor *x = in[0];
+    if (x->ndim < 2)
+        return op_fail(ctx, n, "input X has %d dims, expected at least 2 (N, C, ...)", x->ndim);
+    bool spatial = n->opset >= 9 || ir_attr_int(n, "spatial", 1) != 0;
+    *per_channel = spatial ? 1 : prod(x->dims, 2, x->ndim);
+    int64_t c = x->dims[1];
+    if (c < 0 || *per_channel < 0) return WPK_OK;
+    for (int i = 1; i < 5; i++)
+        if (ir_numel(in[i]) != c * *per_channel)
+            return op_fail(ctx, n, "input '%s' has %lld values, expected %lld (%s)", names[i],
+                           (long long)ir_numel(in[i]), (long long)(c * *per_channel),
+                           spatial ? "one per channel" : "spatial = 0: one per channel and position");
+    return WPK_OK;
 }
 
-wpk_status op_layer_norm_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
-    (void)in; (void)out;
-    return op_unsupported(ctx, n, "not implemented yet");
+wpk_status op_batch_norm_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
+                               ir_tensor *const *out) {
+    int64_t per_channel;
+    wpk_status st = batch_norm_check(ctx, n, in, out, &per_channel);
+    if (st) return st;
+    op_set_shape(out[0], WPK_DTYPE_FLOAT32, in[0]->ndim, in[0]->dims);
+    return WPK_OK;
 }
 
-wpk_status op_layer_norm_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
-    (void)in; (void)out;
-    return op_unsupported(ctx, n, "not implemented yet");
+/* y = (x - mean) / sqrt(var + epsilon) * scale + B, per channel; safe in place (y == x). */
+wpk_status op_batch_norm_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
+                             ir_tensor *const *out) {
+    int64_t per_channel;
+    wpk_status st = batch_norm_check(ctx, n, in, out, &per_channel);
+    if (st) return st;
+    const ir_tensor *x = in[0];
+    int64_t c = x->dims[1], size = prod(x->dims, 2, x->ndim), planes = x->dims[0] * c;
+    const float *xd = x->data, *scale = in[1]->data, *bias = in[2]->data, *mean = in[3]->data,
+                *var = in[4]->data;
+    float *yd = out[0]->data;
+    const double eps = ir_attr_float(n, "epsilon", 1e-5f);
+#pragma omp parallel for schedule(static)
+    for (int64_t p = 0; p < planes; p++) {
+        int64_t ch = p % c;
+        const float *xp = xd + p * size;
+        float *yp = yd + p * size;
+        if (per_channel == 1) {
+            double a = scale[ch] / sqrt((double)var[ch] + eps);
+            const float fa = (float)a, fb = (float)(bias[ch] - mean[ch] * a);
+#pragma omp simd
+            for (int64_t i = 0; i < size; i++) yp[i] = xp[i] * fa + fb;
+        } else {
+            int64_t q = ch * size;
+            for (int64_t i = 0; i < size; i++)
+                yp[i] = (float)((xp[i] - mean[q + i]) / sqrt((double)var[q + i] + eps) *
+                                scale[q + i] + bias[q + i]);
+        }
+    }
+    return WPK_OK;
 }
 
-wpk_status op_softmax_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
-    (void)in; (void)out;
-    return op_unsupported(ctx, n, "not implemented yet");
+/* ---- LayerNormalization ---- */
+
+/* Scale/B must broadcast (numpy-style, unidirectionally) to X's dims [axis, ndim). */
+static wpk_status check_norm_param(wpk_context *ctx, const ir_node *n, const ir_tensor *t,
+                                   const char *what, const ir_tensor *x, int axis) {
+    int nd = x->ndim - axis;
+    bool ok = t->ndim <= nd;
+    for (int i = 0; ok && i < t->ndim; i++) {
+        int64_t want = x->dims[axis + nd - t->ndim + i], have = t->dims[i];
+        ok = have == 1 || have == want || have < 0 || want < 0;
+    }
+    if (!ok) return op_fail(ctx, n, "input '%s' does not broadcast to the normalized dims "
+                            "(X's dims from axis %d on)", what, axis);
+    return WPK_OK;
 }
 
-wpk_status op_softmax_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
-    (void)in; (void)out;
-    return op_unsupported(ctx, n, "not implemented yet");
+static wpk_status layer_norm_check(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
+                                   int *axis) {
+    wpk_status st;
+    if ((st = op_need_input(ctx, n, in, 0, "X")) || (st = op_need_input(ctx, n, in, 1, "Scale")) ||
+        (st = op_need_f32(ctx, n, in, 0)) || (st = op_need_f32(ctx, n, in, 1)))
+        return st;
+    if (has_in(n, in, 2) && (st = op_need_f32(ctx, n, in, 2))) return st;
+    int64_t stash = ir_attr_int(n, "stash_type", 1);
+    if (stash != WPK_DTYPE_FLOAT32)
+        return op_unsupported(ctx, n, "attribute 'stash_type' = %lld is not supported (only 1, "
+                              "float32)", (long long)stash);
+    if ((st = op_axis(ctx, n, ir_attr_int(n, "axis", -1), in[0]->ndim, axis, "attribute 'axis'")))
+        return st;
+    if ((st = check_norm_param(ctx, n, in[1], "Scale", in[0], *axis))) return st;
+    if (has_in(n, in, 2) && (st = check_norm_param(ctx, n, in[2], "B", in[0], *axis))) return st;
+    return WPK_OK;
 }
 
-wpk_status op_reduce_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
-    (void)in; (void)out;
-    return op_unsupported(ctx, n, "not implemented yet");
+wpk_status op_layer_norm_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
+                               ir_tensor *const *out) {
+    int axis;
+    wpk_status st = layer_norm_check(ctx, n, in, &axis);
+    if (st) return st;
+    const ir_tensor *x = in[0];
+    op_set_shape(out[0], WPK_DTYPE_FLOAT32, x->ndim, x->dims);
+    /* Mean and InvStdDev keep X's rank: its dims before axis, then 1s. */
+    int64_t dims[WPK_MAX_DIMS];
+    for (int i = 0; i < x->ndim; i++) dims[i] = i < axis ? x->dims[i] : 1;
+    for (int i = 1; i <= 2; i++)
+        if (has_out(n, out, i)) op_set_shape(out[i], WPK_DTYPE_FLOAT32, x->ndim, dims);
+    return WPK_OK;
 }
 
-wpk_status op_reduce_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
-    (void)in; (void)out;
-    return op_unsupported(ctx, n, "not implemented yet");
+/* The offset in a broadcast Scale/B of element j of the normalized block (dims[0..nd)). */
+static int64_t param_at(const int64_t *strides, const int64_t *dims, int nd, int64_t j) {
+    int64_t off = 0;
+    for (int i = nd - 1; i >= 0; i--) {
+        off += (j % dims[i]) * strides[i];
+        j /= dims[i];
+    }
+    return off;
+}
+
+wpk_status op_layer_norm_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
+                             ir_tensor *const *out) {
+    int axis;
+    wpk_status st = layer_norm_check(ctx, n, in, &axis);
+    if (st) return st;
+    const ir_tensor *x = in[0], *sc = in[1], *bi = has_in(n, in, 2) ? in[2] : NULL;
+    int nd = x->ndim - axis;
+    const int64_t *ndims = x->dims + axis;
+    int64_t rows = prod(x->dims, 0, axis), d = prod(x->dims, axis, x->ndim);
+    int64_t sstr[WPK_MAX_DIMS], bstr[WPK_MAX_DIMS];
+    op_broadcast_strides(sc, nd, ndims, sstr);
+    if (bi) op_broadcast_strides(bi, nd, ndims, bstr);
+    bool sfull = ir_numel(sc) == d, bfull = !bi || ir_numel(bi) == d;
+    const float *xd = x->data, *sd = sc->data, *bd = bi ? bi->data : NULL;
+    float *yd = out[0]->data;
+    float *md = has_out(n, out, 1) ? out[1]->data : NULL;
+    float *vd = has_out(n, out, 2) ? out[2]->data : NULL;
+    const double eps = ir_attr_float(n, "epsilon", 1e-5f);
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = xd + r * d;
+        float *yr = yd + r * d;
+        double sum = 0.0, sq = 0.0;
+        for (int64_t j = 0; j < d; j++) sum += xr[j];
+        double mean = sum / (double)d;
+        for (int64_t j = 0; j < d; j++) sq += (xr[j] - mean) * (xr[j] - mean);
+        double inv = 1.0 / sqrt(sq / (double)d + eps);
+        if (md) md[r] = (float)mean;
+        if (vd) vd[r] = (float)inv;
+        const float fm = (float)mean, fi = (float)inv;
+        if (sfull && bfull) {
+#pragma omp simd
+            for (int64_t j = 0; j < d; j++) yr[j] = (xr[j] - fm) * fi * sd[j] + (bd ? bd[j] : 0.0f);
+        } else {
+            for (int64_t j = 0; j < d; j++) {
+                float s = sd[sfull ? j : param_at(sstr, ndims, nd, j)];
+                float b = bd ? bd[bfull ? j : param_at(bstr, ndims, nd, j)] : 0.0f;
+                yr[j] = (xr[j] - fm) * fi * s + b;
+            }
+        }
+    }
+    return WPK_OK;
+}
+
+/* ---- Softmax ---- */
+
+/* Softmax runs over `len` elements spaced `inner` apart, `outer` times. Opset 13 normalizes
+ * along one axis (default -1); earlier opsets flatten X to 2-D at `axis` (default 1) and
+ * normalize each row. */
+static wpk_status softmax_setup(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
+                                int64_t *outer, int64_t *len, int64_t *inner) {
+    wpk_status st;
+    if ((st = op_need_input(ctx, n, in, 0, "input")) || (st = op_need_f32(ctx, n, in, 0))) return st;
+    const ir_tensor *x = in[0];
+    bool v13 = n->opset >= 13;
+    int axis;
+    if ((st = op_axis(ctx, n, ir_attr_int(n, "axis", v13 ? -1 : 1), x->ndim, &axis,
+                      "attribute 'axis'")))
+        return st;
+    *outer = prod(x->dims, 0, axis);
+    *len = v13 ? x->dims[axis] : prod(x->dims, axis, x->ndim);
+    *inner = v13 ? prod(x->dims, axis + 1, x->ndim) : 1;
+    return WPK_OK;
+}
+
+wpk_status op_softmax_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
+                            ir_tensor *const *out) {
+    int64_t outer, len, inner;
+    wpk_status st = softmax_setup(ctx, n, in, &outer, &len, &inner);
+    if (st) return st;
+    op_set_shape(out[0], WPK_DTYPE_FLOAT32, in[0]->ndim, in[0]->dims);
+    return WPK_OK;
+}
+
+/* Columns of a strided softmax handled together, so the loops over them vectorize. */
+#define SOFTMAX_CHUNK 256
+
+wpk_status op_softmax_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
+                          ir_tensor *const *out) {
+    int64_t outer, len, inner;
+    wpk_status st = softmax_setup(ctx, n, in, &outer, &len, &inner);
+    if (st) return st;
+    const float *xd = in[0]->data;
+    float *yd = out[0]->data;
+    int64_t chunks = (inner + SOFTMAX_CHUNK - 1) / SOFTMAX_CHUNK;
+    /* Subtracting the maximum first keeps exp() from overflowing. */
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < outer * chunks; t++) {
+        int64_t o = t / chunks, c0 = (t % chunks) * SOFTMAX_CHUNK;
+        int64_t cn = inner - c0 < SOFTMAX_CHUNK ? inner - c0 : SOFTMAX_CHUNK;
+        const float *x = xd + o * len * inner + c0;
+        float *y = yd + o * len * inner + c0;
+        if (inner == 1) {
+            float mx = -INFINITY;
+            for (int64_t l = 0; l < len; l++) mx = x[l] > mx ? x[l] : mx;
+            double sum = 0.0;
+            for (int64_t l = 0; l < len; l++) {
+                y[l] = expf(x[l] - mx);
+                sum += y[l];
+            }
+            const float scale = (float)(1.0 / sum);
+            for (int64_t l = 0; l < len; l++) y[l] *= scale;
+            continue;
+        }
+        float mx[SOFTMAX_CHUNK], sum[SOFTMAX_CHUNK];
+        for (int64_t i = 0; i < cn; i++) {
+            mx[i] = -INFINITY;
+            sum[i] = 0.0f;
+        }
+        for (int64_t l = 0; l < len; l++)
+            for (int64_t i = 0; i < cn; i++) mx[i] = x[l * inner + i] > mx[i] ? x[l * inner + i] : mx[i];
+        for (int64_t l = 0; l < len; l++)
+            for (int64_t i = 0; i < cn; i++) {
+                y[l * inner + i] = expf(x[l * inner + i] - mx[i]);
+                sum[i] += y[l * inner + i];
+            }
+        for (int64_t i = 0; i < cn; i++) sum[i] = 1.0f / sum[i];
+        for (int64_t l = 0; l < len; l++)
+#pragma omp simd
+            for (int64_t i = 0; i < cn; i++) y[l * inner + i] *= sum[i];
+    }
+    return WPK_OK;
+}
+
+/* ---- ReduceMean ---- */
+
+/* Which dims are reduced (*noop: none, the output is the input). Axes come from input 1
+ * (the frontend moves older opsets' attribute there); absent or empty means all dims, or
+ * none when noop_with_empty_axes = 1. */
+static wpk_status reduce_setup(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
+                               bool *reduced, bool *noop) {
+    wpk_status st;
+    if ((st = op_need_input(ctx, n, in, 0, "data")) || (st = op_need_f32(ctx, n, in, 0))) return st;
+    int nd = in[0]->ndim, count = 0;
+    int64_t axes[WPK_MAX_DIMS];
+    if (has_in(n, in, 1)) {
+        if ((st = op_need_data(ctx, n, in, 1, "axes")) ||
+            (st = op_read_ints(ctx, n, in[1], axes, WPK_MAX_DIMS, &count, "axes")))
+            return st;
+    }
+    *noop = count == 0 && ir_attr_int(n, "noop_with_empty_axes", 0) != 0;
+    for (int i = 0; i < nd; i++) reduced[i] = count == 0 && !*noop;
+    for (int i = 0; i < count; i++) {
+        int a;
+        if ((st = op_axis(ctx, n, axes[i], nd, &a, "axis"))) return st;
+        if (reduced[a]) return op_fail(ctx, n, "axis %lld appears twice in 'axes'", (long long)axes[i]);
+        reduced[a] = true;
+    }
+    return WPK_OK;
+}
+
+wpk_status op_reduce_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
+                           ir_tensor *const *out) {
+    bool reduced[WPK_MAX_DIMS], noop;
+    wpk_status st = reduce_setup(ctx, n, in, reduced, &noop);
+    if (st) return st;
+    bool keep = ir_attr_int(n, "keepdims", 1) != 0;
+    const ir_tensor *x = in[0];
+    int64_t dims[WPK_MAX_DIMS];
+    int nd = 0;
+    for (int i = 0; i < x->ndim; i++) {
+        if (!reduced[i]) dims[nd++] = x->dims[i];
+        else if (keep) dims[nd++] = 1;
+    }
+    op_set_shape(out[0], WPK_DTYPE_FLOAT32, nd, dims);
+    return WPK_OK;
+}
+
+wpk_status op_reduce_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
+                         ir_tensor *const *out) {
+    bool reduced[WPK_MAX_DIMS], noop;
+    wpk_status st = reduce_setup(ctx, n, in, reduced, &noop);
+    if (st) return st;
+    const ir_tensor *x = in[0];
+    const float *xd = x->data;
+    float *yd = out[0]->data;
+    int64_t total = ir_numel(x), ny = ir_numel(out[0]);
+    if (noop) {
+        if (yd != xd) memcpy(yd, xd, sizeof(float) * (size_t)total);
+        return WPK_OK;
+    }
+    /* Merge neighbouring dims that are both reduced or both kept; dims of size 1 vanish. The
+     * result alternates kept and reduced groups, the last one contiguous in memory. */
+    int64_t gsize[WPK_MAX_DIMS];
+    bool gred[WPK_MAX_DIMS];
+    int ng = 0;
+    int64_t count = 1;
+    for (int i = 0; i < x->ndim; i++) {
+        if (reduced[i]) count *= x->dims[i];
+        if (x->dims[i] == 1) continue;
+        if (ng && gred[ng - 1] == reduced[i]) {
+            gsize[ng - 1] *= x->dims[i];
+        } else {
+            gsize[ng] = x->dims[i];
+            gred[ng++] = reduced[i];
+        }
+    }
+    if (ny == 0) return WPK_OK;
+    if (total == 0) {
+        /* the mean of nothing */
+        for (int64_t i = 0; i < ny; i++) yd[i] = NAN;
+        return WPK_OK;
+    }
+    const double inv = 1.0 / (double)count;
+    if (ng == 0 || gred[ng - 1]) {
+        /* Trailing reduced run of length r: with at most one kept group before it, every
+         * output is the mean of one contiguous run. */
+        int64_t r = ng ? gsize[ng - 1] : 1;
+        if (ng <= 2) {
+#pragma omp parallel for schedule(static)
+            for (int64_t o = 0; o < ny; o++) {
+                double s = 0.0;
+                for (int64_t k = 0; k < r; k++) s += xd[o * r + k];
+                yd[o] = (float)(s * inv);
+            }
+            return WPK_OK;
+        }
+    }
+    /* General case: walk the groups in memory order, accumulating into per-output doubles. */
+    double *acc = wpk_calloc((size_t)ny, sizeof(double));
+    if (!acc) return wpk_error(ctx, WPK_ERR_NOMEM, "node '%s' (%s): out of memory", n->name,
+                               n->op_type);
+    int64_t ystr[WPK_MAX_DIMS], s = 1;
+    for (int g = ng - 1; g >= 0; g--) {
+        ystr[g] = gred[g] ? 0 : s;
+        if (!gred[g]) s *= gsize[g];
+    }
+    int last = ng - 1;
+    int64_t idx[WPK_MAX_DIMS] = {0}, runs = total / gsize[last], run = gsize[last];
+    for (int64_t q = 0; q < runs; q++) {
+        int64_t yo = 0;
+        for (int g = 0; g < last; g++) yo += idx[g] * ystr[g];
+        const float *xr = xd + q * run;
+        if (gred[last]) {
+            double t = 0.0;
+            for (int64_t k = 0; k < run; k++) t += xr[k];
+            acc[yo] += t;
+        } else {
+            double *ar = acc + yo;
+#pragma omp simd
+            for (int64_t k = 0; k < run; k++) ar[k] += xr[k];
+        }
+        for (int g = last - 1; g >= 0; g--) {
+            if (++idx[g] < gsize[g]) break;
+            idx[g] = 0;
+        }
+    }
+    for (int64_t o = 0; o < ny; o++) yd[o] = (float)(acc[o] * inv);
+    wpk_free(acc);
+    return WPK_OK;
 }
