@@ -249,7 +249,8 @@ wpk_status op_split_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const *
     char b1[160];
     for (int i = 0; i < nout; i++) op_set_shape(out[i], x->dtype, x->ndim, x->dims);
 
-    if (has_input(n, in, 1)) {
+    /* an empty 'split' tensor means no sizes were given */
+    if (has_input(n, in, 1) && ir_numel(in[1]) != 0) {
         if (num)
             return op_fail(ctx, n, "both input 'split' and attribute 'num_outputs' are given");
         st = op_need_data(ctx, n, in, 1, "split");

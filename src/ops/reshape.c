@@ -150,7 +150,8 @@ wpk_status op_squeeze_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const
     const ir_tensor *x = in[0];
     bool drop[WPK_MAX_DIMS] = {false};
     char b1[160];
-    if (n->nin > 1 && in[1]) {
+    /* an empty 'axes' tensor means no axes were given, as in ONNX Runtime */
+    if (n->nin > 1 && in[1] && ir_numel(in[1]) != 0) {
         st = op_need_data(ctx, n, in, 1, "axes");
         if (st) return st;
         int64_t axes[WPK_MAX_DIMS];
