@@ -38,11 +38,18 @@ void wpk_error_prefix(wpk_context *ctx, const char *fmt, ...) {
     char prefix[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    int n = vsnprintf(prefix, sizeof prefix - 2, fmt, ap);
     va_end(ap);
-    char old[WPK_ERR_MSG_MAX];
-    memcpy(old, ctx->msg, sizeof old);
-    snprintf(ctx->msg, sizeof ctx->msg, "%s: %s", prefix, old);
+    if (n < 0) return;
+    size_t plen = strlen(prefix);
+    memcpy(prefix + plen, ": ", 3);
+    plen += 2;
+    /* shift the message right, keeping the NUL inside the buffer, then put the prefix in front */
+    size_t mlen = strnlen(ctx->msg, sizeof ctx->msg - 1);
+    if (plen + mlen > sizeof ctx->msg - 1) mlen = sizeof ctx->msg - 1 - plen;
+    memmove(ctx->msg + plen, ctx->msg, mlen);
+    ctx->msg[plen + mlen] = 0;
+    memcpy(ctx->msg, prefix, plen);
 }
 
 void wpk_clear_error(wpk_context *ctx) {
