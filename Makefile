@@ -23,9 +23,9 @@ build:
 
 # Build a small ResNet-style model (random weights), describe it, run it.
 demo: deps build
-	@$(PYTHON) tests/models/gen_models.py --only resnet_small --out $(DEMO_DIR) >/dev/null
-	@$(BUILD)/wpk info $(DEMO_DIR)/resnet_small.onnx
-	@$(BUILD)/wpk run $(DEMO_DIR)/resnet_small.onnx -o $(DEMO_DIR)/out --iters 10
+	@$(PYTHON) tests/models/gen_models.py --models resnet_like $(DEMO_DIR) >/dev/null
+	@$(BUILD)/wpk info $(DEMO_DIR)/resnet_like.onnx
+	@$(BUILD)/wpk run $(DEMO_DIR)/resnet_like.onnx -o $(DEMO_DIR)/out --iters 10
 	@$(PYTHON) -c "import numpy as np; y=np.load('$(DEMO_DIR)/out/logits.npy'); \
 	  print('top-5 classes:', np.argsort(-y[0])[:5].tolist())"
 
