@@ -271,6 +271,16 @@ static void conv_plane(float *restrict y, const float *restrict x, const float *
             int64_t offw = kw * p->dw - p->pw, ow0, ow1;
             tap_range(p->ow, p->iw, p->sw, offw, &ow0, &ow1);
             const float wv = w[kh * p->kw + kw];
+            if (p->sh == 1 && p->sw == 1 && offw == 0 && p->iw == p->ow) {
+                /* Whole rows on both sides, consecutive in memory: one long loop instead of
+                 * a short one per row (1x1 convs, the middle column of 3x3 ones). */
+                float *restrict yr = y + oh0 * p->ow;
+                const float *restrict xr = x + (oh0 + offh) * p->iw;
+                const int64_t len = (oh1 - oh0) * p->ow;
+#pragma omp simd
+                for (int64_t i = 0; i < len; i++) yr[i] += wv * xr[i];
+                continue;
+            }
             for (int64_t oh = oh0; oh < oh1; oh++) {
                 float *restrict yr = y + oh * p->ow;
                 const float *restrict xr = x + (oh * p->sh + offh) * p->iw;
@@ -299,6 +309,15 @@ static void conv_transpose_plane(float *restrict y, const float *restrict x,
             tap_range(p->iw, p->ow, p->sw, offw, &iw0, &iw1);
             const float wv = w[kh * p->kw + kw];
             const int64_t sw = p->sw;
+            if (p->sh == 1 && sw == 1 && offw == 0 && p->iw == p->ow) {
+                /* whole consecutive rows on both sides, as in conv_plane */
+                float *restrict yr = y + (ih0 + offh) * p->ow;
+                const float *restrict xr = x + ih0 * p->iw;
+                const int64_t len = (ih1 - ih0) * p->iw;
+#pragma omp simd
+                for (int64_t i = 0; i < len; i++) yr[i] += wv * xr[i];
+                continue;
+            }
             for (int64_t ih = ih0; ih < ih1; ih++) {
                 float *restrict yr = y + (ih * p->sh + offh) * p->ow;
                 const float *restrict xr = x + ih * p->iw;

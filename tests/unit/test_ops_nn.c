@@ -389,6 +389,9 @@ static void test_conv_transpose(wpk_context *ctx) {
                               (int64_t[]){2, 1}, (int64_t[]){0, 0, 0, 0}, (int64_t[]){0, 0});
     check_conv_transpose_case(ctx, 2, 4, 1, (int64_t[]){3, 3}, (int64_t[]){4, 4}, (int64_t[]){2, 2},
                               (int64_t[]){1, 1}, (int64_t[]){1, 1, 1, 1}, (int64_t[]){0, 1});
+    /* stride 1 with pads that keep the width: the kernel's whole-row path */
+    check_conv_transpose_case(ctx, 2, 2, 1, (int64_t[]){5, 6}, (int64_t[]){3, 3}, (int64_t[]){1, 1},
+                              (int64_t[]){1, 1}, (int64_t[]){1, 1, 1, 1}, (int64_t[]){0, 0});
 
     ir_attr bad[] = {INTS("output_padding", 2, 0), INTS("strides", 2, 2)};
     n = node("ConvTranspose", 11, 2, 1, 2, bad);
