@@ -34,12 +34,14 @@ static wpk_status attr_ints(wpk_context *ctx, const ir_node *n, const char *name
         for (int i = 0; i < count; i++) out[i] = def;
         return WPK_OK;
     }
-    if (a->kind != IR_ATTR_INTS) return op_fail(ctx, n, "attribute '%s' must be a list of ints", name);
+    if (a->kind != IR_ATTR_INTS)
+        return op_fail(ctx, n, "attribute '%s' must be a list of ints", name);
     if (a->n != count)
         return op_fail(ctx, n, "attribute '%s' has %d values, expected %d", name, a->n, count);
     for (int i = 0; i < count; i++) {
         if (a->ints[i] < lo || a->ints[i] > ATTR_MAX)
-            return op_fail(ctx, n, "attribute '%s' value %lld at index %d is out of range [%lld, %lld]",
+            return op_fail(ctx, n,
+                           "attribute '%s' value %lld at index %d is out of range [%lld, %lld]",
                            name, (long long)a->ints[i], i, (long long)lo, (long long)ATTR_MAX);
         out[i] = a->ints[i];
     }
@@ -72,9 +74,11 @@ static wpk_status read_common(wpk_context *ctx, const ir_node *n, ir_tensor *con
     if (n->nin > 2 && in[2] && (st = op_need_f32(ctx, n, in, 2))) return st;
     const ir_tensor *x = in[0], *w = in[1];
     if (x->ndim < 3)
-        return op_fail(ctx, n, "input X has %d dims, expected at least 3 (N, C, spatial...)", x->ndim);
+        return op_fail(ctx, n, "input X has %d dims, expected at least 3 (N, C, spatial...)",
+                       x->ndim);
     if (w->ndim != x->ndim)
-        return op_fail(ctx, n, "weight W has %d dims but X has %d; they must match", w->ndim, x->ndim);
+        return op_fail(ctx, n, "weight W has %d dims but X has %d; they must match", w->ndim,
+                       x->ndim);
     g->nsp = x->ndim - 2;
     for (int i = 0; i < g->nsp; i++) {
         g->in[i] = x->dims[2 + i];
@@ -84,8 +88,12 @@ static wpk_status read_common(wpk_context *ctx, const ir_node *n, ir_tensor *con
     const int64_t *ks = ir_attr_ints(n, "kernel_shape", &nk);
     if (ks && nk) {
         if (nk != g->nsp)
-            return op_fail(ctx, n, "attribute 'kernel_shape' has %d values, expected %d", nk, g->nsp);
+            return op_fail(ctx, n, "attribute 'kernel_shape' has %d values, expected %d", nk,
+                           g->nsp);
         for (int i = 0; i < nk; i++) {
+            if (ks[i] < 1 || ks[i] > ATTR_MAX)
+                return op_fail(ctx, n, "attribute 'kernel_shape' value %lld at index %d is out of "
+                               "range", (long long)ks[i], i);
             if (g->kernel[i] >= 0 && ks[i] != g->kernel[i])
                 return op_fail(ctx, n, "attribute 'kernel_shape' is %lld in spatial dim %d but W's "
                                "kernel is %lld", (long long)ks[i], i, (long long)g->kernel[i]);
@@ -94,7 +102,8 @@ static wpk_status read_common(wpk_context *ctx, const ir_node *n, ir_tensor *con
     }
     for (int i = 0; i < g->nsp; i++)
         if (g->kernel[i] == 0 || g->kernel[i] > ATTR_MAX)
-            return op_fail(ctx, n, "kernel size %lld in spatial dim %d is out of range",
+            return op_fail(ctx, n,
+                           "weight W has kernel size %lld in spatial dim %d; it must be positive",
                            (long long)g->kernel[i], i);
     if ((st = attr_ints(ctx, n, "strides", g->nsp, 1, 1, g->stride)) ||
         (st = attr_ints(ctx, n, "dilations", g->nsp, 1, 1, g->dil)) ||
@@ -133,7 +142,8 @@ static wpk_status conv_setup(wpk_context *ctx, const ir_node *n, ir_tensor *cons
                        "of W", (long long)g->group, (long long)*m);
     if (c >= 0 && cg >= 0 && c != cg * g->group)
         return op_fail(ctx, n, "input X has %lld channels but W expects %lld x group %lld = %lld",
-                       (long long)c, (long long)cg, (long long)g->group, (long long)(cg * g->group));
+                       (long long)c, (long long)cg, (long long)g->group,
+                       (long long)(cg * g->group));
     if ((st = check_bias(ctx, n, in, *m))) return st;
     for (int i = 0; i < g->nsp; i++) {
         int64_t s = g->stride[i], span = (g->kernel[i] - 1) * g->dil[i] + 1, len = g->in[i];
@@ -152,8 +162,10 @@ static wpk_status conv_setup(wpk_context *ctx, const ir_node *n, ir_tensor *cons
         }
         int64_t p0 = mode == PAD_VALID ? 0 : pads[i], p1 = mode == PAD_VALID ? 0 : pads[g->nsp + i];
         if (len + p0 + p1 < span)
-            return op_fail(ctx, n, "spatial dim %d: the kernel spans %lld (with dilation) but the "
-                           "padded input is only %lld", i, (long long)span, (long long)(len + p0 + p1));
+            return op_fail(ctx, n,
+                           "spatial dim %d: the kernel spans %lld (with dilation) but the "
+                           "padded input is only %lld",
+                           i, (long long)span, (long long)(len + p0 + p1));
         g->out[i] = (len + p0 + p1 - span) / s + 1;
         g->pad0[i] = p0;
     }
@@ -189,8 +201,10 @@ static wpk_status conv_transpose_setup(wpk_context *ctx, const ir_node *n, ir_te
     for (int i = 0; i < g->nsp; i++) {
         int64_t s = g->stride[i], span = (g->kernel[i] - 1) * g->dil[i] + 1, len = g->in[i];
         if (opad[i] >= s && opad[i] >= g->dil[i])
-            return op_fail(ctx, n, "attribute 'output_padding' value %lld in spatial dim %d must be "
-                           "smaller than the stride or the dilation", (long long)opad[i], i);
+            return op_fail(ctx, n,
+                           "attribute 'output_padding' value %lld in spatial dim %d must be "
+                           "smaller than the stride or the dilation",
+                           (long long)opad[i], i);
         if (len < 0 || g->kernel[i] < 0) {
             g->out[i] = have_oshape ? oshape[i] : -1;
             g->pad0[i] = 0;
@@ -202,12 +216,13 @@ static wpk_status conv_transpose_setup(wpk_context *ctx, const ir_node *n, ir_te
             int64_t total = full - g->out[i];
             g->pad0[i] = mode == PAD_SAME_UPPER ? floor_half(total) : total - floor_half(total);
         } else {
-            int64_t p0 = mode == PAD_VALID ? 0 : pads[i], p1 = mode == PAD_VALID ? 0 : pads[g->nsp + i];
+            int64_t p0 = mode == PAD_VALID ? 0 : pads[i],
+                    p1 = mode == PAD_VALID ? 0 : pads[g->nsp + i];
             g->out[i] = full - p0 - p1;
             g->pad0[i] = p0;
             if (g->out[i] < 1)
-                return op_fail(ctx, n, "attribute 'pads' leaves spatial dim %d with %lld outputs", i,
-                               (long long)g->out[i]);
+                return op_fail(ctx, n, "attribute 'pads' leaves spatial dim %d with %lld outputs",
+                               i, (long long)g->out[i]);
         }
     }
     return WPK_OK;
@@ -386,7 +401,8 @@ static void accumulate(float *y, const float *x, const float *w, const conv_geom
 }
 
 /* Fill every output plane with its bias (or 0), then accumulate each output channel from the
- * input channels of its group. Conv's W is (M, C/group, k...), ConvTranspose's (C, M/group, k...). */
+ * input channels of its group. Conv's W is (M, C/group, k...), ConvTranspose's
+ * (C, M/group, k...). */
 static void run(const conv_geom *g0, const ir_tensor *x, const ir_tensor *w, const ir_tensor *b,
                 ir_tensor *y, bool transpose) {
     conv_geom g = as_2d(g0);

@@ -22,7 +22,8 @@ typedef struct mm {
 } mm;
 
 /* tile[r][j] = sum over k of A'(i0 + r, k) * B'(k, j0 + j), for r < ni, j < nj. */
-static void mm_tile(const mm *p, int64_t i0, int ni, int64_t j0, int64_t nj, float tile[ROWS][COLS]) {
+static void mm_tile(const mm *p, int64_t i0, int ni, int64_t j0, int64_t nj,
+                    float tile[ROWS][COLS]) {
     if (p->tb) {
         for (int r = 0; r < ni; r++) {
             const float *ar = p->a + (i0 + r) * p->ars;
@@ -165,7 +166,8 @@ wpk_status op_gemm_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
 typedef struct matmul_dims {
     int nb;                      /* batch dims of Y */
     int64_t batch[WPK_MAX_DIMS]; /* Y's batch dims */
-    int64_t astr[WPK_MAX_DIMS], bstr[WPK_MAX_DIMS]; /* matrix strides per batch dim, 0 = broadcast */
+    int64_t astr[WPK_MAX_DIMS],
+        bstr[WPK_MAX_DIMS]; /* matrix strides per batch dim, 0 = broadcast */
     int64_t m, n, k;
 } matmul_dims;
 
@@ -246,7 +248,8 @@ wpk_status op_matmul_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *i
         float tile[ROWS][COLS];
         mm_tile(&p, i0, ni, j0, nj, tile);
         float *y = yd + bi * d.m * d.n;
-        for (int r = 0; r < ni; r++) memcpy(y + (i0 + r) * d.n + j0, tile[r], sizeof(float) * (size_t)nj);
+        for (int r = 0; r < ni; r++)
+            memcpy(y + (i0 + r) * d.n + j0, tile[r], sizeof(float) * (size_t)nj);
     }
     return WPK_OK;
 }

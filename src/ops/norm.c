@@ -8,7 +8,9 @@
 #include "ops/op_util.h"
 
 static bool has_in(const ir_node *n, ir_tensor *const *in, int i) { return i < n->nin && in[i]; }
-static bool has_out(const ir_node *n, ir_tensor *const *out, int i) { return i < n->nout && out[i]; }
+static bool has_out(const ir_node *n, ir_tensor *const *out, int i) {
+    return i < n->nout && out[i];
+}
 
 static int64_t prod(const int64_t *d, int from, int to) {
     int64_t p = 1;
@@ -28,11 +30,14 @@ static wpk_status batch_norm_check(wpk_context *ctx, const ir_node *n, ir_tensor
         if ((st = op_need_input(ctx, n, in, i, names[i])) || (st = op_need_f32(ctx, n, in, i)))
             return st;
     if (n->opset >= 14 && ir_attr_int(n, "training_mode", 0) != 0)
-        return op_unsupported(ctx, n, "attribute 'training_mode' = 1 is not supported (inference only)");
+        return op_unsupported(ctx, n,
+                              "attribute 'training_mode' = 1 is not supported (inference only)");
     for (int i = 1; i < n->nout; i++)
         if (out[i])
-            return op_unsupported(ctx, n, "output %d (running or saved statistics) is only produced "
-                                  "in training mode, which is not supported", i);
+            return op_unsupported(ctx, n,
+                                  "output %d (running or saved statistics) is only produced "
+                                  "in training mode, which is not supported",
+                                  i);
     const ir_tensor *x = in[0];
     if (x->ndim < 2)
         return op_fail(ctx, n, "input X has %d dims, expected at least 2 (N, C, ...)", x->ndim);
@@ -44,7 +49,8 @@ static wpk_status batch_norm_check(wpk_context *ctx, const ir_node *n, ir_tensor
         if (ir_numel(in[i]) != c * *per_channel)
             return op_fail(ctx, n, "input '%s' has %lld values, expected %lld (%s)", names[i],
                            (long long)ir_numel(in[i]), (long long)(c * *per_channel),
-                           spatial ? "one per channel" : "spatial = 0: one per channel and position");
+                           spatial ? "one per channel"
+                                   : "spatial = 0: one per channel and position");
     return WPK_OK;
 }
 
@@ -200,7 +206,8 @@ wpk_status op_layer_norm_ref(wpk_context *ctx, const ir_node *n, ir_tensor *cons
 static wpk_status softmax_setup(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
                                 int64_t *outer, int64_t *len, int64_t *inner) {
     wpk_status st;
-    if ((st = op_need_input(ctx, n, in, 0, "input")) || (st = op_need_f32(ctx, n, in, 0))) return st;
+    if ((st = op_need_input(ctx, n, in, 0, "input")) || (st = op_need_f32(ctx, n, in, 0)))
+        return st;
     const ir_tensor *x = in[0];
     bool v13 = n->opset >= 13;
     int axis;
@@ -258,7 +265,8 @@ wpk_status op_softmax_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *
             sum[i] = 0.0f;
         }
         for (int64_t l = 0; l < len; l++)
-            for (int64_t i = 0; i < cn; i++) mx[i] = x[l * inner + i] > mx[i] ? x[l * inner + i] : mx[i];
+            for (int64_t i = 0; i < cn; i++)
+                mx[i] = x[l * inner + i] > mx[i] ? x[l * inner + i] : mx[i];
         for (int64_t l = 0; l < len; l++)
             for (int64_t i = 0; i < cn; i++) {
                 y[l * inner + i] = expf(x[l * inner + i] - mx[i]);
@@ -283,7 +291,7 @@ static wpk_status reduce_setup(wpk_context *ctx, const ir_node *n, ir_tensor *co
     if ((st = op_need_input(ctx, n, in, 0, "data")) || (st = op_need_f32(ctx, n, in, 0))) return st;
     int nd = in[0]->ndim, count = 0;
     int64_t axes[WPK_MAX_DIMS];
-    if (has_in(n, in, 1)) {
+    if (has_in(n, in, 1) && ir_numel(in[1]) != 0) {
         if ((st = op_need_data(ctx, n, in, 1, "axes")) ||
             (st = op_read_ints(ctx, n, in[1], axes, WPK_MAX_DIMS, &count, "axes")))
             return st;
@@ -293,7 +301,8 @@ static wpk_status reduce_setup(wpk_context *ctx, const ir_node *n, ir_tensor *co
     for (int i = 0; i < count; i++) {
         int a;
         if ((st = op_axis(ctx, n, axes[i], nd, &a, "axis"))) return st;
-        if (reduced[a]) return op_fail(ctx, n, "axis %lld appears twice in 'axes'", (long long)axes[i]);
+        if (reduced[a])
+            return op_fail(ctx, n, "axis %lld appears twice in 'axes'", (long long)axes[i]);
         reduced[a] = true;
     }
     return WPK_OK;

@@ -33,12 +33,14 @@ static wpk_status attr_ints(wpk_context *ctx, const ir_node *n, const char *name
         for (int i = 0; i < count; i++) out[i] = def;
         return WPK_OK;
     }
-    if (a->kind != IR_ATTR_INTS) return op_fail(ctx, n, "attribute '%s' must be a list of ints", name);
+    if (a->kind != IR_ATTR_INTS)
+        return op_fail(ctx, n, "attribute '%s' must be a list of ints", name);
     if (a->n != count)
         return op_fail(ctx, n, "attribute '%s' has %d values, expected %d", name, a->n, count);
     for (int i = 0; i < count; i++) {
         if (a->ints[i] < lo || a->ints[i] > ATTR_MAX)
-            return op_fail(ctx, n, "attribute '%s' value %lld at index %d is out of range [%lld, %lld]",
+            return op_fail(ctx, n,
+                           "attribute '%s' value %lld at index %d is out of range [%lld, %lld]",
                            name, (long long)a->ints[i], i, (long long)lo, (long long)ATTR_MAX);
         out[i] = a->ints[i];
     }
@@ -72,7 +74,8 @@ static wpk_status pool_setup(wpk_context *ctx, const ir_node *n, ir_tensor *cons
     if ((st = op_need_input(ctx, n, in, 0, "X")) || (st = op_need_f32(ctx, n, in, 0))) return st;
     const ir_tensor *x = in[0];
     if (x->ndim < 3)
-        return op_fail(ctx, n, "input X has %d dims, expected at least 3 (N, C, spatial...)", x->ndim);
+        return op_fail(ctx, n, "input X has %d dims, expected at least 3 (N, C, spatial...)",
+                       x->ndim);
     g->nsp = x->ndim - 2;
     const ir_attr *ks = ir_attr_find(n, "kernel_shape");
     if (!ks || ks->kind != IR_ATTR_INTS || ks->n == 0)
@@ -90,9 +93,10 @@ static wpk_status pool_setup(wpk_context *ctx, const ir_node *n, ir_tensor *cons
         int64_t s = g->stride[i], span = (g->kernel[i] - 1) * g->dil[i] + 1, len = x->dims[2 + i];
         g->in[i] = len;
         if (mode == PAD_NOTSET && (pads[i] >= span || pads[g->nsp + i] >= span))
-            return op_fail(ctx, n, "attribute 'pads' in spatial dim %d (%lld, %lld) must be smaller "
-                           "than the window (%lld)", i, (long long)pads[i],
-                           (long long)pads[g->nsp + i], (long long)span);
+            return op_fail(ctx, n,
+                           "attribute 'pads' in spatial dim %d (%lld, %lld) must be smaller "
+                           "than the window (%lld)",
+                           i, (long long)pads[i], (long long)pads[g->nsp + i], (long long)span);
         if (len < 0) {
             g->out[i] = -1;
             g->pad0[i] = g->pad1[i] = 0;
@@ -111,9 +115,10 @@ static wpk_status pool_setup(wpk_context *ctx, const ir_node *n, ir_tensor *cons
         g->pad1[i] = mode == PAD_VALID ? 0 : pads[g->nsp + i];
         int64_t room = len + g->pad0[i] + g->pad1[i] - span;
         if (room < 0)
-            return op_fail(ctx, n, "attribute 'kernel_shape': the window spans %lld in spatial dim %d "
-                           "but the padded input is only %lld", (long long)span, i,
-                           (long long)(len + g->pad0[i] + g->pad1[i]));
+            return op_fail(ctx, n,
+                           "attribute 'kernel_shape': the window spans %lld in spatial dim %d "
+                           "but the padded input is only %lld",
+                           (long long)span, i, (long long)(len + g->pad0[i] + g->pad1[i]));
         if (ceil_mode && mode == PAD_NOTSET) {
             g->out[i] = (room + s - 1) / s + 1;
             /* A last window that would start inside the end padding is dropped (ONNX Runtime

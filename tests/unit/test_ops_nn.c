@@ -14,8 +14,9 @@
 static ir_attr attr_ints(const char *name, int count, const int64_t *v) {
     return (ir_attr){.name = name, .kind = IR_ATTR_INTS, .n = count, .ints = (int64_t *)v};
 }
-#define INTS(name, ...) \
-    attr_ints(name, (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__})
+#define INTS(name, ...)                                                     \
+    attr_ints(name, (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), \
+              (int64_t[]){__VA_ARGS__})
 static ir_attr attr_int(const char *name, int64_t v) {
     return (ir_attr){.name = name, .kind = IR_ATTR_INT, .i = v};
 }
@@ -45,7 +46,8 @@ static ir_tensor tensor(wpk_dtype dtype, int ndim, const int64_t *dims, void *da
     for (int i = 0; i < ndim; i++) t.dims[i] = dims[i];
     return t;
 }
-#define DIMS(...) (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}
+#define DIMS(...) \
+    (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}
 #define F32(data, ...) tensor(WPK_DTYPE_FLOAT32, DIMS(__VA_ARGS__), data)
 
 /* Shape function, then the reference kernel into freshly allocated outputs (freed by the
@@ -57,7 +59,8 @@ static wpk_status run(wpk_context *ctx, const ir_node *n, ir_tensor **in, ir_ten
     wpk_status st = info->shape(ctx, n, in, out);
     if (st) return st;
     for (int i = 0; i < n->nout; i++)
-        if (out[i]) out[i]->data = calloc((size_t)ir_numel(out[i]) + 1, wpk_dtype_size(out[i]->dtype));
+        if (out[i])
+            out[i]->data = calloc((size_t)ir_numel(out[i]) + 1, wpk_dtype_size(out[i]->dtype));
     return info->ref(ctx, n, in, out);
 }
 
@@ -133,7 +136,8 @@ static void check_conv_case(wpk_context *ctx, const conv_case *cc) {
     int64_t o3[3] = {1, 1, 1}, p3[3] = {0, 0, 0};
     int off = 3 - cc->nsp;
     for (int i = 0; i < cc->nsp; i++) {
-        in3[off + i] = cc->in[i], k3[off + i] = cc->k[i], s3[off + i] = cc->s[i], d3[off + i] = cc->d[i];
+        in3[off + i] = cc->in[i], k3[off + i] = cc->k[i];
+        s3[off + i] = cc->s[i], d3[off + i] = cc->d[i];
         conv_out_dim(cc, i, &o3[off + i], &p3[off + i]);
     }
     int64_t xdims[5] = {cc->n, cc->c}, wdims[5] = {cc->m, cc->c / cc->group};
@@ -144,7 +148,8 @@ static void check_conv_case(wpk_context *ctx, const conv_case *cc) {
     int64_t xsz = cc->n * cc->c * in3[0] * in3[1] * in3[2];
     int64_t wsz = cc->m * (cc->c / cc->group) * k3[0] * k3[1] * k3[2];
     int64_t osp = o3[0] * o3[1] * o3[2], ysz = cc->n * cc->m * osp;
-    float *x = rnd_buf(xsz), *w = rnd_buf(wsz), *b = rnd_buf(cc->m), *want = malloc(sizeof(float) * (size_t)ysz);
+    float *x = rnd_buf(xsz), *w = rnd_buf(wsz), *b = rnd_buf(cc->m),
+          *want = malloc(sizeof(float) * (size_t)ysz);
 
     int64_t cg = cc->c / cc->group, mg = cc->m / cc->group;
     for (int64_t n = 0; n < cc->n; n++)
@@ -159,11 +164,13 @@ static void check_conv_case(wpk_context *ctx, const conv_case *cc) {
                                 int64_t id = od * s3[0] - p3[0] + kd * d3[0];
                                 int64_t ih = oh * s3[1] - p3[1] + kh * d3[1];
                                 int64_t iw = ow * s3[2] - p3[2] + kw * d3[2];
-                                if (id < 0 || id >= in3[0] || ih < 0 || ih >= in3[1] || iw < 0 || iw >= in3[2])
+                                if (id < 0 || id >= in3[0] || ih < 0 || ih >= in3[1] || iw < 0 ||
+                                    iw >= in3[2])
                                     continue;
                                 int64_t ic = m / mg * cg + j;
-                                sum += x[(((n * cc->c + ic) * in3[0] + id) * in3[1] + ih) * in3[2] + iw] *
-                                       w[(((m * cg + j) * k3[0] + kd) * k3[1] + kh) * k3[2] + kw];
+                                int64_t xi = ((n * cc->c + ic) * in3[0] + id) * in3[1] + ih;
+                                int64_t wi = ((m * cg + j) * k3[0] + kd) * k3[1] + kh;
+                                sum += x[xi * in3[2] + iw] * w[wi * k3[2] + kw];
                             }
                 want[(n * cc->m + m) * osp + o] = (float)sum;
             }
@@ -245,8 +252,10 @@ static void test_conv(wpk_context *ctx) {
         {2, 2, 2, 3, 1, {6, 7}, {2, 3}, {2, 2}, {1, 1}, {0, 0}, {0, 0}, true, "VALID"},
         {1, 2, 3, 4, 1, {11}, {3}, {2}, {2}, {1}, {2}, true, NULL},
         {1, 1, 6, 6, 3, {10}, {4}, {3}, {1}, {0}, {3}, false, "SAME_UPPER"},
-        {3, 1, 2, 3, 1, {5, 6, 4}, {2, 3, 2}, {1, 2, 1}, {2, 1, 1}, {1, 1, 0}, {0, 1, 1}, true, NULL},
-        {3, 2, 4, 2, 2, {4, 4, 5}, {3, 1, 3}, {2, 1, 2}, {1, 1, 2}, {1, 0, 2}, {1, 0, 1}, false, NULL},
+        {3, 1, 2, 3, 1, {5, 6, 4}, {2, 3, 2}, {1, 2, 1}, {2, 1, 1}, {1, 1, 0}, {0, 1, 1},
+         true, NULL},
+        {3, 2, 4, 2, 2, {4, 4, 5}, {3, 1, 3}, {2, 1, 2}, {1, 1, 2}, {1, 0, 2}, {1, 0, 1},
+         false, NULL},
         /* 1x1 stride 2 (ResNet downsample) and a 7x7 stem-like case */
         {2, 1, 8, 4, 1, {9, 9}, {1, 1}, {2, 2}, {1, 1}, {0, 0}, {0, 0}, false, NULL},
         {2, 1, 3, 2, 1, {15, 14}, {7, 7}, {2, 2}, {1, 1}, {3, 3}, {3, 3}, true, NULL},
@@ -259,7 +268,8 @@ static void test_conv(wpk_context *ctx) {
     ir_tensor *inb[2] = {&tx, &tw3};
     ir_attr s3[] = {INTS("strides", 1, 1, 1)};
     n = node("Conv", 11, 2, 1, 1, s3);
-    CHECK_ERR(ctx, run(ctx, &n, in, out), WPK_ERR_MODEL, "attribute 'strides' has 3 values, expected 2");
+    CHECK_ERR(ctx, run(ctx, &n, in, out), WPK_ERR_MODEL,
+              "attribute 'strides' has 3 values, expected 2");
     n = node("Conv", 11, 2, 1, 0, NULL);
     CHECK_ERR(ctx, run(ctx, &n, inb, out), WPK_ERR_MODEL, "input X has 1 channels but W expects 3");
     ir_attr g2[] = {attr_int("group", 2)};
@@ -301,7 +311,8 @@ static void check_conv_transpose_case(wpk_context *ctx, int64_t c, int64_t m, in
                                       const int64_t *d, const int64_t *p, const int64_t *op) {
     /* 2-D; output size and the naive gather: y[o] sums x[i] w[k] over i*s + k*d - p0 == o */
     int64_t o[2];
-    for (int i = 0; i < 2; i++) o[i] = s[i] * (in[i] - 1) + op[i] + (k[i] - 1) * d[i] + 1 - p[i] - p[2 + i];
+    for (int i = 0; i < 2; i++)
+        o[i] = s[i] * (in[i] - 1) + op[i] + (k[i] - 1) * d[i] + 1 - p[i] - p[2 + i];
     int64_t mg = m / group, cg = c / group, n = 2;
     float *x = rnd_buf(n * c * in[0] * in[1]), *w = rnd_buf(c * mg * k[0] * k[1]), *b = rnd_buf(m);
     int64_t ysz = n * m * o[0] * o[1];
@@ -324,8 +335,9 @@ static void check_conv_transpose_case(wpk_context *ctx, int64_t c, int64_t m, in
                             }
                     want[((bi * m + oc) * o[0] + oh) * o[1] + ow] = (float)sum;
                 }
-    ir_attr attrs[] = {attr_int("group", group), attr_ints("strides", 2, s), attr_ints("dilations", 2, d),
-                       attr_ints("pads", 4, p), attr_ints("output_padding", 2, op)};
+    ir_attr attrs[] = {attr_int("group", group), attr_ints("strides", 2, s),
+                       attr_ints("dilations", 2, d), attr_ints("pads", 4, p),
+                       attr_ints("output_padding", 2, op)};
     ir_node nd = node("ConvTranspose", 11, 3, 1, 5, attrs);
     ir_tensor tx = F32(x, n, c, in[0], in[1]), tw = F32(w, c, mg, k[0], k[1]), tb = F32(b, m), y;
     ir_tensor *ins[3] = {&tx, &tw, &tb}, *out[1] = {&y};
@@ -355,7 +367,8 @@ static void test_conv_transpose(wpk_context *ctx) {
     n = node("ConvTranspose", 11, 2, 1, 2, a1);
     CHECK(run(ctx, &n, in, out) == WPK_OK);
     CHECK_DIMS(&y, 1, 2, 7, 3);
-    static const float pads[21] = {1, 1, 3, 1, 1, 3, 7, 4, 9, 7, 4, 9, 7, 4, 9, 13, 7, 15, 13, 7, 15};
+    static const float pads[21] = {1, 1, 3, 1, 1,  3, 7,  4,  9, 7, 4,
+                                   9, 7, 4, 9, 13, 7, 15, 13, 7, 15};
     CHECK(near(y.data, pads, 21, 1e-6f));
     release(out, 1);
 
@@ -411,7 +424,8 @@ typedef struct pool_case {
 static void check_pool_case(wpk_context *ctx, const pool_case *pc) {
     int64_t o[2];
     for (int i = 0; i < 2; i++) {
-        int64_t span = (pc->k[i] - 1) * pc->d[i] + 1, room = pc->in[i] + pc->p[i] + pc->p[2 + i] - span;
+        int64_t span = (pc->k[i] - 1) * pc->d[i] + 1,
+                room = pc->in[i] + pc->p[i] + pc->p[2 + i] - span;
         o[i] = (pc->ceil_mode ? (room + pc->s[i] - 1) / pc->s[i] : room / pc->s[i]) + 1;
         if (pc->ceil_mode && (o[i] - 1) * pc->s[i] >= pc->in[i] + pc->p[i]) o[i]--;
     }
@@ -439,9 +453,10 @@ static void check_pool_case(wpk_context *ctx, const pool_case *pc) {
                 want[(pl * o[0] + oh) * o[1] + ow] =
                     pc->is_max ? best : (float)(sum / (pc->include_pad ? padded : valid));
             }
-    ir_attr attrs[] = {attr_ints("kernel_shape", 2, pc->k), attr_ints("strides", 2, pc->s),
-                       attr_ints("dilations", 2, pc->d), attr_ints("pads", 4, pc->p),
-                       attr_int("ceil_mode", pc->ceil_mode), attr_int("count_include_pad", pc->include_pad)};
+    ir_attr attrs[] = {
+        attr_ints("kernel_shape", 2, pc->k),  attr_ints("strides", 2, pc->s),
+        attr_ints("dilations", 2, pc->d),     attr_ints("pads", 4, pc->p),
+        attr_int("ceil_mode", pc->ceil_mode), attr_int("count_include_pad", pc->include_pad)};
     ir_node n = node(pc->is_max ? "MaxPool" : "AveragePool", 19, 1, 1, pc->is_max ? 5 : 6, attrs);
     ir_tensor tx = F32(x, 1, planes, pc->in[0], pc->in[1]), y;
     ir_tensor *in[1] = {&tx}, *out[1] = {&y};
@@ -497,11 +512,13 @@ static void test_pool(wpk_context *ctx) {
     for (int i = 0; i < 9; i++) x9[i] = (float)(i + 1);
     ir_tensor t9 = F32(x9, 1, 1, 3, 3);
     ir_tensor *in9[1] = {&t9};
-    ir_attr a4[] = {INTS("kernel_shape", 3, 3), INTS("pads", 1, 1, 1, 1), attr_int("count_include_pad", 1)};
+    ir_attr a4[] = {INTS("kernel_shape", 3, 3), INTS("pads", 1, 1, 1, 1),
+                    attr_int("count_include_pad", 1)};
     n = node("AveragePool", 11, 1, 1, 3, a4);
     CHECK(run(ctx, &n, in9, out) == WPK_OK);
     CHECK_DIMS(&y, 1, 1, 3, 3);
-    CHECK(fabsf(((float *)y.data)[0] - 12.0f / 9.0f) < 1e-6f && fabsf(((float *)y.data)[4] - 5.0f) < 1e-6f);
+    CHECK(fabsf(((float *)y.data)[0] - 12.0f / 9.0f) < 1e-6f &&
+          fabsf(((float *)y.data)[4] - 5.0f) < 1e-6f);
     release(out, 1);
     n = node("AveragePool", 11, 1, 1, 2, a4);
     CHECK(run(ctx, &n, in9, out) == WPK_OK);
@@ -513,7 +530,8 @@ static void test_pool(wpk_context *ctx) {
     n = node("MaxPool", 11, 1, 1, 2, a5);
     CHECK(run(ctx, &n, in9, out) == WPK_OK);
     CHECK_DIMS(&y, 1, 1, 3, 3);
-    static const float upper[9] = {5, 6, 6, 8, 9, 9, 8, 9, 9}, lower[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    static const float upper[9] = {5, 6, 6, 8, 9, 9, 8, 9, 9},
+                       lower[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
     CHECK(near(y.data, upper, 9, 0));
     release(out, 1);
     ir_attr a6[] = {INTS("kernel_shape", 2, 2), attr_str("auto_pad", "SAME_LOWER")};
@@ -527,7 +545,8 @@ static void test_pool(wpk_context *ctx) {
     for (int i = 0; i < 25; i++) x25[i] = (float)(i + 1);
     ir_tensor t25 = F32(x25, 1, 1, 5, 5);
     ir_tensor *in25[1] = {&t25};
-    ir_attr a7[] = {INTS("kernel_shape", 2, 2), INTS("strides", 2, 2), attr_int("storage_order", 0)};
+    ir_attr a7[] = {INTS("kernel_shape", 2, 2), INTS("strides", 2, 2),
+                    attr_int("storage_order", 0)};
     n = node("MaxPool", 12, 1, 2, 3, a7);
     CHECK(run(ctx, &n, in25, out) == WPK_OK);
     CHECK_DIMS(&y, 1, 1, 2, 2);
@@ -657,9 +676,11 @@ static void test_layer_norm(wpk_context *ctx) {
         for (int j = 0; j < 4; j++) v += (x[r * 4 + j] - m) * (x[r * 4 + j] - m) / 4.0;
         wm[r] = (float)m;
         wi[r] = (float)(1.0 / sqrt(v + 1e-3));
-        for (int j = 0; j < 4; j++) want[r * 4 + j] = (float)((x[r * 4 + j] - m) * wi[r] * scale[j] + bias[j]);
+        for (int j = 0; j < 4; j++)
+            want[r * 4 + j] = (float)((x[r * 4 + j] - m) * wi[r] * scale[j] + bias[j]);
     }
-    CHECK(near(y.data, want, 12, 1e-5f) && near(mean.data, wm, 3, 1e-6f) && near(inv.data, wi, 3, 1e-5f));
+    CHECK(near(y.data, want, 12, 1e-5f) && near(mean.data, wm, 3, 1e-6f) &&
+          near(inv.data, wi, 3, 1e-5f));
     release(out, 3);
 
     /* axis 0 of a (3, 4) input: one row of 12; Scale of shape (4) broadcast over it, no B */
@@ -804,6 +825,18 @@ static void test_reduce_mean(wpk_context *ctx) {
     CHECK(near(y.data, x, 24, 0));
     release(out, 1);
 
+    /* an empty axes tensor is the same as none */
+    ir_tensor tempty = tensor(WPK_DTYPE_INT64, DIMS(0), NULL);
+    ir_tensor *inempty[2] = {&tx, &tempty};
+    n = node("ReduceMean", 18, 2, 1, 1, noop);
+    CHECK(run(ctx, &n, inempty, out) == WPK_OK);
+    CHECK_DIMS(&y, 2, 3, 4);
+    release(out, 1);
+    n = node("ReduceMean", 18, 2, 1, 0, NULL);
+    CHECK(run(ctx, &n, inempty, out) == WPK_OK);
+    CHECK(has_dims(&y, DIMS(1, 1, 1)) && fabsf(((float *)y.data)[0] - 11.5f) < 1e-6f);
+    release(out, 1);
+
     int64_t dup[2] = {1, -2};
     ir_tensor tdup = tensor(WPK_DTYPE_INT64, DIMS(2), dup);
     ir_tensor *indup[2] = {&tx, &tdup};
@@ -825,7 +858,8 @@ static void check_gemm_case(wpk_context *ctx, int64_t m, int64_t k, int64_t nn, 
         for (int64_t j = 0; j < nn; j++) {
             double s = 0;
             for (int64_t q = 0; q < k; q++)
-                s += (double)(ta ? a[q * m + i] : a[i * k + q]) * (tb ? b[j * k + q] : b[q * nn + j]);
+                s += (double)(ta ? a[q * m + i] : a[i * k + q]) *
+                     (tb ? b[j * k + q] : b[q * nn + j]);
             double cv = cnd < 0 ? 0.0 : c[(cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j)];
             want[i * nn + j] = (float)(alpha * s + beta * cv);
         }
@@ -861,14 +895,16 @@ static void test_gemm(wpk_context *ctx) {
     ir_tensor tB2 = F32(b, 4, 3);
     ir_tensor *in2[3] = {&tA, &tB2, &tC};
     n = node("Gemm", 13, 3, 1, 1, tb);
-    CHECK_ERR(ctx, run(ctx, &n, in2, out), WPK_ERR_MODEL, "input C (1-d) does not broadcast to the 2 x 4");
+    CHECK_ERR(ctx, run(ctx, &n, in2, out), WPK_ERR_MODEL,
+              "input C (1-d) does not broadcast to the 2 x 4");
 }
 
 /* MatMul of a (..., m, k) by b (..., k, n) against the naive batched loop; 1-D promotion is
  * checked through the shapes. */
-static void check_matmul_case(wpk_context *ctx, int na, const int64_t *ad, int nb, const int64_t *bd,
-                              int ny, const int64_t *yd) {
-    ir_tensor ta = tensor(WPK_DTYPE_FLOAT32, na, ad, NULL), tb = tensor(WPK_DTYPE_FLOAT32, nb, bd, NULL), y;
+static void check_matmul_case(wpk_context *ctx, int na, const int64_t *ad, int nb,
+                              const int64_t *bd, int ny, const int64_t *yd) {
+    ir_tensor ta = tensor(WPK_DTYPE_FLOAT32, na, ad, NULL),
+              tb = tensor(WPK_DTYPE_FLOAT32, nb, bd, NULL), y;
     ta.data = rnd_buf(ir_numel(&ta));
     tb.data = rnd_buf(ir_numel(&tb));
     ir_tensor *in[2] = {&ta, &tb}, *out[1] = {&y};
@@ -899,7 +935,8 @@ static void check_matmul_case(wpk_context *ctx, int na, const int64_t *ad, int n
             as *= da;
             bs *= db;
         }
-        const float *A = (const float *)ta.data + aoff * m * k, *B = (const float *)tb.data + boff * k * nn;
+        const float *A = (const float *)ta.data + aoff * m * k,
+                    *B = (const float *)tb.data + boff * k * nn;
         for (int64_t i = 0; i < m; i++)
             for (int64_t j = 0; j < nn; j++) {
                 double s = 0;
@@ -925,9 +962,11 @@ static void test_matmul(wpk_context *ctx) {
     ir_tensor tA = F32(a, 2, 2, 3), tB = F32(a, 3, 3, 1), tC = F32(a, 2, 2), y;
     ir_tensor *in[2] = {&tA, &tB}, *out[1] = {&y};
     ir_node n = node("MatMul", 13, 2, 1, 0, NULL);
-    CHECK_ERR(ctx, run(ctx, &n, in, out), WPK_ERR_MODEL, "batch dims cannot be broadcast: 2 in A and 3 in B");
+    CHECK_ERR(ctx, run(ctx, &n, in, out), WPK_ERR_MODEL,
+              "batch dims cannot be broadcast: 2 in A and 3 in B");
     ir_tensor *in2[2] = {&tA, &tC};
-    CHECK_ERR(ctx, run(ctx, &n, in2, out), WPK_ERR_MODEL, "inner dims differ: A has K = 3, B has K = 2");
+    CHECK_ERR(ctx, run(ctx, &n, in2, out), WPK_ERR_MODEL,
+              "inner dims differ: A has K = 3, B has K = 2");
 }
 
 /* Static inference with an unknown (-1) dim propagates it instead of failing. */
