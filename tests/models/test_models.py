@@ -1,0 +1,46 @@
+#!/usr/bin/env python3
+"""Generates the small CNNs of gen_models.py and checks `wpk run` against ONNX Runtime on each
+(rel L2 <= 1e-4 per output); the dynamic-batch models also run at batch 3.
+    test_models.py [--wpk PATH] [--models a,b] [--keep DIR]
+"""
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import compare_ort  # noqa: E402
+import gen_models  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--wpk", default=str(compare_ort.REPO / "build/wpk"), help="the wpk binary")
+    ap.add_argument("--models", default=",".join(gen_models.MODELS), help="comma-separated subset")
+    ap.add_argument("--keep", help="write the models here and keep them (default: a temp dir)")
+    args = ap.parse_args()
+    if not os.access(args.wpk, os.X_OK):
+        sys.exit(f"test_models: no wpk binary at {args.wpk} (use --wpk)")
+    names = [m for m in args.models.split(",") if m]
+
+    start = time.perf_counter()
+    failures = []
+    with tempfile.TemporaryDirectory(prefix="wpk-models.") as tmp:
+        paths = gen_models.write_models(args.keep or tmp, names)
+        for name, path in paths.items():
+            batches = [None, 3] if name in gen_models.DYNAMIC_BATCH else [None]
+            for batch in batches:
+                result = compare_ort.compare(path, args.wpk, batch=batch)
+                label = name + (f" (batch {batch})" if batch else "")
+                print(compare_ort.describe(result).replace(Path(path).name, label, 1), flush=True)
+                if not result.ok:
+                    failures.append(label)
+    print(f"\nmodels: {len(failures)} failed of {sum(2 if n in gen_models.DYNAMIC_BATCH else 1 for n in names)}"
+          f"{': ' + ', '.join(failures) if failures else ''} ({time.perf_counter() - start:.1f} s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
