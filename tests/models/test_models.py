@@ -26,18 +26,19 @@ def main():
     names = [m for m in args.models.split(",") if m]
 
     start = time.perf_counter()
-    failures = []
+    failures, runs = [], 0
     with tempfile.TemporaryDirectory(prefix="wpk-models.") as tmp:
         paths = gen_models.write_models(args.keep or tmp, names)
         for name, path in paths.items():
             batches = [None, 3] if name in gen_models.DYNAMIC_BATCH else [None]
             for batch in batches:
                 result = compare_ort.compare(path, args.wpk, batch=batch)
+                runs += 1
                 label = name + (f" (batch {batch})" if batch else "")
                 print(compare_ort.describe(result).replace(Path(path).name, label, 1), flush=True)
                 if not result.ok:
                     failures.append(label)
-    print(f"\nmodels: {len(failures)} failed of {sum(2 if n in gen_models.DYNAMIC_BATCH else 1 for n in names)}"
+    print(f"\nmodels: {runs - len(failures)} passed, {len(failures)} failed"
           f"{': ' + ', '.join(failures) if failures else ''} ({time.perf_counter() - start:.1f} s)")
     return 1 if failures else 0
 
