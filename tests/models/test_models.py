@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Generates the small CNNs of gen_models.py and checks `wpk run` against ONNX Runtime on each
-(rel L2 <= 1e-4 per output); the dynamic-batch models also run at batch 3.
+"""Generates the small CNNs of gen_models.py and the old-opset one-node models of legacy_ops.py
+and checks `wpk run` against ONNX Runtime on each (rel L2 <= 1e-4 per output); the
+dynamic-batch models also run at batch 3.
     test_models.py [--wpk PATH] [--models a,b] [--keep DIR]
 """
 import argparse
@@ -13,12 +14,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import compare_ort  # noqa: E402
 import gen_models  # noqa: E402
+import legacy_ops  # noqa: E402
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--wpk", default=str(compare_ort.REPO / "build/wpk"), help="the wpk binary")
-    ap.add_argument("--models", default=",".join(gen_models.MODELS), help="comma-separated subset")
+    ap.add_argument("--models", default=",".join(gen_models.MODELS), help="comma-separated subset of the CNNs")
+    ap.add_argument("--no-legacy", action="store_true", help="leave out the old-opset one-node models")
     ap.add_argument("--keep", help="write the models here and keep them (default: a temp dir)")
     args = ap.parse_args()
     if not os.access(args.wpk, os.X_OK):
@@ -29,6 +32,8 @@ def main():
     failures, runs = [], 0
     with tempfile.TemporaryDirectory(prefix="wpk-models.") as tmp:
         paths = gen_models.write_models(args.keep or tmp, names)
+        if not args.no_legacy:
+            paths.update(legacy_ops.write_models(os.path.join(args.keep or tmp, "legacy")))
         for name, path in paths.items():
             batches = [None, 3] if name in gen_models.DYNAMIC_BATCH else [None]
             for batch in batches:
