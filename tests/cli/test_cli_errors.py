@@ -52,6 +52,9 @@ def unsupported_model(op_a, op_b):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
 
 
+SANITIZER_REPORT = re.compile(r"Sanitizer|runtime error:")  # an ASan/UBSan build's findings
+
+
 def wpk(*args):
     return subprocess.run([WPK, *map(str, args)], capture_output=True, text=True, timeout=120)
 
@@ -77,6 +80,7 @@ class CliTest(unittest.TestCase):
     def assert_user_error(self, proc, *patterns):
         """Exit 1, stderr starts with `wpk: error: ` and matches every pattern (regex, any case)."""
         self.assertEqual(proc.returncode, 1, f"expected exit 1, got {proc.returncode}; stderr: {proc.stderr!r}")
+        self.assertNotRegex(proc.stderr, SANITIZER_REPORT)
         self.assertTrue(proc.stderr.startswith("wpk: error: "), f"stderr: {proc.stderr!r}")
         for pattern in patterns:
             self.assertRegex(proc.stderr, re.compile(pattern, re.I))
@@ -172,6 +176,7 @@ class CliTest(unittest.TestCase):
         out_dir = self.tmp / out_name
         proc = wpk("run", self.model, "-o", out_dir, "--seed", seed)
         self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertNotRegex(proc.stderr, SANITIZER_REPORT)
         return proc, out_dir / "scores_0.npy"
 
     def test_run_without_inputs_writes_npy(self):

@@ -29,6 +29,7 @@ REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 RTOL, ATOL = 1e-3, 1e-5
 CASE_TIMEOUT_S = 120
+SANITIZER_REPORT = re.compile(r"Sanitizer|runtime error:")  # an ASan/UBSan build's findings
 
 
 def supported_ops():
@@ -197,6 +198,8 @@ def run_data_set(wpk, model_path, graph, ds, work):
         return f"wpk crashed (signal {-proc.returncode}):\n{tail(proc.stderr)}"
     if proc.returncode != 0:
         return f"wpk exited {proc.returncode}:\n{tail(proc.stderr)}"
+    if SANITIZER_REPORT.search(proc.stderr):
+        return f"sanitizer report:\n{tail(proc.stderr, lines=20, chars=3000)}"
     for j, vi in enumerate(graph.output):
         if vi.type.WhichOneof("value") != "tensor_type":
             return f"output {vi.name} is a {vi.type.WhichOneof('value')}, not a tensor"

@@ -129,7 +129,7 @@ def compare(model, wpk, batch=None, seed=0, threads=None, iters=1):
     with tempfile.TemporaryDirectory(prefix="wpk-compare.") as tmp:
         work = Path(tmp)
         stdout, stderr, status = run_wpk(wpk, model, feeds, work, threads, iters)
-        if status != 0:
+        if status != 0 or re.search(r"Sanitizer|runtime error:", stderr):
             result.problems.append(f"wpk run exited {status}: {stderr.strip()[-1500:]}")
             return result
         latency = re.search(r"^latency:\s*(?:median\s*)?([0-9.eE+-]+)\s*ms", stdout, re.M)
