@@ -5,7 +5,9 @@ A case is selected when every node of its model is an op of src/ir/ops.def (defa
 The cases come from the onnx package: its data/node directory when the wheel ships one, otherwise
 the same cases generated from the package's own definitions (onnx.backend.test.case.node) into a
 cache directory. Cases matching a line of excluded.txt (`pattern  # reason`, fnmatch patterns) are
-expected to fail; one that passes, or a line that matches nothing, is stale and fails the run.
+expected to fail, and to fail cleanly: wpk must reject them with exit 1 and a message, as it
+must any input it does not handle (a crash or a wrong answer on them is a failure). An excluded
+case that passes, or a line that matches nothing, is stale and fails the run too.
 """
 import argparse
 import concurrent.futures
@@ -171,6 +173,11 @@ def compare(expected, actual):
     return msg
 
 
+def is_clean_rejection(failure):
+    """Whether a failure is wpk refusing the case with a message (or a non-tensor value)."""
+    return "wpk exited 1:\nwpk: error: " in failure or failure.endswith("not a tensor")
+
+
 def tail(text, lines=6, chars=800):
     return "\n".join(text.strip().splitlines()[-lines:])[-chars:]
 
@@ -194,19 +201,23 @@ def run_data_set(wpk, model_path, graph, ds, work):
         proc = subprocess.run(args, capture_output=True, text=True, timeout=CASE_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         return f"wpk timed out after {CASE_TIMEOUT_S} s"
+    if SANITIZER_REPORT.search(proc.stderr):
+        return f"sanitizer report (exit {proc.returncode}):\n{tail(proc.stderr, lines=20, chars=3000)}"
     if proc.returncode < 0:
         return f"wpk crashed (signal {-proc.returncode}):\n{tail(proc.stderr)}"
     if proc.returncode != 0:
         return f"wpk exited {proc.returncode}:\n{tail(proc.stderr)}"
-    if SANITIZER_REPORT.search(proc.stderr):
-        return f"sanitizer report:\n{tail(proc.stderr, lines=20, chars=3000)}"
     for j, vi in enumerate(graph.output):
         if vi.type.WhichOneof("value") != "tensor_type":
             return f"output {vi.name} is a {vi.type.WhichOneof('value')}, not a tensor"
         got_path = out_dir / out_file_name(vi.name)
         if not got_path.exists():
             return f"output {vi.name}: wpk wrote no {got_path.name}"
-        diff = compare(load_pb_tensor(ds / f"output_{j}.pb"), np.load(got_path))
+        try:
+            got = np.load(got_path)
+        except (ValueError, OSError) as e:
+            return f"output {vi.name}: wpk wrote an unreadable {got_path.name}: {e}"
+        diff = compare(load_pb_tensor(ds / f"output_{j}.pb"), got)
         if diff:
             return f"output {vi.name}: {diff}"
     return None
@@ -262,8 +273,10 @@ def main():
         for fut in concurrent.futures.as_completed(futures):
             case, failure = futures[fut], fut.result()
             ex = exclusion_for(case.name, rules)
-            if ex and failure:
+            if ex and failure and is_clean_rejection(failure):
                 excluded.append(case.name)
+            elif ex and failure:
+                failed.append((case.name, f"(excluded, but must be rejected with exit 1) {failure}"))
             elif ex:
                 stale.append(f"{case.name}: passes but is excluded by `{ex[0]}`")
             elif failure:
