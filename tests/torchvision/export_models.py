@@ -20,8 +20,8 @@ MODELS = ["resnet18", "resnet50", "mobilenet_v2", "squeezenet1_1", "densenet121"
 # Models exported with a symbolic batch axis "N", so the tests can run them at another batch.
 DYNAMIC_BATCH = {"resnet18"}
 
-# Constructor arguments beyond weights=None: googlenet's auxiliary heads only exist in training,
-# and its default init is scipy-based and slow, so ask for the plain one explicitly.
+# Constructor arguments beyond weights=None: googlenet's auxiliary heads only matter in training,
+# and init_weights=True names the initialization weights=None picks anyway (without a FutureWarning).
 EXTRA_ARGS = {"googlenet": {"aux_logits": False, "init_weights": True}}
 
 
