@@ -95,13 +95,49 @@ char *wpk_model_describe(const wpk_model *model);
  * golden tests. Owned by the caller (free()). */
 char *wpk_model_print(const wpk_model *model);
 
+/* ---- optimization ---- */
+
+typedef struct wpk_optimize_params {
+    int level;           /* 0: none; 1: cleanup (constant folding, identity removal, reshape
+                            simplification, CSE, dead nodes); 2 (default): + BatchNormalization
+                            folding and epilogue fusion; 3: + blocked NCHW[x]c layout */
+    const char *dump;    /* print the graph after this pass, or after every pass with "all",
+                            through the log callback at WPK_LOG_INFO; NULL: $WPK_DUMP */
+    const char *passes;  /* comma-separated pass names to run instead of the level's; NULL */
+} wpk_optimize_params;
+
+wpk_optimize_params wpk_optimize_default_params(void);
+
+/* Rewrite the model's graph with the graph passes and infer its shapes again. Per-pass change
+ * counts are logged at WPK_LOG_INFO. On failure the model is unchanged only in the sense that
+ * it must not be used further: free it. */
+wpk_status wpk_model_optimize(wpk_context *ctx, wpk_model *model, const wpk_optimize_params *params);
+
+/* Write the model as an ONNX file: standard ops where the semantics are standard, the ops our
+ * passes create in the "wpk" domain. WPK_ERR_IO when the file cannot be written (an existing
+ * file at path is replaced only once the new one is complete). */
+wpk_status wpk_model_save(wpk_context *ctx, const wpk_model *model, const char *path);
+
+int wpk_model_num_nodes(const wpk_model *model);
+
+typedef struct wpk_memory_stats {
+    size_t planned_bytes;    /* peak of the planned activation workspace */
+    size_t unplanned_bytes;  /* the sum of every activation's size (no reuse) */
+} wpk_memory_stats;
+
+/* Plan activation memory for the model's graph as it is (optimize first to plan the optimized
+ * graph), with symbolic dims bound to 1. */
+wpk_status wpk_model_memory_stats(wpk_context *ctx, const wpk_model *model, wpk_memory_stats *out);
+
 /* ---- session: a model prepared to run on a backend ---- */
 
 typedef enum wpk_backend { WPK_BACKEND_REF = 0 } wpk_backend;
 
 typedef struct wpk_session_params {
     wpk_backend backend;
-    int threads;  /* 0 = all cores */
+    int threads;    /* 0 = all cores */
+    int opt_level;  /* graph optimization level of the session's copy (wpk_optimize_params.level);
+                       default 2 */
 } wpk_session_params;
 
 wpk_session_params wpk_session_default_params(void);

@@ -21,10 +21,13 @@ static void usage(FILE *f) {
           "  info MODEL [--graph]          inputs/outputs, op histogram, parameters, FLOPs,\n"
           "                                unsupported ops; --graph prints the graph IR\n"
           "  run  MODEL [-i NAME=FILE.npy]... [-o OUTDIR] [--backend ref] [--threads N]\n"
-          "             [--seed S] [--iters N]\n"
+          "             [--seed S] [--iters N] [-O LEVEL]\n"
           "                                run the model; inputs not given get seeded random\n"
           "                                values; outputs go to OUTDIR/<name>.npy (default\n"
           "                                OUTDIR: wpk_out)\n"
+          "  optimize MODEL -o OUT.onnx [-O LEVEL] [--dump PASS|all] [--passes A,B] [-v]\n"
+          "                                graph passes only; writes a valid ONNX model and\n"
+          "                                prints a before/after summary (levels 0-3, default 2)\n"
           "  version                       print the version\n",
           f);
 }
@@ -56,6 +59,108 @@ static int parse_int(const char *s, long lo, long hi, long *out) {
     return 1;
 }
 
+static void log_stderr(void *user, wpk_log_level level, const char *msg) {
+    (void)user;
+    fprintf(stderr, "%s%s\n", level <= WPK_LOG_WARN ? "wpk: warning: " : "", msg);
+}
+
+/* Op type -> count, for before/after summaries. */
+typedef struct op_count {
+    char op[64];
+    int before, after;
+} op_count;
+
+static int count_ops(const wpk_model *m, op_count *counts, int n, int max, int after) {
+    char *text = wpk_model_describe(m);
+    /* the describe report ends with the op histogram: "  OpType   count" lines after "ops:" */
+    char *p = text ? strstr(text, "\nops:\n") : NULL;
+    for (p = p ? p + 6 : NULL; p && *p;) {
+        char op[64];
+        int c;
+        if (sscanf(p, " %63s %d", op, &c) == 2) {
+            int k = 0;
+            while (k < n && strcmp(counts[k].op, op) != 0) k++;
+            if (k == n && n < max) {
+                memset(&counts[n], 0, sizeof counts[n]);
+                snprintf(counts[n].op, sizeof counts[n].op, "%s", op);
+                n++;
+            }
+            if (k < n) *(after ? &counts[k].after : &counts[k].before) = c;
+        }
+        p = strchr(p, '\n');
+        if (p) p++;
+    }
+    free(text);
+    return n;
+}
+
+static int parse_level(const char *val, int *level) {
+    long v;
+    if (!val || !parse_int(val, 0, 3, &v)) return 0;
+    *level = (int)v;
+    return 1;
+}
+
+static int cmd_optimize(int argc, char **argv) {
+    const char *path = NULL, *out = NULL;
+    wpk_optimize_params p = wpk_optimize_default_params();
+    int verbose = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "-o") == 0 && val) out = argv[++i];
+        else if (strncmp(a, "-O", 2) == 0 && a[2] && parse_level(a + 2, &p.level)) continue;
+        else if (strcmp(a, "-O") == 0 && parse_level(val, &p.level)) i++;
+        else if (strcmp(a, "--dump") == 0 && val) p.dump = argv[++i];
+        else if (strcmp(a, "--passes") == 0 && val) p.passes = argv[++i];
+        else if (strcmp(a, "-v") == 0) verbose = 1;
+        else if (a[0] == '-') return usage_error("bad option '%s' for 'optimize' (levels: -O0 to -O3)", a);
+        else if (!path) path = a;
+        else return usage_error("unexpected argument '%s'", a);
+    }
+    if (!path || !out) return usage_error("%s", "usage: wpk optimize MODEL -o OUT.onnx");
+    wpk_context *ctx = wpk_context_create();
+    if (!ctx) return fail(WPK_ERR_NOMEM, "out of memory");
+    if (verbose || p.dump) wpk_context_set_log(ctx, log_stderr, NULL, WPK_LOG_INFO);
+    wpk_model *m = NULL;
+    op_count counts[256];
+    int n = 0, before = 0, rc = 0;
+    wpk_status st = wpk_model_load(ctx, path, &m);
+    if (st == WPK_OK) {
+        before = wpk_model_num_nodes(m);
+        n = count_ops(m, counts, 0, 256, 0);
+        st = wpk_model_optimize(ctx, m, &p);
+    }
+    if (st == WPK_OK) st = wpk_model_save(ctx, m, out);
+    if (st == WPK_OK) {
+        n = count_ops(m, counts, n, 256, 1);
+        printf("%s -> %s (-O%d): %d nodes -> %d\n", path, out, p.level, before,
+               wpk_model_num_nodes(m));
+        printf("  %-28s %7s %7s\n", "op", "before", "after");
+        for (int k = 0; k < n; k++)
+            if (counts[k].before != counts[k].after || verbose)
+                printf("  %-28s %7d %7d\n", counts[k].op, counts[k].before, counts[k].after);
+    } else {
+        rc = fail(st, wpk_context_error(ctx));
+    }
+    wpk_model_free(m);
+    wpk_context_free(ctx);
+    return rc;
+}
+
+/* The plan lines of `info`: node count and activation memory after default optimization. */
+static int print_plan(wpk_context *ctx, wpk_model *m) {
+    wpk_optimize_params p = wpk_optimize_default_params();
+    int before = wpk_model_num_nodes(m);
+    wpk_memory_stats mem;
+    wpk_status st = wpk_model_optimize(ctx, m, &p);
+    if (st == WPK_OK) st = wpk_model_memory_stats(ctx, m, &mem);
+    if (st) return fail(st, wpk_context_error(ctx));
+    printf("nodes: %d, after optimization (-O%d): %d\n", before, p.level, wpk_model_num_nodes(m));
+    printf("peak activation memory: %zu bytes (unplanned: %zu bytes)\n", mem.planned_bytes,
+           mem.unplanned_bytes);
+    return 0;
+}
+
 static int cmd_info(int argc, char **argv) {
     const char *path = NULL;
     int graph = 0;
@@ -84,6 +189,7 @@ static int cmd_info(int argc, char **argv) {
         }
         st = wpk_model_check_supported(ctx, m);
         if (st) rc = fail(st, wpk_context_error(ctx));
+        else rc = print_plan(ctx, m);
     }
     wpk_model_free(m);
     wpk_context_free(ctx);
@@ -178,6 +284,11 @@ static int parse_run(int argc, char **argv, run_opts *o) {
                                    val ? val : "");
             o->params.threads = (int)v;
             i++;
+        } else if (strncmp(a, "-O", 2) == 0) {
+            const char *lv = a[2] ? a + 2 : val;
+            if (!parse_level(lv, &o->params.opt_level))
+                return usage_error("%s needs an optimization level from 0 to 3", a);
+            if (!a[2]) i++;
         } else if (strcmp(a, "--seed") == 0) {
             if (!val || !parse_int(val, 0, 2147483647, &v))
                 return usage_error("--seed needs a non-negative number, not '%s'", val ? val : "");
@@ -316,6 +427,7 @@ int main(int argc, char **argv) {
     const char *cmd = argv[1];
     if (strcmp(cmd, "info") == 0) return cmd_info(argc - 2, argv + 2);
     if (strcmp(cmd, "run") == 0) return cmd_run(argc - 2, argv + 2);
+    if (strcmp(cmd, "optimize") == 0) return cmd_optimize(argc - 2, argv + 2);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("wpk %s\n", wpk_version());
         return 0;

@@ -7,7 +7,12 @@
 #include "base/strbuf.h"
 #include "ir/eval.h"
 #include "ir/verify.h"
+#include "onnx/onnx_export.h"
 #include "onnx/onnx_import.h"
+#include "passes/pass.h"
+#include "base/target.h"
+
+static wpk_status reinfer(wpk_context *ctx, wpk_model *m);
 
 wpk_status wpk_model_load(wpk_context *ctx, const char *path, wpk_model **out) {
     *out = NULL;
@@ -17,18 +22,7 @@ wpk_status wpk_model_load(wpk_context *ctx, const char *path, wpk_model **out) {
     wpk_status st = onnx_import_file(ctx, path, &m->g);
     if (st == WPK_OK) st = ir_verify(ctx, m->g);
     if (st == WPK_OK) {
-        m->vals = wpk_calloc((size_t)m->g->nvalues + 1, sizeof(ir_tensor));
-        if (!m->vals) st = wpk_error(ctx, WPK_ERR_NOMEM, "out of memory loading %s", path);
-    }
-    if (st == WPK_OK) {
-        for (int v = 0; v < m->g->nvalues; v++) {
-            const ir_value *val = &m->g->values[v];
-            if (!val->is_const && !val->is_input) continue;
-            m->vals[v] = val->t;
-            for (int i = 0; i < val->t.ndim; i++)
-                if (m->vals[v].dims[i] < 0) m->vals[v].dims[i] = 1;
-        }
-        st = ir_infer(ctx, m->g, m->vals, &m->fold_mem);
+        st = reinfer(ctx, m);
         if (st) wpk_error_prefix(ctx, "%s", path);
     }
     if (st) {
@@ -107,4 +101,51 @@ wpk_status wpk_model_check_supported(wpk_context *ctx, const wpk_model *m) {
                               g->path ? g->path : "model", nbad, nbad > 1 ? "s" : "", list ? list : "");
     wpk_free(list);
     return st;
+}
+
+wpk_optimize_params wpk_optimize_default_params(void) {
+    wpk_optimize_params p;
+    memset(&p, 0, sizeof p);
+    p.level = pass_default_options().level;
+    return p;
+}
+
+/* Shapes for reports: inferred with symbolic dims bound to 1, small results folded. */
+static wpk_status reinfer(wpk_context *ctx, wpk_model *m) {
+    wpk_free(m->vals);
+    arena_free(&m->fold_mem);
+    m->vals = wpk_calloc((size_t)m->g->nvalues + 1, sizeof(ir_tensor));
+    if (!m->vals) return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory inferring shapes");
+    for (int v = 0; v < m->g->nvalues; v++) {
+        const ir_value *val = &m->g->values[v];
+        if (!val->is_const && !val->is_input) continue;
+        m->vals[v] = val->t;
+        for (int i = 0; i < val->t.ndim; i++)
+            if (m->vals[v].dims[i] < 0) m->vals[v].dims[i] = 1;
+    }
+    return ir_infer(ctx, m->g, m->vals, &m->fold_mem);
+}
+
+wpk_status wpk_model_optimize(wpk_context *ctx, wpk_model *m, const wpk_optimize_params *params) {
+    wpk_clear_error(ctx);
+    wpk_optimize_params p = params ? *params : wpk_optimize_default_params();
+    if (p.level < 0 || p.level > 3)
+        return wpk_error(ctx, WPK_ERR_INVALID_ARG, "optimization level %d is out of range (0 to 3)",
+                         p.level);
+    pass_options opt = pass_default_options();
+    opt.level = p.level;
+    opt.dump = p.dump;
+    opt.only = p.passes;
+    opt.vector_floats = target_vector_floats();
+    wpk_status st = passes_run(ctx, m->g, &opt);
+    if (st == WPK_OK) st = reinfer(ctx, m);
+    if (st) wpk_error_prefix(ctx, "%s", m->g->path ? m->g->path : "model");
+    return st;
+}
+
+int wpk_model_num_nodes(const wpk_model *m) { return m->g->nnodes; }
+
+wpk_status wpk_model_save(wpk_context *ctx, const wpk_model *m, const char *path) {
+    wpk_clear_error(ctx);
+    return onnx_export_file(ctx, m->g, path);
 }

@@ -53,12 +53,15 @@ wpk_status ir_infer(wpk_context *ctx, const ir_graph *g, ir_tensor *vals, arena 
         for (int i = 0; i < n->nout; i++)
             if (out[i]) memset(out[i], 0, sizeof(ir_tensor));
         st = info->shape(ctx, n, in, out);
-        if (st == WPK_ERR_UNSUPPORTED) {
+        bool symbolic = false;
+        for (int i = 0; i < n->nin; i++)
+            for (int d = 0; in[i] && d < in[i]->ndim; d++) symbolic |= in[i]->dims[d] < 0;
+        if (st == WPK_ERR_UNSUPPORTED || (st != WPK_OK && st != WPK_ERR_NOMEM && symbolic)) {
             /* e.g. a shape computed at run time: the session infers it then */
             wpk_clear_error(ctx);
             mark_unknown(n, vals);
             st = WPK_OK;
-        } else if (st == WPK_OK && all_data) {
+        } else if (st == WPK_OK && all_data && mem) {
             int64_t elems = 0;
             for (int i = 0; i < n->nout; i++)
                 if (out[i]) elems += ir_numel(out[i]);

@@ -12,7 +12,8 @@
  * node produces has dtype and shape, or dtype WPK_DTYPE_UNDEFINED when it could not be known
  * (an unsupported op upstream, or a shape that depends on data computed at run time).
  * Nodes whose inputs are all known and whose outputs are small are evaluated (constant folding
- * of the Shape->Gather->Concat chains exporters emit); their data lives in `mem`.
+ * of the Shape->Gather->Concat chains exporters emit); their data lives in `mem` (NULL: never
+ * fold). Symbolic dims may be -1: a node that cannot be inferred from them is left unknown.
  * Returns WPK_ERR_MODEL (message naming the node) when a node is inconsistent. */
 wpk_status ir_infer(wpk_context *ctx, const ir_graph *g, ir_tensor *vals, arena *mem);
 

@@ -1,6 +1,7 @@
 /* graph.c -- building graphs: values, nodes, constants, attribute lookup, topological order. */
 #include "ir/graph.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -195,4 +196,165 @@ const int64_t *ir_attr_ints(const ir_node *n, const char *name, int *count) {
     }
     *count = a->n;
     return a->ints;
+}
+
+ir_graph *ir_graph_clone(const ir_graph *src) {
+    ir_graph *g = ir_graph_create();
+    if (!g) return NULL;
+    g->opset = src->opset;
+    g->path = src->path;
+    g->values = wpk_malloc(sizeof(ir_value) * (size_t)(src->nvalues + 1));
+    g->nodes = wpk_malloc(sizeof(ir_node) * (size_t)(src->nnodes + 1));
+    g->inputs = arena_alloc(&g->mem, sizeof(int) * (size_t)(src->ninputs + 1));
+    g->outputs = arena_alloc(&g->mem, sizeof(int) * (size_t)(src->noutputs + 1));
+    if (!g->values || !g->nodes || !g->inputs || !g->outputs) goto oom;
+    memcpy(g->values, src->values, sizeof(ir_value) * (size_t)src->nvalues);
+    g->nvalues = g->cap_values = src->nvalues;
+    memcpy(g->inputs, src->inputs, sizeof(int) * (size_t)src->ninputs);
+    memcpy(g->outputs, src->outputs, sizeof(int) * (size_t)src->noutputs);
+    g->ninputs = src->ninputs;
+    g->noutputs = src->noutputs;
+    for (int k = 0; k < src->nnodes; k++) {
+        ir_node *n = &g->nodes[k];
+        *n = src->nodes[k];
+        n->in = arena_memdup(&g->mem, n->in, sizeof(int) * (size_t)(n->nin + 1));
+        n->out = arena_memdup(&g->mem, n->out, sizeof(int) * (size_t)(n->nout + 1));
+        n->attrs = arena_memdup(&g->mem, n->attrs, sizeof(ir_attr) * (size_t)(n->nattr + 1));
+        if (!n->in || !n->out || !n->attrs) goto oom;
+    }
+    g->nnodes = g->cap_nodes = src->nnodes;
+    return g;
+oom:
+    ir_graph_free(g);
+    return NULL;
+}
+
+void ir_graph_replace_uses(ir_graph *g, int from, int to) {
+    for (int k = 0; k < g->nnodes; k++)
+        for (int i = 0; i < g->nodes[k].nin; i++)
+            if (g->nodes[k].in[i] == from) g->nodes[k].in[i] = to;
+    for (int i = 0; i < g->noutputs; i++)
+        if (g->outputs[i] == from) g->outputs[i] = to;
+}
+
+bool ir_graph_is_output(const ir_graph *g, int v) {
+    for (int i = 0; i < g->noutputs; i++)
+        if (g->outputs[i] == v) return true;
+    return false;
+}
+
+int ir_graph_count_uses(const ir_graph *g, int v) {
+    int uses = 0;
+    for (int k = 0; k < g->nnodes; k++)
+        if (!g->nodes[k].dead)
+            for (int i = 0; i < g->nodes[k].nin; i++) uses += g->nodes[k].in[i] == v;
+    for (int i = 0; i < g->noutputs; i++) uses += g->outputs[i] == v;
+    return uses;
+}
+
+int ir_graph_single_consumer(const ir_graph *g, int v) {
+    int found = -1, uses = 0;
+    for (int k = 0; k < g->nnodes; k++) {
+        if (g->nodes[k].dead) continue;
+        for (int i = 0; i < g->nodes[k].nin; i++)
+            if (g->nodes[k].in[i] == v) {
+                uses++;
+                found = k;
+            }
+    }
+    return uses == 1 && !ir_graph_is_output(g, v) ? found : -1;
+}
+
+void ir_graph_compact(ir_graph *g) {
+    int j = 0;
+    for (int k = 0; k < g->nnodes; k++)
+        if (!g->nodes[k].dead) g->nodes[j++] = g->nodes[k];
+    g->nnodes = j;
+    for (int v = 0; v < g->nvalues; v++) g->values[v].producer = -1;
+    for (int k = 0; k < g->nnodes; k++)
+        for (int o = 0; o < g->nodes[k].nout; o++)
+            if (g->nodes[k].out[o] >= 0) g->values[g->nodes[k].out[o]].producer = k;
+}
+
+const char *ir_graph_unique_name(ir_graph *g, const char *base) {
+    if (ir_graph_find_value(g, base) < 0) return arena_strdup(&g->mem, base);
+    char buf[512];
+    for (int i = 1;; i++) {
+        snprintf(buf, sizeof buf, "%.480s_%d", base, i);
+        if (ir_graph_find_value(g, buf) < 0) return arena_strdup(&g->mem, buf);
+    }
+}
+
+wpk_status ir_node_resize(ir_graph *g, ir_node *n, int nin, int nout) {
+    int *in = arena_alloc(&g->mem, sizeof(int) * (size_t)(nin + 1));
+    int *out = arena_alloc(&g->mem, sizeof(int) * (size_t)(nout + 1));
+    if (!in || !out) return WPK_ERR_NOMEM;
+    for (int i = 0; i < nin; i++) in[i] = i < n->nin ? n->in[i] : -1;
+    for (int i = 0; i < nout; i++) out[i] = i < n->nout ? n->out[i] : -1;
+    n->in = in;
+    n->out = out;
+    n->nin = nin;
+    n->nout = nout;
+    return WPK_OK;
+}
+
+wpk_status ir_node_set_attr(ir_graph *g, ir_node *n, const ir_attr *a) {
+    ir_attr copy = *a;
+    copy.name = arena_strdup(&g->mem, a->name);
+    if (!copy.name) return WPK_ERR_NOMEM;
+    if (a->s && !(copy.s = arena_strdup(&g->mem, a->s))) return WPK_ERR_NOMEM;
+    if (a->ints && !(copy.ints = arena_memdup(&g->mem, a->ints, sizeof(int64_t) * (size_t)a->n)))
+        return WPK_ERR_NOMEM;
+    if (a->floats && !(copy.floats = arena_memdup(&g->mem, a->floats, sizeof(float) * (size_t)a->n)))
+        return WPK_ERR_NOMEM;
+    for (int i = 0; i < n->nattr; i++)
+        if (strcmp(n->attrs[i].name, a->name) == 0) {
+            n->attrs[i] = copy;
+            return WPK_OK;
+        }
+    /* attribute arrays may be shared with a clone's source: always grow into a new array */
+    ir_attr *attrs = arena_alloc(&g->mem, sizeof(ir_attr) * (size_t)(n->nattr + 1));
+    if (!attrs) return WPK_ERR_NOMEM;
+    if (n->nattr) memcpy(attrs, n->attrs, sizeof(ir_attr) * (size_t)n->nattr);
+    attrs[n->nattr] = copy;
+    n->attrs = attrs;
+    n->nattr++;
+    return WPK_OK;
+}
+
+wpk_status ir_node_set_int(ir_graph *g, ir_node *n, const char *name, int64_t v) {
+    ir_attr a = {.name = name, .kind = IR_ATTR_INT, .i = v};
+    return ir_node_set_attr(g, n, &a);
+}
+
+wpk_status ir_node_set_float(ir_graph *g, ir_node *n, const char *name, float v) {
+    ir_attr a = {.name = name, .kind = IR_ATTR_FLOAT, .f = v};
+    return ir_node_set_attr(g, n, &a);
+}
+
+wpk_status ir_node_set_str(ir_graph *g, ir_node *n, const char *name, const char *v) {
+    ir_attr a = {.name = name, .kind = IR_ATTR_STRING, .s = v};
+    return ir_node_set_attr(g, n, &a);
+}
+
+wpk_status ir_node_set_ints(ir_graph *g, ir_node *n, const char *name, const int64_t *v, int count) {
+    ir_attr a = {.name = name, .kind = IR_ATTR_INTS, .ints = (int64_t *)v, .n = count};
+    return ir_node_set_attr(g, n, &a);
+}
+
+void ir_node_remove_attr(ir_node *n, const char *name) {
+    for (int i = 0; i < n->nattr; i++)
+        if (strcmp(n->attrs[i].name, name) == 0) {
+            /* the array is the node's own (see ir_node.attrs), so shifting in place is safe */
+            memmove(&n->attrs[i], &n->attrs[i + 1], sizeof(ir_attr) * (size_t)(n->nattr - i - 1));
+            n->nattr--;
+            return;
+        }
+}
+
+void ir_node_set_op(ir_node *n, ir_op op) {
+    const ir_op_info *info = ir_op_get(op);
+    n->op = op;
+    n->op_type = info->name;
+    n->domain = info->domain;
 }

@@ -44,7 +44,9 @@ typedef struct ir_node {
     int *in;              /* value indices; -1 for an omitted optional input */
     int *out;             /* value indices; -1 for an omitted optional output */
     int nattr;
-    ir_attr *attrs;
+    ir_attr *attrs;       /* the node's own array; entries may share strings/arrays with a clone's
+                             source, so change an attribute with ir_node_set_attr, never in place */
+    bool dead;            /* marked for removal by a pass; ir_graph_compact drops it */
 } ir_node;
 
 typedef struct ir_value {
@@ -88,6 +90,36 @@ int ir_graph_add_const(ir_graph *g, const char *name, const ir_tensor *t);
 /* Put nodes in an order where every input is produced before it is read. Returns
  * WPK_ERR_MODEL naming a node in a cycle or one reading a value no one produces. */
 wpk_status ir_graph_toposort(wpk_context *ctx, ir_graph *g);
+
+/* ---- rewriting (for passes) ---- */
+
+/* A copy that passes can rewrite: its own value/node tables, edge and attribute arrays; names,
+ * attribute payloads and constant data are shared with src, which must outlive the copy.
+ * NULL when out of memory. */
+ir_graph *ir_graph_clone(const ir_graph *src);
+/* Point every read of value `from` (node inputs, graph outputs) at `to`. */
+void ir_graph_replace_uses(ir_graph *g, int from, int to);
+/* Reads of v: node inputs of live nodes plus graph outputs. */
+int ir_graph_count_uses(const ir_graph *g, int v);
+/* The live node reading v, when exactly one node reads it once and it is not a graph output;
+ * -1 otherwise. */
+int ir_graph_single_consumer(const ir_graph *g, int v);
+bool ir_graph_is_output(const ir_graph *g, int v);
+/* Drop the nodes marked dead, keeping order, and refresh every value's producer. */
+void ir_graph_compact(ir_graph *g);
+/* A value name not used in g yet: base, or base_1, base_2, ... (in the graph arena). */
+const char *ir_graph_unique_name(ir_graph *g, const char *base);
+/* Give node n room for nin inputs (new slots are -1); WPK_ERR_NOMEM. */
+wpk_status ir_node_resize(ir_graph *g, ir_node *n, int nin, int nout);
+/* Add or replace an attribute of n (payload copied into the graph arena); WPK_ERR_NOMEM. */
+wpk_status ir_node_set_attr(ir_graph *g, ir_node *n, const ir_attr *a);
+wpk_status ir_node_set_int(ir_graph *g, ir_node *n, const char *name, int64_t v);
+wpk_status ir_node_set_float(ir_graph *g, ir_node *n, const char *name, float v);
+wpk_status ir_node_set_str(ir_graph *g, ir_node *n, const char *name, const char *v);
+wpk_status ir_node_set_ints(ir_graph *g, ir_node *n, const char *name, const int64_t *v, int count);
+void ir_node_remove_attr(ir_node *n, const char *name);
+/* Turn node n into op `op` of the table (op_type and domain follow). */
+void ir_node_set_op(ir_node *n, ir_op op);
 
 /* Attributes. The getters return the default when the attribute is absent. */
 const ir_attr *ir_attr_find(const ir_node *n, const char *name);

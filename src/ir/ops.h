@@ -10,7 +10,7 @@
 
 typedef enum ir_op {
     IR_OP_UNSUPPORTED = 0,
-#define X(id, onnx, shape, ref, inplace) IR_OP_##id,
+#define X(id, domain, name, shape, ref, inplace) IR_OP_##id,
 #include "ir/ops.def"
 #undef X
     IR_OP_COUNT
@@ -34,7 +34,8 @@ typedef wpk_status (*ir_ref_fn)(wpk_context *ctx, const struct ir_node *n,
                                 ir_tensor *const *in, ir_tensor *const *out);
 
 typedef struct ir_op_info {
-    const char *name;       /* ONNX op type */
+    const char *domain;     /* "" for ONNX's default domain, "wpk" for ours */
+    const char *name;       /* op type */
     ir_shape_fn shape;
     ir_ref_fn ref;
     bool inplace;           /* output may share the first input's buffer */
@@ -42,10 +43,11 @@ typedef struct ir_op_info {
 
 /* The table entry of op (IR_OP_UNSUPPORTED has a NULL name). */
 const ir_op_info *ir_op_get(ir_op op);
-/* The op for an ONNX op type in the default domain; IR_OP_UNSUPPORTED when not in the table. */
+/* The op for a domain ("" or "ai.onnx" for the default one) and op type; IR_OP_UNSUPPORTED
+ * when not in the table. */
 ir_op ir_op_from_onnx(const char *domain, const char *op_type);
 
-#define X(id, onnx, shape, ref, inplace) \
+#define X(id, domain, name, shape, ref, inplace) \
     wpk_status shape(wpk_context *, const struct ir_node *, ir_tensor *const *, ir_tensor *const *); \
     wpk_status ref(wpk_context *, const struct ir_node *, ir_tensor *const *, ir_tensor *const *);
 #include "ir/ops.def"

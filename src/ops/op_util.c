@@ -85,6 +85,10 @@ wpk_status op_broadcast(wpk_context *ctx, const ir_node *n, const ir_tensor *a,
     for (int i = 0; i < nd; i++) {
         int ia = i - (nd - a->ndim), ib = i - (nd - b->ndim);
         int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
+        if (da < 0 || db < 0) { /* symbolic: known only when the other side is a real dim */
+            dims[i] = (da > 1) ? da : (db > 1) ? db : -1;
+            continue;
+        }
         if (da != db && da != 1 && db != 1)
             return op_fail(ctx, n, "shapes cannot be broadcast: dim %d is %lld in one input and "
                            "%lld in the other", i, (long long)da, (long long)db);
