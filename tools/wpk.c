@@ -25,7 +25,7 @@ static void usage(FILE *f) {
           "                                run the model; inputs not given get seeded random\n"
           "                                values; outputs go to OUTDIR/<name>.npy (default\n"
           "                                OUTDIR: wpk_out)\n"
-          "  optimize MODEL -o OUT.onnx [-O LEVEL] [--dump PASS|all] [--passes A,B] [-v]\n"
+          "  optimize MODEL [-o OUT.onnx] [-O LEVEL] [--dump PASS|all] [--passes A,B] [-v]\n"
           "                                graph passes only; writes a valid ONNX model and\n"
           "                                prints a before/after summary (levels 0-3, default 2)\n"
           "  version                       print the version\n",
@@ -117,7 +117,7 @@ static int cmd_optimize(int argc, char **argv) {
         else if (!path) path = a;
         else return usage_error("unexpected argument '%s'", a);
     }
-    if (!path || !out) return usage_error("%s", "usage: wpk optimize MODEL -o OUT.onnx");
+    if (!path) return usage_error("%s", "usage: wpk optimize MODEL [-o OUT.onnx]");
     wpk_context *ctx = wpk_context_create();
     if (!ctx) return fail(WPK_ERR_NOMEM, "out of memory");
     if (verbose || p.dump) wpk_context_set_log(ctx, log_stderr, NULL, WPK_LOG_INFO);
@@ -130,11 +130,11 @@ static int cmd_optimize(int argc, char **argv) {
         n = count_ops(m, counts, 0, 256, 0);
         st = wpk_model_optimize(ctx, m, &p);
     }
-    if (st == WPK_OK) st = wpk_model_save(ctx, m, out);
+    if (st == WPK_OK && out) st = wpk_model_save(ctx, m, out); /* no -o: report only */
     if (st == WPK_OK) {
         n = count_ops(m, counts, n, 256, 1);
-        printf("%s -> %s (-O%d): %d nodes -> %d\n", path, out, p.level, before,
-               wpk_model_num_nodes(m));
+        printf("%s -> %s (-O%d): %d nodes -> %d\n", path, out ? out : "(not written)", p.level,
+               before, wpk_model_num_nodes(m));
         printf("  %-28s %7s %7s\n", "op", "before", "after");
         for (int k = 0; k < n; k++)
             if (counts[k].before != counts[k].after || verbose)
