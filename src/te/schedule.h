@@ -21,7 +21,11 @@ typedef enum te_rel_kind { TE_REL_SPLIT, TE_REL_FUSE } te_rel_kind;
 
 /* How leaf iters derive from the original axes: split parent = outer * factor + inner
  * (a guard keeps the tail in range when factor does not divide the extent); fuse
- * fused = outer * extent(inner) + inner. */
+ * fused = outer * extent(inner) + inner. Iters a split or fuse creates are TE_ITER_LOOP with
+ * min 0; the equations are relative to the mins of the iters they relate (a split of a parent
+ * with min m: parent = m + outer * factor + inner), and te_iter_is_reduce says whether a leaf
+ * derives from reduction axes. Extents: split outer ceil(extent / factor), inner factor
+ * (-1 when the parent's extent is unknown); fuse the product. */
 typedef struct te_relation {
     te_rel_kind kind;
     te_iter *parent, *outer, *inner; /* SPLIT: parent -> (outer, inner); FUSE: (outer, inner) -> parent */
@@ -35,8 +39,10 @@ typedef enum te_attach_kind {
                           that loop iteration needs (bounds inference sizes its buffer) */
 } te_attach_kind;
 
+typedef struct te_schedule te_schedule;
 typedef struct te_stage te_stage;
 struct te_stage {
+    te_schedule *schedule;     /* the owner: its arena makes new iters, its context hears errors */
     te_tensor *tensor;         /* the compute this stage produces */
     te_iter **leaves;          /* current loop order, outermost first: data axes then reduce axes */
     int nleaves, cap_leaves;
@@ -53,19 +59,22 @@ struct te_stage {
     bool is_output;
 };
 
-typedef struct te_schedule {
+struct te_schedule {
     te_ctx *c;
     te_stage **stages;         /* producers before consumers */
     int nstages, cap_stages;
     te_tensor **outputs;
     int noutputs;
-} te_schedule;
+};
 
 /* A default schedule for the given outputs: every compute they depend on is a root stage with
- * its axes in order (data axes then reduction axes), nothing annotated. NULL when out of memory. */
+ * its axes in order (data axes then reduction axes), nothing annotated. NULL when out of memory,
+ * or (message on c->err) when an output is not a compute or one iter belongs to two computes. */
 te_schedule *te_schedule_create(te_ctx *c, te_tensor *const *outputs, int noutputs);
 /* The stage computing t; NULL for placeholders or tensors not in the schedule. */
 te_stage *te_stage_of(const te_schedule *s, const te_tensor *t);
+/* Whether `it` (a leaf or an iter in st's relations) derives from reduction axes. */
+bool te_iter_is_reduce(const te_stage *st, const te_iter *it);
 
 wpk_status te_split(te_stage *st, te_iter *parent, int64_t factor, te_iter **outer, te_iter **inner);
 wpk_status te_fuse(te_stage *st, te_iter *outer, te_iter *inner, te_iter **fused);
@@ -80,6 +89,9 @@ wpk_status te_unroll(te_stage *st, te_iter *it);
 wpk_status te_bind(te_stage *st, te_iter *it, const char *tag);
 wpk_status te_compute_at(te_stage *st, te_stage *parent, te_iter *at);
 wpk_status te_compute_inline(te_stage *st);
+/* The storage of a non-output stage: "global", "local" (stack / registers), "packed", "shared"
+ * (for a compute_at stage whose region should live on the stack: a tile's accumulator). */
+wpk_status te_set_scope(te_stage *st, const char *scope);
 /* Accumulate t in a new "local" stage (returned in *cache) whose result t copies out: the
  * register/stack accumulator of a tiled reduction. t's stage keeps t's axes; put the cache
  * stage inside it with te_compute_at. */

@@ -1,0 +1,127 @@
+/* layer_norm.c -- layer normalization as mean, variance and normalize computes (see
+ * layer_norm.h). */
+#include "te/algo/layer_norm.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Data axes d0, d1, ... of x's shape, the dims from `axis` on set to 1 when `stats`. */
+static te_iter **axes_of(te_ctx *c, const te_tensor *x, int axis, bool stats, int64_t *shape) {
+    char bufs[TE_MAX_DIMS][8];
+    const char *names[TE_MAX_DIMS];
+    for (int i = 0; i < x->ndim; i++) {
+        shape[i] = stats && i >= axis ? 1 : x->shape[i];
+        snprintf(bufs[i], sizeof bufs[i], "d%d", i);
+        names[i] = bufs[i];
+    }
+    return te_compute_axes(c, x->ndim, shape, names);
+}
+
+/* One reduction axis per normalized dim (r0, r1, ...). */
+static bool reduce_axes(te_ctx *c, const te_tensor *x, int axis, te_iter **r) {
+    for (int i = axis; i < x->ndim; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "r%d", i - axis);
+        if (!(r[i - axis] = te_reduce_axis(c, name, 0, x->shape[i]))) return false;
+    }
+    return true;
+}
+
+/* x's element with the dims before `axis` from `lead` and the rest from `tail`. */
+static const te_expr *load_x(te_ctx *c, const te_tensor *x, int axis, te_iter *const *lead,
+                             const te_expr *const *tail) {
+    const te_expr *idx[TE_MAX_DIMS];
+    for (int i = 0; i < x->ndim; i++) idx[i] = i < axis ? te_var(c, lead[i]) : tail[i - axis];
+    return te_load(c, x, x->ndim, idx);
+}
+
+/* A statistic (shape: dims from axis are 1) at the leading axes. */
+static const te_expr *load_stat(te_ctx *c, const te_tensor *s, int axis, te_iter *const *lead) {
+    const te_expr *idx[TE_MAX_DIMS];
+    for (int i = 0; i < s->ndim; i++) idx[i] = i < axis ? te_var(c, lead[i]) : te_int(c, 0);
+    return te_load(c, s, s->ndim, idx);
+}
+
+static bool broadcasts(const te_tensor *p, const te_tensor *x, int axis) {
+    int nd = x->ndim - axis;
+    if (p->dtype != TE_F32 || p->ndim > nd) return false;
+    for (int i = 0; i < p->ndim; i++) {
+        int64_t want = x->shape[axis + nd - p->ndim + i];
+        if (p->shape[i] != 1 && p->shape[i] != want) return false;
+    }
+    return true;
+}
+
+/* p broadcast to the normalized dims at the output's axes. */
+static const te_expr *load_param(te_ctx *c, const te_tensor *p, const te_tensor *x,
+                                 te_iter *const *ax) {
+    const te_expr *idx[TE_MAX_DIMS];
+    int off = x->ndim - p->ndim;
+    for (int i = 0; i < p->ndim; i++)
+        idx[i] = p->shape[i] == 1 ? te_int(c, 0) : te_var(c, ax[off + i]);
+    return te_load(c, p, p->ndim, idx);
+}
+
+te_tensor *te_layer_norm(te_ctx *c, const char *name, te_tensor *x, te_tensor *scale,
+                         te_tensor *bias, int axis, float epsilon, te_algo_parts *parts) {
+    if (parts) memset(parts, 0, sizeof *parts);
+    if (!x || x->dtype != TE_F32)
+        return te_algo_fail(c, "layer_norm '%s': input '%s' must be float32", name,
+                            x ? x->name : "(null)");
+    if (axis < -x->ndim || axis >= x->ndim)
+        return te_algo_fail(c, "layer_norm '%s': axis %d is out of range for %d dims", name,
+                            axis, x->ndim);
+    if (axis < 0) axis += x->ndim;
+    if (!scale) return te_algo_fail(c, "layer_norm '%s': scale is missing", name);
+    const te_tensor *bad = !broadcasts(scale, x, axis)        ? scale
+                           : bias && !broadcasts(bias, x, axis) ? bias
+                                                                : NULL;
+    if (bad)
+        return te_algo_fail(c, "layer_norm '%s': %s '%s' must be float32 and broadcast to the "
+                            "normalized dims (x's dims from axis %d on)", name,
+                            bad == scale ? "scale" : "bias", bad->name, axis);
+    const int nd = x->ndim - axis;
+    int64_t d = 1;
+    for (int i = axis; i < x->ndim; i++) d *= x->shape[i];
+    const te_expr *inv_d = te_float(c, 1.0 / (double)d);
+    int64_t sshape[TE_MAX_DIMS], oshape[TE_MAX_DIMS];
+
+    te_iter **ma = axes_of(c, x, axis, true, sshape), *r1[TE_MAX_DIMS];
+    if (!ma || !reduce_axes(c, x, axis, r1)) return NULL;
+    const te_expr *t1[TE_MAX_DIMS];
+    for (int i = 0; i < nd; i++) t1[i] = te_var(c, r1[i]);
+    te_tensor *mean = te_compute(c, te_algo_name(c, name, "mean"), x->ndim, sshape, ma,
+                                 te_reduce(c, TE_REDUCE_SUM,
+                                           te_mul(c, load_x(c, x, axis, ma, t1), inv_d), nd, r1));
+    if (!mean) return NULL;
+
+    te_iter **va = axes_of(c, x, axis, true, sshape), *r2[TE_MAX_DIMS];
+    if (!va || !reduce_axes(c, x, axis, r2)) return NULL;
+    const te_expr *t2[TE_MAX_DIMS];
+    for (int i = 0; i < nd; i++) t2[i] = te_var(c, r2[i]);
+    const te_expr *dev = te_sub(c, load_x(c, x, axis, va, t2), load_stat(c, mean, axis, va));
+    te_tensor *var = te_compute(c, te_algo_name(c, name, "var"), x->ndim, sshape, va,
+                                te_reduce(c, TE_REDUCE_SUM, te_mul(c, te_mul(c, dev, dev), inv_d),
+                                          nd, r2));
+    if (!var) return NULL;
+
+    te_iter **oa = axes_of(c, x, axis, false, oshape);
+    if (!oa) return NULL;
+    const te_expr *t3[TE_MAX_DIMS];
+    for (int i = 0; i < nd; i++) t3[i] = te_var(c, oa[axis + i]);
+    const te_expr *inv_std = te_div(c, te_float(c, 1.0),
+                                    te_call(c, TE_FN_SQRT, te_add(c, load_stat(c, var, axis, oa),
+                                                                  te_float(c, epsilon)), NULL));
+    const te_expr *v = te_mul(c, te_sub(c, load_x(c, x, axis, oa, t3),
+                                        load_stat(c, mean, axis, oa)), inv_std);
+    v = te_mul(c, v, load_param(c, scale, x, oa));
+    if (bias) v = te_add(c, v, load_param(c, bias, x, oa));
+    te_tensor *out = te_compute(c, name, x->ndim, oshape, oa, v);
+    if (!out) return NULL;
+    if (parts) {
+        parts->out = parts->main = out;
+        parts->stats[0] = mean;
+        parts->stats[1] = var;
+    }
+    return out;
+}

@@ -1,0 +1,19 @@
+/* layer_norm.h -- layer normalization (ONNX LayerNormalization, stash_type float32) as three
+ * computes over the dims from `axis` on (d of them, D elements):
+ *   mean[..., 0...] = sum(r...: x[..., r...] * (1/D))                    ("<name>.mean")
+ *   var[..., 0...]  = sum(r...: (x[..., r...] - mean)^2 * (1/D))         ("<name>.var")
+ *   out[...]        = (x - mean) * (1 / sqrt(var + epsilon)) * scale + bias   (`name`)
+ * Statistics keep x's rank with the normalized dims 1; scale and bias broadcast
+ * (numpy-style, right-aligned, size-1 dims repeat) to the normalized dims. */
+#ifndef WPK_TE_ALGO_LAYER_NORM_H
+#define WPK_TE_ALGO_LAYER_NORM_H
+
+#include "te/algo/algo.h"
+
+/* Layer norm of x over dims [axis, ndim) (negative axis counts from the end). scale is
+ * required, bias may be NULL. parts: main/out the normalize, stats[0] mean, stats[1] variance.
+ * NULL with a message for a bad axis or parameters that do not broadcast. */
+te_tensor *te_layer_norm(te_ctx *c, const char *name, te_tensor *x, te_tensor *scale,
+                         te_tensor *bias, int axis, float epsilon, te_algo_parts *parts);
+
+#endif

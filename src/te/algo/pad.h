@@ -1,0 +1,18 @@
+/* pad.h -- constant padding as a compute: the padded tensor reads the input inside and is
+ * `value` outside, so a conv or pool can read any window without bounds checks. A schedule
+ * template either keeps it as a root stage (a padded copy) or compute_inline's it into the
+ * consumer, where loop partitioning takes the select out of the interior. */
+#ifndef WPK_TE_ALGO_PAD_H
+#define WPK_TE_ALGO_PAD_H
+
+#include "te/algo/algo.h"
+
+/* out[i...] = select(every i[d] - before[d] in [0, shape[d]), x[i - before], value), shape
+ * x.shape + before + after (before/after: x->ndim non-negative counts each). The load's index
+ * is clamped into x, so evaluating the discarded side of the select reads memory inside x.
+ * axis_names may be NULL (i0, i1, ...). Returns x itself when nothing is padded; NULL with a
+ * message for negative pads or a non-float32 x. */
+te_tensor *te_pad(te_ctx *c, const char *name, te_tensor *x, const int64_t *before,
+                  const int64_t *after, double value, const char *const *axis_names);
+
+#endif
