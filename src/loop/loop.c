@@ -107,7 +107,9 @@ const loop_stmt *loop_seq(te_ctx *c, int n, const loop_stmt *const *stmts) {
     if (n == 1) return stmts[0];
     loop_stmt *s = stmt(c, LOOP_SEQ);
     if (!s) return NULL;
-    s->stmts = arena_memdup(&c->mem, stmts, sizeof(loop_stmt *) * (size_t)(n ? n : 1));
+    /* n == 0 is the empty statement: nothing to copy (stmts may be NULL) */
+    s->stmts = n ? arena_memdup(&c->mem, stmts, sizeof(loop_stmt *) * (size_t)n)
+                 : arena_alloc(&c->mem, sizeof(loop_stmt *));
     if (!s->stmts) {
         c->oom = true;
         return NULL;

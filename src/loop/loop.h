@@ -75,6 +75,8 @@ const loop_stmt *loop_seq(te_ctx *c, int n, const loop_stmt *const *stmts);
 /* Deterministic text of the loops ("for (x_3, 0, 56) parallel {" ...), for goldens and
  * `wpk lower`. */
 void loop_print_stmt(const loop_stmt *s, int indent, strbuf *b);
+/* One expression in the same notation ("n_3*3136 + c_4*56", "ramp(x_7, 1, 16)"). */
+void loop_print_expr(const te_expr *e, strbuf *b);
 void loop_print_func(const loop_func *f, strbuf *b);
 
 #endif
