@@ -1,5 +1,6 @@
 /* elementwise.c -- elementwise ops: unary activations and math (Relu ... Reciprocal), Clip,
  * broadcasting binary arithmetic (Add, Sub, Mul, Div, Pow) and Cast. */
+#include "ops/activation.h"
 #include "ops/op_util.h"
 
 #include <float.h>
@@ -10,9 +11,6 @@
  * than the work. (The pragmas spell it out as 32768: they are not macro-expanded everywhere.)
  * The loops are `simd`: an output aliases its input only element for element (in place). */
 #define PAR_MIN 32768
-
-static const float SQRT1_2 = 0.70710678118654752440f;
-static const float SQRT_2_OVER_PI = 0.79788456080286535588f;
 
 static wpk_status need_output(wpk_context *ctx, const ir_node *n, ir_tensor *const *out,
                               int i) {
@@ -92,16 +90,6 @@ wpk_status op_unary_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const *
     return WPK_OK;
 }
 
-static float sigmoid(float v) {
-    /* exp of a non-positive argument only, so large |v| neither overflows nor loses the tail */
-    if (v >= 0.0f) return 1.0f / (1.0f + expf(-v));
-    float e = expf(v);
-    return e / (1.0f + e);
-}
-
-/* Clamp to [0, 1], keeping NaN (fminf/fmaxf would drop it). */
-static float unit_clamp(float t) { return t < 0.0f ? 0.0f : (t > 1.0f ? 1.0f : t); }
-
 #define MAP(T, EXPR)                                                               \
     do {                                                                           \
         const T *x_ = in[0]->data;                                                 \
@@ -116,26 +104,26 @@ static float unit_clamp(float t) { return t < 0.0f ? 0.0f : (t > 1.0f ? 1.0f : t
 static wpk_status unary_f32(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
                             ir_tensor *const *out, int64_t count) {
     switch (n->op) {
-    case IR_OP_RELU: MAP(float, v < 0.0f ? 0.0f : v); break;
+    case IR_OP_RELU: MAP(float, act_relu(v)); break;
     case IR_OP_LEAKY_RELU: {
         float alpha = ir_attr_float(n, "alpha", 0.01f);
-        MAP(float, v < 0.0f ? alpha * v : v);
+        MAP(float, act_leaky_relu(v, alpha));
         break;
     }
-    case IR_OP_SIGMOID: MAP(float, sigmoid(v)); break;
+    case IR_OP_SIGMOID: MAP(float, act_sigmoid(v)); break;
     case IR_OP_HARD_SIGMOID: {
         float alpha = ir_attr_float(n, "alpha", 0.2f), beta = ir_attr_float(n, "beta", 0.5f);
-        MAP(float, unit_clamp(alpha * v + beta));
+        MAP(float, act_hard_sigmoid(v, alpha, beta));
         break;
     }
-    case IR_OP_HARD_SWISH: MAP(float, v * unit_clamp(v * (1.0f / 6.0f) + 0.5f)); break;
+    case IR_OP_HARD_SWISH: MAP(float, act_hard_swish(v)); break;
     case IR_OP_TANH: MAP(float, tanhf(v)); break;
     case IR_OP_ERF: MAP(float, erff(v)); break;
     case IR_OP_GELU:
         if (strcmp(ir_attr_str(n, "approximate", "none"), "tanh") == 0)
-            MAP(float, 0.5f * v * (1.0f + tanhf(SQRT_2_OVER_PI * (v + 0.044715f * v * v * v))));
+            MAP(float, act_gelu_tanh(v));
         else
-            MAP(float, 0.5f * v * (1.0f + erff(v * SQRT1_2)));
+            MAP(float, act_gelu(v));
         break;
     case IR_OP_SQRT: MAP(float, sqrtf(v)); break;
     case IR_OP_EXP: MAP(float, expf(v)); break;
