@@ -584,7 +584,8 @@ static void test_matmul(void) {
         }
         nb_act(&nb, &ep.act);
         ir_tensor ta = irt(a, ad), tb = irt(b, bd);
-        ir_tensor tbias = bias ? irt(bias, biasd) : (ir_tensor){0}, tz = z ? irt(z, zd) : (ir_tensor){0};
+        ir_tensor tbias = bias ? irt(bias, biasd) : (ir_tensor){0};
+        ir_tensor tz = z ? irt(z, zd) : (ir_tensor){0};
         ir_tensor *in[4] = {&ta, &tb, bias ? &tbias : NULL, z ? &tz : NULL};
         int64_t count = 0;
         char what[64];

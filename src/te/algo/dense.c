@@ -30,7 +30,7 @@ te_tensor *te_matmul(te_ctx *c, const char *name, te_tensor *a, te_tensor *b,
     shape[nb] = m;
     shape[nb + 1] = n;
     const char *names[TE_MAX_DIMS];
-    char bnames[TE_MAX_DIMS][8];
+    char bnames[TE_MAX_DIMS][16];
     for (int d = 0; d < nb; d++) {
         snprintf(bnames[d], sizeof bnames[d], "b%d", d);
         names[d] = bnames[d];

@@ -7,7 +7,7 @@
 
 /* Data axes d0, d1, ... of x's shape, the dims from `axis` on set to 1 when `stats`. */
 static te_iter **axes_of(te_ctx *c, const te_tensor *x, int axis, bool stats, int64_t *shape) {
-    char bufs[TE_MAX_DIMS][8];
+    char bufs[TE_MAX_DIMS][16];
     const char *names[TE_MAX_DIMS];
     for (int i = 0; i < x->ndim; i++) {
         shape[i] = stats && i >= axis ? 1 : x->shape[i];
@@ -20,7 +20,7 @@ static te_iter **axes_of(te_ctx *c, const te_tensor *x, int axis, bool stats, in
 /* One reduction axis per normalized dim (r0, r1, ...). */
 static bool reduce_axes(te_ctx *c, const te_tensor *x, int axis, te_iter **r) {
     for (int i = axis; i < x->ndim; i++) {
-        char name[8];
+        char name[16];
         snprintf(name, sizeof name, "r%d", i - axis);
         if (!(r[i - axis] = te_reduce_axis(c, name, 0, x->shape[i]))) return false;
     }

@@ -163,13 +163,13 @@ te_tensor *te_global_pool(te_ctx *c, const char *name, te_tensor *x, te_pool_kin
     const int nsp = x->ndim - 2;
     int64_t shape[TE_MAX_DIMS], size = 1;
     const char *names[TE_MAX_DIMS] = {"n", "c"};
-    char bufs[TE_MAX_DIMS][8];
+    char bufs[TE_MAX_DIMS][16];
     shape[0] = x->shape[0];
     shape[1] = x->shape[1];
     te_iter *r[TE_MAX_DIMS];
     for (int i = 0; i < nsp; i++) {
         shape[2 + i] = 1;
-        char rname[8];
+        char rname[16];
         if (nsp == 2) {
             names[2 + i] = i ? "w" : "h";
             snprintf(rname, sizeof rname, "%s", i ? "rw" : "rh");

@@ -7,7 +7,7 @@
 /* Data axes named d0, d1, ... for x's shape with dim `axis` replaced by `dim`. */
 static te_iter **axes_like(te_ctx *c, const te_tensor *x, int axis, int64_t dim,
                            int64_t *shape) {
-    char bufs[TE_MAX_DIMS][8];
+    char bufs[TE_MAX_DIMS][16];
     const char *names[TE_MAX_DIMS];
     for (int i = 0; i < x->ndim; i++) {
         shape[i] = i == axis ? dim : x->shape[i];
