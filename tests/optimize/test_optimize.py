@@ -7,8 +7,9 @@
 For every model and level: `wpk optimize -O N -o opt.onnx` succeeds; onnx.checker.check_model
 accepts opt.onnx (full_check=False: "wpk"-domain nodes are a custom domain); `wpk run -O0` of
 opt.onnx (the graph as written, not optimized again) gives ONNX Runtime's outputs of the original
-model on the same input (rel L2 <= 1e-4); when opt.onnx holds only standard ops, ONNX Runtime runs
-it to those outputs too. A failed output comparison is narrowed down to the pass that breaks it.
+model on the same input (rel L2 <= 1e-4; a model with a symbolic batch dim also at the batch the
+foundation's tests run it at); when opt.onnx holds only standard ops, ONNX Runtime runs it to those
+outputs too. A failed output comparison is narrowed down to the pass that breaks it.
     test_optimize.py --part models|torchvision|done [--wpk PATH] [--dir DIR] [--models a,b]
                      [--levels 0,1,2,3] [--torch-python PY]
 Exit status: 0 all passed, 1 a check failed, 77 skipped (no torch to export the models; 1 when
@@ -82,12 +83,13 @@ def tail(text, n=600):
 class Reference:
     """ONNX Runtime's outputs of the original model on one seeded input (+ a sensitivity check)."""
 
-    def __init__(self, path):
+    def __init__(self, path, batch=None):
         session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-        self.feeds = compare_ort.random_inputs(session, None, 0)
+        self.batch = batch  # the size of a symbolic batch dim (None: 1)
+        self.feeds = compare_ort.random_inputs(session, batch, 0)
         self.names = [o.name for o in session.get_outputs()]
         self.outputs = session.run(None, self.feeds)
-        moved = session.run(None, compare_ort.random_inputs(session, None, 1))
+        moved = session.run(None, compare_ort.random_inputs(session, batch, 1))
         self.sensitivity = min(compare_ort.rel_l2(m, e) for m, e in zip(moved, self.outputs))
 
     def compare(self, outputs):
@@ -148,8 +150,9 @@ def suspect_pass(wpk, model, level, ref, work):
     return "none alone (only the whole -O pipeline breaks them)"
 
 
-def check_level(rep, wpk, label, model, level, ref, work):
-    """The per-level checks; returns the loaded optimized model, or None."""
+def check_level(rep, wpk, label, model, level, refs, work):
+    """The per-level checks, each output comparison at every reference's batch; returns the
+    loaded optimized model, or None."""
     tag = f"{label} -O{level}"
     opt = work / f"opt_O{level}.onnx"
     t = time.perf_counter()
@@ -164,36 +167,44 @@ def check_level(rep, wpk, label, model, level, ref, work):
     except Exception as e:  # noqa: BLE001 (the checker raises several types)
         rep.check(False, tag, "onnx.checker", tail(str(e), 400))
         m = None
-    got, err = run_wpk(wpk, opt, ref, work)
-    ok, detail = (False, err) if err else ref.compare(got)
-    if not rep.check(ok, tag, "wpk run -O0 of the optimized model vs ONNX Runtime on the original", detail):
-        if level > 0:
+    standard = m is not None and all(op.domain in STANDARD_DOMAINS for op in m.opset_import)
+    for ref in refs:
+        at = f" (batch {ref.batch})" if ref.batch else ""
+        got, err = run_wpk(wpk, opt, ref, work)
+        ok, detail = (False, err) if err else ref.compare(got)
+        if not rep.check(ok, tag, f"wpk run -O0 of the optimized model vs ONNX Runtime on the "
+                         f"original{at}", detail) and level > 0:
             print(f"      suspect pass: {suspect_pass(wpk, model, level, ref, work)}", flush=True)
-    if m is not None and all(op.domain in STANDARD_DOMAINS for op in m.opset_import):
+        if not standard:
+            continue
         try:
             sess = ort.InferenceSession(str(opt), providers=["CPUExecutionProvider"])
             outs = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, ref.feeds)))
             ok, detail = ref.compare(outs)
         except Exception as e:  # noqa: BLE001
             ok, detail = False, f"ONNX Runtime refuses it: {tail(str(e), 400)}"
-        rep.check(ok, tag, "ONNX Runtime runs the optimized model (standard ops only)", detail)
+        rep.check(ok, tag, f"ONNX Runtime runs the optimized model (standard ops only){at}", detail)
     return m
 
 
-def check_model(rep, wpk, label, path, levels):
-    """Every level of one model; returns {level: optimized onnx model or None}."""
-    try:
-        ref = Reference(path)
-    except Exception as e:  # noqa: BLE001
-        rep.check(False, label, "ONNX Runtime reference", tail(str(e)))
-        return {}
-    if not rep.check(ref.sensitivity >= compare_ort.MIN_SENSITIVITY, label, "outputs depend on the input",
-                     f"rel L2 {ref.sensitivity:.2g} between two inputs"):
+def check_model(rep, wpk, label, path, levels, batch=None):
+    """Every level of one model, at batch 1 and, for a model with a symbolic batch dim, at
+    `batch` too (as the foundation's tests run it); returns {level: optimized model or None}."""
+    refs = []
+    for b in [None] + ([batch] if batch else []):
+        try:
+            refs.append(Reference(path, b))
+        except Exception as e:  # noqa: BLE001
+            rep.check(False, label, "ONNX Runtime reference", tail(str(e)))
+            return {}
+    if not rep.check(refs[0].sensitivity >= compare_ort.MIN_SENSITIVITY, label,
+                     "outputs depend on the input",
+                     f"rel L2 {refs[0].sensitivity:.2g} between two inputs"):
         return {}
     results = {}
     with tempfile.TemporaryDirectory(prefix="wpk-optimize.") as tmp:
         for level in levels:
-            results[level] = check_level(rep, wpk, label, path, level, ref, Path(tmp))
+            results[level] = check_level(rep, wpk, label, path, level, refs, Path(tmp))
     return results
 
 
@@ -329,7 +340,8 @@ def part_models(rep, args, levels):
         if unknown:
             sys.exit("test_optimize: unknown model(s): " + ", ".join(unknown))
         for name in names:
-            check_model(rep, args.wpk, name, paths[name], levels)
+            check_model(rep, args.wpk, name, paths[name], levels,
+                        batch=3 if name in gen_models.DYNAMIC_BATCH else None)
     return 0
 
 
@@ -341,7 +353,8 @@ def part_torchvision(rep, args, levels):
     if missing and export(REPO / "tests/torchvision/export_models.py", out_dir, missing, args.torch_python) is None:
         return None
     for name in names:
-        check_model(rep, args.wpk, name, out_dir / f"{name}.onnx", levels)
+        check_model(rep, args.wpk, name, out_dir / f"{name}.onnx", levels,
+                    batch=test_torchvision.DYNAMIC_BATCH.get(name))
     return 0
 
 
