@@ -1,20 +1,34 @@
-/* session.c -- wpk_session: bind inputs, run the graph on a backend, hand out outputs. */
+/* session.c -- wpk_session: the model's graph optimized once at create, specialized and
+ * memory-planned per set of input shapes (a small cache of plans), run from one workspace. */
 #include <omp.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "api/exec_plan.h"
 #include "api/model.h"
 #include "base/alloc.h"
-#include "ir/eval.h"
+#include "base/target.h"
 #include "ir/print.h"
+#include "passes/pass.h"
+
+/* Plans kept per session, one per set of input shapes seen (a server alternating between a
+ * few batch sizes re-plans none of them); the least recently used goes first. */
+#define PLAN_CACHE 8
 
 struct wpk_session {
     wpk_context *ctx;       /* borrowed: must outlive the session */
     const wpk_model *model; /* borrowed: must outlive the session */
     wpk_session_params params;
-    ir_exec exec;
-    bool *bound;            /* per graph input */
-    bool ran;
+    ir_graph *g;            /* the model's graph optimized at params.opt_level; shares payloads
+                               with the model's graph */
+    ir_tensor *in;          /* per graph input: the bound tensor, data owned (in_cap bytes) */
+    size_t *in_cap;
+    bool *bound;
+    exec_plan *plans[PLAN_CACHE]; /* most recently used first */
+    int nplans;
+    exec_plan *last;        /* the plan of the last successful run */
+    char *ws_raw, *ws;      /* the workspace: ws is ws_raw aligned to MEMORY_PLAN_ALIGN */
+    size_t ws_size;
 };
 
 wpk_session_params wpk_session_default_params(void) {
@@ -26,6 +40,20 @@ wpk_session_params wpk_session_default_params(void) {
     return p;
 }
 
+static wpk_status optimize(wpk_context *ctx, wpk_session *s) {
+    s->g = ir_graph_clone(s->model->g);
+    if (!s->g) return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory creating a session");
+    pass_options opt = pass_default_options();
+    opt.level = s->params.opt_level;
+    opt.vector_floats = target_vector_floats();
+    wpk_status st = passes_run(ctx, s->g, &opt);
+    if (st == WPK_OK && s->g->ninputs != s->model->g->ninputs)
+        st = wpk_error(ctx, WPK_ERR_INTERNAL, "optimization changed the graph's inputs");
+    if (st == WPK_OK && s->g->noutputs != s->model->g->noutputs)
+        st = wpk_error(ctx, WPK_ERR_INTERNAL, "optimization changed the graph's outputs");
+    return st;
+}
+
 wpk_status wpk_session_create(wpk_context *ctx, const wpk_model *model,
                               const wpk_session_params *params, wpk_session **out) {
     *out = NULL;
@@ -35,6 +63,9 @@ wpk_status wpk_session_create(wpk_context *ctx, const wpk_model *model,
         return wpk_error(ctx, WPK_ERR_INVALID_ARG, "backend %d is not available", (int)p.backend);
     if (p.threads < 0)
         return wpk_error(ctx, WPK_ERR_INVALID_ARG, "threads must be >= 0, not %d", p.threads);
+    if (p.opt_level < 0 || p.opt_level > 3)
+        return wpk_error(ctx, WPK_ERR_INVALID_ARG, "optimization level %d is out of range (0 to "
+                         "3)", p.opt_level);
     wpk_status st = wpk_model_check_supported(ctx, model);
     if (st) return st;
     wpk_session *s = wpk_calloc(1, sizeof *s);
@@ -42,10 +73,15 @@ wpk_status wpk_session_create(wpk_context *ctx, const wpk_model *model,
     s->ctx = ctx;
     s->model = model;
     s->params = p;
-    s->bound = wpk_calloc((size_t)model->g->ninputs + 1, sizeof(bool));
-    st = s->bound ? ir_exec_init(ctx, &s->exec, model->g)
-                  : wpk_error(ctx, WPK_ERR_NOMEM, "out of memory creating a session");
+    size_t nin = (size_t)model->g->ninputs + 1;
+    s->in = wpk_calloc(nin, sizeof *s->in);
+    s->in_cap = wpk_calloc(nin, sizeof *s->in_cap);
+    s->bound = wpk_calloc(nin, sizeof *s->bound);
+    st = s->in && s->in_cap && s->bound
+             ? optimize(ctx, s)
+             : wpk_error(ctx, WPK_ERR_NOMEM, "out of memory creating a session");
     if (st) {
+        wpk_error_prefix(ctx, "%s", model->g->path ? model->g->path : "model");
         wpk_session_free(s);
         return st;
     }
@@ -55,8 +91,13 @@ wpk_status wpk_session_create(wpk_context *ctx, const wpk_model *model,
 
 void wpk_session_free(wpk_session *s) {
     if (!s) return;
-    ir_exec_free(&s->exec);
+    for (int i = 0; i < s->nplans; i++) exec_plan_free(s->plans[i]);
+    for (int i = 0; s->in && i < s->model->g->ninputs; i++) wpk_free(s->in[i].data);
+    wpk_free(s->in);
+    wpk_free(s->in_cap);
     wpk_free(s->bound);
+    wpk_free(s->ws_raw);
+    ir_graph_free(s->g);
     wpk_free(s);
 }
 
@@ -102,10 +143,59 @@ wpk_status wpk_session_set_input(wpk_session *s, const char *name, wpk_dtype dty
         type_text(&given, NULL, got, sizeof got);
         return wpk_error(ctx, WPK_ERR_INVALID_ARG, "input '%s' expects %s, got %s", name, want, got);
     }
-    wpk_status st = ir_exec_reserve(ctx, &s->exec, g->inputs[which], dtype, ndim, dims);
-    if (st) return st;
-    memcpy(s->exec.vals[g->inputs[which]].data, data, ir_nbytes(&given));
+    size_t bytes = ir_nbytes(&given);
+    ir_tensor *t = &s->in[which];
+    if (bytes > s->in_cap[which] || !t->data) {
+        /* grown only: rebinding the same shapes allocates nothing */
+        void *data_copy = wpk_malloc(bytes ? bytes : 1);
+        if (!data_copy)
+            return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory binding input '%s'", name);
+        wpk_free(t->data);
+        t->data = data_copy;
+        s->in_cap[which] = bytes ? bytes : 1;
+    }
+    void *keep = t->data;
+    *t = given;
+    t->data = keep;
+    if (bytes) memcpy(t->data, data, bytes);
     s->bound[which] = true;
+    return WPK_OK;
+}
+
+/* The plan for the bound input shapes: from the cache, or specialized now. */
+static wpk_status find_plan(wpk_session *s, exec_plan **out) {
+    for (int i = 0; i < s->nplans; i++)
+        if (exec_plan_matches(s->plans[i], s->in)) {
+            exec_plan *p = s->plans[i];
+            memmove(&s->plans[1], &s->plans[0], sizeof(exec_plan *) * (size_t)i);
+            s->plans[0] = p;
+            *out = p;
+            return WPK_OK;
+        }
+    exec_plan *p = NULL;
+    wpk_status st = exec_plan_create(s->ctx, s->g, s->in, false, &p);
+    if (st) return st;
+    if (p->is_static && p->mem.workspace > s->ws_size) {
+        size_t size = p->mem.workspace;
+        char *raw = wpk_malloc(size + MEMORY_PLAN_ALIGN);
+        if (!raw) {
+            exec_plan_free(p);
+            return wpk_error(s->ctx, WPK_ERR_NOMEM, "out of memory allocating a %zu-byte "
+                             "workspace", size);
+        }
+        wpk_free(s->ws_raw);
+        s->ws_raw = raw;
+        s->ws = raw + (MEMORY_PLAN_ALIGN - (uintptr_t)raw % MEMORY_PLAN_ALIGN) % MEMORY_PLAN_ALIGN;
+        s->ws_size = size;
+    }
+    if (s->nplans == PLAN_CACHE) {
+        if (s->last == s->plans[PLAN_CACHE - 1]) s->last = NULL;
+        exec_plan_free(s->plans[--s->nplans]);
+    }
+    memmove(&s->plans[1], &s->plans[0], sizeof(exec_plan *) * (size_t)s->nplans);
+    s->plans[0] = p;
+    s->nplans++;
+    *out = p;
     return WPK_OK;
 }
 
@@ -117,13 +207,15 @@ wpk_status wpk_session_run(wpk_session *s) {
             return wpk_error(s->ctx, WPK_ERR_INVALID_ARG, "input '%s' is not bound",
                              g->values[g->inputs[i]].name);
     if (s->params.threads > 0) omp_set_num_threads(s->params.threads);
-    s->ran = false;
-    wpk_status st = ir_exec_run(s->ctx, &s->exec, g);
+    s->last = NULL;
+    exec_plan *p = NULL;
+    wpk_status st = find_plan(s, &p);
+    if (st == WPK_OK) st = exec_plan_run(s->ctx, p, s->ws, s->in);
     if (st) {
         wpk_error_prefix(s->ctx, "%s", g->path ? g->path : "model");
         return st;
     }
-    s->ran = true;
+    s->last = p;
     return WPK_OK;
 }
 
@@ -132,8 +224,8 @@ wpk_status wpk_session_output(wpk_session *s, int i, wpk_tensor_view *out) {
     if (i < 0 || i >= g->noutputs)
         return wpk_error(s->ctx, WPK_ERR_INVALID_ARG, "output index %d is out of range (%d outputs)",
                          i, g->noutputs);
-    if (!s->ran) return wpk_error(s->ctx, WPK_ERR_INVALID_ARG, "the session has not run");
-    const ir_tensor *t = &s->exec.vals[g->outputs[i]];
+    if (!s->last) return wpk_error(s->ctx, WPK_ERR_INVALID_ARG, "the session has not run");
+    const ir_tensor *t = exec_plan_output(s->last, i);
     memset(out, 0, sizeof *out);
     out->name = g->values[g->outputs[i]].name;
     out->dtype = t->dtype;

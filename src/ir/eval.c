@@ -31,6 +31,11 @@ static void mark_unknown(const ir_node *n, ir_tensor *vals) {
         if (n->out[i] >= 0) memset(&vals[n->out[i]], 0, sizeof(ir_tensor));
 }
 
+/* Shape reads only its input's dims, so it folds once they are concrete (a session binds the
+ * batch dim), which is what lets the Shape->Gather->Concat->Reshape chains fold. Its kernel
+ * refuses (WPK_ERR_UNSUPPORTED, so nothing is folded) when a dim it reports is still symbolic. */
+static bool needs_data(const ir_node *n, int i) { return !(n->op == IR_OP_SHAPE && i == 0); }
+
 wpk_status ir_infer(wpk_context *ctx, const ir_graph *g, ir_tensor *vals, arena *mem) {
     for (int k = 0; k < g->nnodes; k++) {
         const ir_node *n = &g->nodes[k];
@@ -40,7 +45,7 @@ wpk_status ir_infer(wpk_context *ctx, const ir_graph *g, ir_tensor *vals, arena 
             if (n->in[i] < 0) continue;
             const ir_tensor *t = &vals[n->in[i]];
             if (t->dtype == WPK_DTYPE_UNDEFINED) known = false;
-            if (!t->data) all_data = false;
+            if (!t->data && needs_data(n, i)) all_data = false;
         }
         if (!known) {
             mark_unknown(n, vals);
@@ -159,4 +164,26 @@ wpk_status ir_exec_run(wpk_context *ctx, ir_exec *x, const ir_graph *g) {
         if (st == WPK_OK) st = info->ref(ctx, n, in, out);
     }
     return st;
+}
+
+wpk_status ir_exec_static(wpk_context *ctx, const ir_graph *g, ir_tensor *vals) {
+    ir_tensor *in[64], *out[64];
+    for (int k = 0; k < g->nnodes; k++) {
+        const ir_node *n = &g->nodes[k];
+        const ir_op_info *info = ir_op_get(n->op);
+        if (!info->ref)
+            return wpk_error(ctx, WPK_ERR_UNSUPPORTED, "node '%s': op '%s' is not supported",
+                             n->name, n->op_type);
+        if (n->nin > 64 || n->nout > 64)
+            return wpk_error(ctx, WPK_ERR_UNSUPPORTED, "node '%s' (%s): more than 64 inputs or "
+                             "outputs", n->name, n->op_type);
+        gather_args(n, vals, in, out);
+        /* a view the plan laid on its input's buffer: the bytes are already where they belong */
+        if (info->ref == op_copy_ref && n->nout == 1 && out[0] && in[0] &&
+            out[0]->data == in[0]->data)
+            continue;
+        wpk_status st = info->ref(ctx, n, in, out);
+        if (st) return st;
+    }
+    return WPK_OK;
 }

@@ -12,8 +12,9 @@
  * node produces has dtype and shape, or dtype WPK_DTYPE_UNDEFINED when it could not be known
  * (an unsupported op upstream, or a shape that depends on data computed at run time).
  * Nodes whose inputs are all known and whose outputs are small are evaluated (constant folding
- * of the Shape->Gather->Concat chains exporters emit); their data lives in `mem` (NULL: never
- * fold). Symbolic dims may be -1: a node that cannot be inferred from them is left unknown.
+ * of the Shape->Gather->Concat chains exporters emit; a Shape node needs only its input's dims
+ * to be concrete, not its data); their data lives in `mem` (NULL: never fold). Symbolic dims
+ * may be -1: a node that cannot be inferred from them is left unknown.
  * Returns WPK_ERR_MODEL (message naming the node) when a node is inconsistent. */
 wpk_status ir_infer(wpk_context *ctx, const ir_graph *g, ir_tensor *vals, arena *mem);
 
@@ -33,5 +34,13 @@ wpk_status ir_exec_reserve(wpk_context *ctx, ir_exec *x, int v, wpk_dtype dtype,
                            const int64_t *dims);
 /* Run every node with its reference kernel; graph inputs must be bound in x->vals. */
 wpk_status ir_exec_run(wpk_context *ctx, ir_exec *x, const ir_graph *g);
+
+/* Run every node of g in order with its reference kernel on tensors laid out beforehand: vals
+ * has one entry per value holding its dtype, static shape and data (constants' data, the memory
+ * plan's buffers, the bound graph inputs). Calls no shape function and allocates nothing itself
+ * (a kernel may: ReduceMean takes scratch). A node whose kernel only copies bytes (Reshape,
+ * Flatten, Squeeze, Unsqueeze, Identity) is skipped when its output already shares its input's
+ * buffer. Returns the first kernel's error. */
+wpk_status ir_exec_static(wpk_context *ctx, const ir_graph *g, ir_tensor *vals);
 
 #endif

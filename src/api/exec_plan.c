@@ -1,0 +1,147 @@
+/* exec_plan.c -- specializing a graph to concrete input shapes, planning its memory, and
+ * running it from one workspace (or dynamically, when a shape depends on run-time data). */
+#include "api/exec_plan.h"
+
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/target.h"
+#include "passes/pass.h"
+
+void exec_plan_free(exec_plan *p) {
+    if (!p) return;
+    memory_plan_free(&p->mem);
+    ir_exec_free(&p->exec);
+    wpk_free(p->vals);
+    wpk_free(p->key);
+    ir_graph_free(p->g);
+    wpk_free(p);
+}
+
+/* Shapes of every value, folding what the bound dims make known (the Shape->Gather->Concat
+ * chains before a Reshape), into g->values[v].t. pass_infer_shapes never folds, so it leaves a
+ * Reshape fed by such a chain unknown; the folded data is only used to learn shapes and then
+ * dropped: the chain's nodes still run (fold-constants removes them where it runs). */
+static wpk_status infer_static(wpk_context *ctx, ir_graph *g) {
+    ir_tensor *vals = wpk_calloc((size_t)g->nvalues + 1, sizeof(ir_tensor));
+    if (!vals) return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory inferring shapes");
+    for (int v = 0; v < g->nvalues; v++)
+        if (g->values[v].is_const || g->values[v].is_input) vals[v] = g->values[v].t;
+    arena folded = {0};
+    wpk_status st = ir_infer(ctx, g, vals, &folded);
+    if (st == WPK_OK)
+        for (int v = 0; v < g->nvalues; v++)
+            if (!g->values[v].is_const && !g->values[v].is_input) {
+                g->values[v].t = vals[v];
+                g->values[v].t.data = NULL;
+            }
+    arena_free(&folded);
+    wpk_free(vals);
+    return st;
+}
+
+static wpk_status specialize(wpk_context *ctx, exec_plan *p, const ir_graph *src,
+                             const ir_tensor *shapes) {
+    p->g = ir_graph_clone(src);
+    if (!p->g) return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory specializing the graph");
+    ir_graph *g = p->g;
+    for (int i = 0; i < g->ninputs; i++) {
+        ir_value *v = &g->values[g->inputs[i]];
+        if (v->t.ndim != shapes[i].ndim || v->t.dtype != shapes[i].dtype)
+            return wpk_error(ctx, WPK_ERR_INTERNAL, "input '%s' bound with another type",
+                             v->name);
+        for (int d = 0; d < v->t.ndim; d++) {
+            if (shapes[i].dims[d] < 0 || (v->t.dims[d] >= 0 && v->t.dims[d] != shapes[i].dims[d]))
+                return wpk_error(ctx, WPK_ERR_INTERNAL, "input '%s' bound with another shape",
+                                 v->name);
+            v->t.dims[d] = shapes[i].dims[d];
+            v->dim_names[d] = NULL;
+        }
+    }
+    pass_options opt = pass_default_options();
+    opt.only = "fold-constants,dce";
+    opt.dump = ""; /* the session's own optimization already honoured WPK_DUMP */
+    opt.vector_floats = target_vector_floats();
+    wpk_status st = passes_run(ctx, g, &opt);
+    if (st == WPK_OK) st = infer_static(ctx, g);
+    return st;
+}
+
+/* Point every value at its data: constants at theirs, activations into the workspace, views of
+ * constants at the constant's data. */
+static void bind(exec_plan *p, char *workspace) {
+    const ir_graph *g = p->g;
+    for (int v = 0; v < g->nvalues; v++) {
+        int r = p->mem.root[v];
+        if (g->values[v].is_const) p->vals[v].data = g->values[v].t.data;
+        else if (p->mem.offset[v] >= 0) p->vals[v].data = workspace + p->mem.offset[v];
+        else if (r >= 0 && g->values[r].is_const) p->vals[v].data = g->values[r].t.data;
+        else p->vals[v].data = NULL;
+    }
+    p->bound = workspace;
+}
+
+wpk_status exec_plan_create(wpk_context *ctx, const ir_graph *src, const ir_tensor *shapes,
+                            bool require_static, exec_plan **out) {
+    *out = NULL;
+    exec_plan *p = wpk_calloc(1, sizeof *p);
+    if (!p) return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory planning the graph");
+    p->ninputs = src->ninputs;
+    p->key = wpk_calloc((size_t)src->ninputs + 1, sizeof(ir_tensor));
+    wpk_status st = p->key ? WPK_OK : wpk_error(ctx, WPK_ERR_NOMEM, "out of memory planning");
+    for (int i = 0; st == WPK_OK && i < src->ninputs; i++) {
+        p->key[i] = shapes[i];
+        p->key[i].data = NULL;
+    }
+    if (st == WPK_OK) st = specialize(ctx, p, src, shapes);
+    if (st == WPK_OK) {
+        st = memory_plan_build(ctx, p->g, &p->mem);
+        p->is_static = st == WPK_OK;
+        if (st == WPK_ERR_UNSUPPORTED && !require_static) {
+            wpk_clear_error(ctx);
+            st = ir_exec_init(ctx, &p->exec, p->g);
+        }
+    }
+    if (st == WPK_OK && p->is_static) {
+        p->vals = wpk_calloc((size_t)p->g->nvalues + 1, sizeof(ir_tensor));
+        if (!p->vals) st = wpk_error(ctx, WPK_ERR_NOMEM, "out of memory planning the graph");
+        for (int v = 0; st == WPK_OK && v < p->g->nvalues; v++) p->vals[v] = p->g->values[v].t;
+    }
+    if (st) {
+        exec_plan_free(p);
+        return st;
+    }
+    *out = p;
+    return WPK_OK;
+}
+
+bool exec_plan_matches(const exec_plan *p, const ir_tensor *shapes) {
+    for (int i = 0; i < p->ninputs; i++)
+        if (p->key[i].dtype != shapes[i].dtype || !ir_same_shape(&p->key[i], &shapes[i]))
+            return false;
+    return true;
+}
+
+wpk_status exec_plan_run(wpk_context *ctx, exec_plan *p, char *workspace, const ir_tensor *inputs) {
+    const ir_graph *g = p->g;
+    if (!p->is_static) {
+        for (int i = 0; i < g->ninputs; i++) {
+            const ir_tensor *t = &inputs[i];
+            wpk_status st =
+                ir_exec_reserve(ctx, &p->exec, g->inputs[i], t->dtype, t->ndim, t->dims);
+            if (st) return st;
+            if (ir_nbytes(t)) memcpy(p->exec.vals[g->inputs[i]].data, t->data, ir_nbytes(t));
+        }
+        return ir_exec_run(ctx, &p->exec, g);
+    }
+    if (p->bound != workspace) bind(p, workspace);
+    for (int i = 0; i < g->ninputs; i++)
+        if (ir_nbytes(&inputs[i]))
+            memcpy(p->vals[g->inputs[i]].data, inputs[i].data, ir_nbytes(&inputs[i]));
+    return ir_exec_static(ctx, g, p->vals);
+}
+
+const ir_tensor *exec_plan_output(const exec_plan *p, int i) {
+    int v = p->g->outputs[i];
+    return p->is_static ? &p->vals[v] : &p->exec.vals[v];
+}

@@ -1,0 +1,48 @@
+/* exec_plan.h -- a graph specialized to concrete input shapes and ready to run: the graph cloned
+ * with its inputs' dims bound, folded again, its shapes inferred, and its activations laid out
+ * in one workspace by the memory planner, so a run calls no shape function and allocates
+ * nothing. When a shape depends on data computed during the run, the plan runs the graph with
+ * the dynamic reference interpreter instead. */
+#ifndef WPK_API_EXEC_PLAN_H
+#define WPK_API_EXEC_PLAN_H
+
+#include <stdbool.h>
+
+#include "ir/eval.h"
+#include "passes/memory_plan.h"
+
+typedef struct exec_plan {
+    int ninputs;
+    ir_tensor *key;     /* per graph input: the dtype and dims the plan was built for */
+    ir_graph *g;        /* the specialized graph; owned, shares payloads with its source */
+    bool is_static;     /* every shape is static: mem and vals run it; otherwise exec does */
+    memory_plan mem;
+    ir_tensor *vals;    /* per value of g: static dtype and shape, data bound to a workspace */
+    const char *bound;  /* the workspace vals point into; NULL before the first run */
+    ir_exec exec;       /* the dynamic interpreter's buffers when !is_static */
+} exec_plan;
+
+/* Specialize src (borrowed; must outlive the plan) to the input types in shapes[i], one per
+ * src->inputs[i], every dim concrete (data ignored): clone it, bind the inputs' dims, run the
+ * fold-constants and dce passes, infer every shape (folding what is known), plan memory.
+ * require_static: fail with WPK_ERR_UNSUPPORTED naming the value whose shape is not static
+ * instead of falling back to the dynamic interpreter. Returns WPK_ERR_MODEL (naming the node)
+ * when the graph is inconsistent at these shapes, WPK_ERR_NOMEM. *out is the caller's. */
+wpk_status exec_plan_create(wpk_context *ctx, const ir_graph *src, const ir_tensor *shapes,
+                            bool require_static, exec_plan **out);
+void exec_plan_free(exec_plan *p);
+
+/* True when the plan was built for exactly these input dtypes and shapes. */
+bool exec_plan_matches(const exec_plan *p, const ir_tensor *shapes);
+
+/* Run the plan on inputs[i] (one per graph input, data borrowed for the call, types as the
+ * plan's key). A static plan works in `workspace` (borrowed: at least p->mem.workspace bytes,
+ * aligned to MEMORY_PLAN_ALIGN, and left alone until its outputs have been read) and allocates
+ * nothing. Returns the first kernel's error. */
+wpk_status exec_plan_run(wpk_context *ctx, exec_plan *p, char *workspace, const ir_tensor *inputs);
+
+/* Graph output i of the last run (its data in the workspace, a constant, or the interpreter's
+ * buffers). */
+const ir_tensor *exec_plan_output(const exec_plan *p, int i);
+
+#endif
