@@ -63,9 +63,23 @@ void wpk_log(wpk_context *ctx, wpk_log_level level, const char *fmt, ...) {
     char line[2048];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    ctx->log_fn(ctx->log_user, level, line);
+    if (n < (int)sizeof line) {
+        ctx->log_fn(ctx->log_user, level, line);
+        return;
+    }
+    /* long messages (graph dumps) are formatted again into a buffer of their size */
+    char *big = wpk_malloc((size_t)n + 1);
+    if (!big) {
+        ctx->log_fn(ctx->log_user, level, line);
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    ctx->log_fn(ctx->log_user, level, big);
+    wpk_free(big);
 }
 
 const char *wpk_status_name(wpk_status status) {

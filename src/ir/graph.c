@@ -219,8 +219,9 @@ ir_graph *ir_graph_clone(const ir_graph *src) {
         *n = src->nodes[k];
         n->in = arena_memdup(&g->mem, n->in, sizeof(int) * (size_t)(n->nin + 1));
         n->out = arena_memdup(&g->mem, n->out, sizeof(int) * (size_t)(n->nout + 1));
-        n->attrs = arena_memdup(&g->mem, n->attrs, sizeof(ir_attr) * (size_t)(n->nattr + 1));
-        if (!n->in || !n->out || !n->attrs) goto oom;
+        if (n->attrs && !(n->attrs = arena_memdup(&g->mem, n->attrs, sizeof(ir_attr) * (size_t)n->nattr)))
+            goto oom;
+        if (!n->in || !n->out) goto oom;
     }
     g->nnodes = g->cap_nodes = src->nnodes;
     return g;

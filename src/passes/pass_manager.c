@@ -99,7 +99,7 @@ wpk_status passes_run(wpk_context *ctx, ir_graph *g, const pass_options *opt) {
         st = ir_verify(ctx, g);
         if (st) {
             wpk_error_prefix(ctx, "graph invalid after pass %s", p->name);
-            return WPK_ERR_INTERNAL;
+            return st == WPK_ERR_NOMEM ? st : WPK_ERR_INTERNAL;
         }
 #endif
     }
