@@ -230,8 +230,11 @@ static const te_expr *translate(lower *L, const te_expr *e, int depth) {
     case TE_LOAD: {
         const te_tensor *t = e->tensor;
         const te_expr *idx[TE_MAX_DIMS];
-        for (int i = 0; i < e->nindex; i++)
+        for (int i = 0; i < e->nindex; i++) {
             if (!(idx[i] = translate(L, e->index[i], depth))) return NULL;
+            /* buffer indices are I64 whatever integer type the algorithm indexed with */
+            if (idx[i]->type.scalar != TE_I64) idx[i] = te_cast(c, te_t(TE_I64), idx[i]);
+        }
         if (is_inline(L, t)) {
             const te_iter *axes[TE_MAX_DIMS];
             for (int i = 0; i < t->ndim; i++) axes[i] = t->axes[i];
@@ -362,7 +365,9 @@ static void collect_region(lower *L, const te_expr *e, const te_tensor *t,
         if (e->tensor != t) return;
         for (int d = 0; d < t->ndim; d++) {
             const te_expr *lo, *hi;
-            if (!loop_bounds_relaxed(c, loop_simplify_expr(c, e->index[d]), relax, &lo, &hi)) {
+            const te_expr *ix = e->index[d];
+            if (ix->type.scalar != TE_I64) ix = te_cast(c, te_t(TE_I64), ix);
+            if (!loop_bounds_relaxed(c, loop_simplify_expr(c, ix), relax, &lo, &hi)) {
                 R->ok = false;
                 R->bad_dim = d;
                 return;

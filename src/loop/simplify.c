@@ -155,6 +155,31 @@ static void lin_of(const simp *S, const te_expr *e, bool simplified, lin *out) {
             lin_acc(S, out, e->b, k, simplified);
             return;
         }
+        if (!simplified) {
+            /* a product of two non-constants: an atom, unless simplifying a side folds it */
+            const te_expr *a = sx(S, e->a), *b = sx(S, e->b);
+            if (!a || !b) {
+                out->ok = false;
+                return;
+            }
+            if (te_is_const_int(a, &k)) {
+                lin_acc(S, out, b, k, true);
+                return;
+            }
+            if (te_is_const_int(b, &k)) {
+                lin_acc(S, out, a, k, true);
+                return;
+            }
+            if (atom_cmp(a, b) > 0) {
+                const te_expr *t = a;
+                a = b;
+                b = t;
+            }
+            const te_expr *m = te_mul(S->c, a, b);
+            if (!m) out->ok = false;
+            else lin_add_term(out, m, 1);
+            return;
+        }
         break;
     default: break;
     }
@@ -461,6 +486,10 @@ static const te_expr *float_arith(const simp *S, const te_expr *e) {
     const te_expr *a = sx(S, e->a), *b = sx(S, e->b);
     if (!a || !b) return NULL;
     if (a->type.lanes > 1) return vec_binary(S, e->kind, a, b);
+    /* x + 0 is x except that -0 + 0 is +0: a sign of zero, and none at all for sums started
+     * from +0 (they never become -0), which is where padding leaves `+ 0.0f` */
+    if ((e->kind == TE_ADD || e->kind == TE_SUB) && b->kind == TE_FLOAT && b->f == 0.0) return a;
+    if (e->kind == TE_ADD && a->kind == TE_FLOAT && a->f == 0.0) return b;
     /* x * 1 is exact for every float, signed zeros and NaNs included */
     if (e->kind == TE_MUL && b->kind == TE_FLOAT && b->f == 1.0) return a;
     if (e->kind == TE_MUL && a->kind == TE_FLOAT && a->f == 1.0) return b;
@@ -504,6 +533,13 @@ static const te_expr *sx(const simp *S, const te_expr *e) {
         if (!a) return NULL;
         if (a->kind == TE_BROADCAST)
             return te_broadcast(c, te_cast(c, te_t(e->type.scalar), a->a), e->type.lanes);
+        /* i64(i32(x)) for an i64 x is x when x fits in i32 (indices cast back and forth) */
+        int64_t lo, hi;
+        if (is_int_scalar(e->type) && a->kind == TE_CAST && is_int_scalar(a->type) &&
+            a->a->type.scalar == e->type.scalar && a->a->type.lanes == 1 &&
+            (a->type.scalar == TE_I64 ||
+             (bounds_of(S, a->a, &lo, &hi) && lo >= INT32_MIN && hi <= INT32_MAX)))
+            return a->a;
         return te_cast(c, e->type, a);
     }
     case TE_CALL: return loop_expr_rebuild(c, e, sx(S, e->a), sx(S, e->b), NULL);
@@ -610,8 +646,13 @@ static const loop_stmt *ss(te_ctx *c, const loop_stmt *s, const loop_range_env *
         }
         return loop_if(c, cond, t, f);
     }
-    case LOOP_STORE:
-        return loop_store(c, s->buffer, sx(&S, s->index), sx(&S, s->value));
+    case LOOP_STORE: {
+        const te_expr *idx = sx(&S, s->index), *v = sx(&S, s->value);
+        if (!idx || !v) return NULL;
+        /* b[i] = b[i] stores what is there */
+        if (v->kind == TE_BUF_LOAD && v->buffer == s->buffer && te_expr_equal(v->a, idx)) return loop_nop(c);
+        return loop_store(c, s->buffer, idx, v);
+    }
     case LOOP_ALLOC: {
         const loop_stmt *body = ss(c, s->body, env);
         if (!body) return NULL;

@@ -398,6 +398,33 @@ static void test_conv_shapes(void) {
     }
 }
 
+/* Indices of another integer type (I32 from a cast) index buffers like any other; a stage
+ * computed at a split loop of its reader gets a window of the reader's tile. */
+static void test_i32_index(void) {
+    fresh();
+    te_tensor *X = te_placeholder(&C, "X", TE_F32, 1, (int64_t[]){10});
+    te_iter **ya = te_compute_axes(&C, 1, (int64_t[]){10}, (const char *[]){"y"});
+    const te_expr *yi = te_cast(&C, te_t(TE_I32), V(ya[0]));
+    te_tensor *Y = te_compute(&C, "Y", 1, (int64_t[]){10}, ya,
+                              te_mul(&C, te_load(&C, X, 1, &yi), te_float(&C, 2)));
+    te_iter **za = te_compute_axes(&C, 1, (int64_t[]){10}, (const char *[]){"z"});
+    const te_expr *zi = te_cast(&C, te_t(TE_I32), V(za[0]));
+    te_tensor *Z = te_compute(&C, "Z", 1, (int64_t[]){10}, za,
+                              te_add(&C, te_load(&C, Y, 1, &zi), te_float(&C, 1)));
+    te_schedule *s = te_schedule_create(&C, &Z, 1);
+    te_iter *zo, *zin;
+    CHECK(s && te_split(te_stage_of(s, Z), Z->axes[0], 4, &zo, &zin) == WPK_OK);
+    CHECK(s && te_compute_at(te_stage_of(s, Y), te_stage_of(s, Z), zo) == WPK_OK);
+    loop_func *f = lower_ok(s, "i32", (te_tensor *[]){X, Z}, 2, __LINE__);
+    float x[10], z[10], want[10];
+    for (int i = 0; i < 10; i++) x[i] = (float)i - 3.5f, want[i] = 2 * x[i] + 1;
+    void *args[2] = {x, z};
+    if (f) run_matches(f, args, z, want, 10, 0, "i32 index", __LINE__);
+    char *t = f ? func_text(f) : NULL;
+    CHECK(t && strstr(t, "allocate Y[4] f32 heap {"));
+    wpk_free(t);
+}
+
 /* ---- random legal schedules ---- */
 
 static const int64_t factors[] = {1, 2, 3, 4, 5, 7, 8, 16};
@@ -562,6 +589,7 @@ int main(void) {
     test_conv_inline_pad();
     test_conv_pad_at_row();
     test_conv_shapes();
+    test_i32_index();
     test_must_fail();
     test_mm_random();
     test_conv_random();
