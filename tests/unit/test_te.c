@@ -442,8 +442,9 @@ static void test_pool(void) {
         "x[n, c, min(max(h - 1, 0), 6), min(max(w - 1, 0), 6)], 0.0)\n"
         "float32[1, 2, 4, 4] ap.sum[n, c, oh, ow] = sum(kh<3, kw<3: ap.pad[n, c, oh * 2 + kh, "
         "ow * 2 + kw])\n"
-        "float32[1, 2, 4, 4] ap[n, c, oh, ow] = ap.sum[n, c, oh, ow] / float32(max(min(3, 8 - oh * "
-        "2) - max(0, 1 - oh * 2), 0) * max(min(3, 8 - ow * 2) - max(0, 1 - ow * 2), 0))\n");
+        "float32[1, 2, 4, 4] ap[n, c, oh, ow] = ap.sum[n, c, oh, ow] / (float32(max(min(3, 8 - "
+        "oh * 2) - max(0, 1 - oh * 2), 0)) * float32(max(min(3, 8 - ow * 2) - max(0, 1 - ow * 2), "
+        "0)))\n");
     /* counting the padding: every window covers 9 (padded) elements */
     p.count_include_pad = true;
     GRAPH_IS(te_pool2d(&C, "ai", x, &p, NULL),

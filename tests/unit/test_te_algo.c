@@ -7,12 +7,18 @@
  * compute materialized element by element, float32 arithmetic, floor division. It is strict
  * where generated code may be: both sides of a select are evaluated and every load is
  * bounds-checked, so an algorithm that relies on a select to skip an out-of-range read fails.
+ * Each algorithm is also lowered (src/loop) under its default schedule and under a schedule
+ * like a template's (pad inlined, the reduction computed per tile of its epilogue on the stack,
+ * cache_write, statistics computed per row, splits that leave tails, vectorized and parallel
+ * loops), and the loops run on the loop interpreter against the same references.
  * Tolerance: |got - want| <= 1e-4 * (1 + |want|) (the references accumulate in double). */
 #include <math.h>
 #include <stdlib.h>
 
 #include "check.h"
 #include "ir/graph.h"
+#include "loop/interp.h"
+#include "loop/lower.h"
 #include "ops/activation.h"
 #include "ops/blocked.h"
 #include "te/algo/conv2d.h"
@@ -320,6 +326,115 @@ static void compare(const char *file, int line, const char *what, evaluator *ev,
 }
 #define COMPARE(what, ev, got, want, count) compare(__FILE__, __LINE__, what, ev, got, want, count)
 
+/* ---- the lowered path ---- */
+
+/* Lowered kernels run and compared, so a path that silently stopped running shows. */
+static int lowered_runs, lowered_calls;
+
+/* A template-like schedule for the algorithm whose computes are `parts`; false when a
+ * primitive refuses (a bug in the schedule or the primitives: reported). */
+typedef bool (*sched_fn)(te_schedule *s, const te_algo_parts *parts);
+
+/* Lower out's schedule (default, then `fn`'s when given) with the evaluator's bound
+ * placeholders as the kernel's inputs, run it on the loop interpreter and compare with want.
+ * Run after the evaluator: fn may rewrite bodies (cache_write). */
+static void lowered(const char *file, int line, const char *what, const evaluator *ev,
+                    te_tensor *out, const te_algo_parts *parts, sched_fn fn, const float *want,
+                    int64_t count) {
+    lowered_calls += fn ? 2 : 1;
+    if (!out) return; /* compare() reported it */
+    te_tensor *args[MAX_TENSORS + 1];
+    void *argv[MAX_TENSORS + 1];
+    int nargs = 0;
+    for (int i = 0; i < ev->n; i++)
+        if (ev->t[i]->kind == TE_PLACEHOLDER) {
+            args[nargs] = (te_tensor *)ev->t[i];
+            argv[nargs++] = ev->data[i];
+        }
+    args[nargs] = out;
+    float *got = malloc(sizeof(float) * (size_t)count);
+    argv[nargs++] = got;
+    for (int pass = 0; pass < (fn ? 2 : 1); pass++) {
+        const char *sched = pass ? "scheduled" : "default";
+        te_schedule *s = te_schedule_create(&C, &out, 1);
+        loop_func *f = NULL;
+        wpk_status st = s ? WPK_OK : WPK_ERR_INVALID_ARG;
+        if (!st && pass && !fn(s, parts)) st = WPK_ERR_INVALID_ARG;
+        if (!st) st = loop_lower(&C, s, "kernel", args, nargs, &f);
+        for (int64_t i = 0; i < count; i++) got[i] = NAN;
+        if (!st) st = loop_interp_run(ctx, f, argv);
+        if (st) {
+            fprintf(stderr, "%s:%d: %s, %s schedule: %s\n", file, line, what, sched,
+                    wpk_context_error(ctx));
+            check_failures++;
+            continue;
+        }
+        lowered_runs++;
+        for (int64_t i = 0; i < count; i++) {
+            bool both_nan = isnan(got[i]) && isnan(want[i]);
+            if (!both_nan && !(fabsf(got[i] - want[i]) <= TOL * (1.0f + fabsf(want[i])))) {
+                fprintf(stderr, "%s:%d: %s, %s schedule, lowered: element %lld is %.7g, the "
+                        "reference says %.7g\n", file, line, what, sched, (long long)i, got[i],
+                        want[i]);
+                check_failures++;
+                break;
+            }
+        }
+    }
+    free(got);
+}
+#define LOWERED(what, ev, out, parts, fn, want, count) \
+    lowered(__FILE__, __LINE__, what, ev, out, parts, fn, want, count)
+
+/* A primitive that must succeed in a test schedule. */
+static bool ok(wpk_status st, const char *what) {
+    if (st) fprintf(stderr, "schedule: %s: %s\n", what, wpk_context_error(ctx));
+    return st == WPK_OK;
+}
+
+/* The data axes of the stage computing t. */
+static te_iter *ax_of(const te_tensor *t, int i) { return t->axes[i]; }
+
+/* The reduction of a fused op computed per tile of its epilogue's last axis (split by 4,
+ * vectorized), on the stack; without an epilogue, a cache_write accumulator instead. The pad
+ * is inlined and the outermost axis runs in parallel. */
+static bool sched_tiled(te_schedule *s, const te_algo_parts *p) {
+    te_stage *out = te_stage_of(s, p->out);
+    int last = p->out->ndim - 1;
+    bool good = true;
+    if (p->pad) good &= ok(te_compute_inline(te_stage_of(s, p->pad)), "inline pad");
+    te_tensor *acc = p->main;
+    if (p->main == p->out && p->main->body->kind == TE_REDUCE) {
+        good &= ok(te_cache_write(s, p->out, "local", &acc), "cache_write");
+        out = te_stage_of(s, p->out);
+    }
+    te_iter *o, *i;
+    good &= ok(te_split(out, ax_of(p->out, last), 4, &o, &i), "split");
+    good &= ok(te_vectorize(out, i), "vectorize");
+    good &= ok(te_parallel(out, ax_of(p->out, 0)), "parallel");
+    if (acc != p->out) {
+        te_stage *as = te_stage_of(s, acc);
+        good &= ok(te_compute_at(as, out, o), "compute_at");
+        good &= ok(te_set_scope(as, "local"), "set_scope");
+        good &= ok(te_vectorize(as, ax_of(acc, last)), "vectorize acc");
+    }
+    return good;
+}
+
+/* The second statistic (softmax's sum, layer norm's variance) computed per row of the output,
+ * at its axis just outside the normalized ones. The first stays a root stage: it is read by
+ * both the second and the output, and lowering places a compute_at stage for one consumer. */
+static bool sched_rows(te_schedule *s, const te_algo_parts *p) {
+    te_stage *out = te_stage_of(s, p->out);
+    int at = -1;
+    for (int d = 0; d < p->out->ndim; d++)
+        if (p->stats[0]->shape[d] != 1 || p->out->shape[d] == 1) at = d;
+        else break;
+    if (at < 0) return true; /* the whole tensor is one row: roots are right */
+    return ok(te_compute_at(te_stage_of(s, p->stats[1]), out, ax_of(p->out, at)),
+              "compute_at stats");
+}
+
 static void fresh(void) {
     te_ctx_free(&C);
     te_ctx_init(&C, ctx);
@@ -382,7 +497,8 @@ static void test_conv2d(void) {
         te_conv2d_out_size(&C, "conv2d", "y", k->h, k->w, k->kh, k->kw, &k->p, &oh, &ow);
         te_tensor *z = k->residual ? input("z", SHAPE(k->n, k->cout, oh, ow), &zd) : NULL;
         te_epilogue ep = {.bias = b, .residual = z, .act = act_of(k->act)};
-        te_tensor *y = te_conv2d_nchw(&C, "y", x, w, &k->p, &ep, NULL);
+        te_algo_parts parts;
+        te_tensor *y = te_conv2d_nchw(&C, "y", x, w, &k->p, &ep, &parts);
 
         node_builder nb;
         nb_init(&nb, "wpk", "FusedConv", 1);
@@ -405,6 +521,7 @@ static void test_conv2d(void) {
             if (b) ev_bind(&ev, b, bd);
             if (z) ev_bind(&ev, z, zd);
             COMPARE(what, &ev, y, want, count);
+            LOWERED(what, &ev, y, &parts, sched_tiled, want, count);
             ev_free(&ev);
         } else {
             check_failures++;
@@ -459,7 +576,8 @@ static void test_conv2d_nchwc(void) {
             zb = te_layout_to_nchwc(&C, "zb", z, k->bo);
         }
         te_epilogue ep = {.bias = b, .residual = zb, .act = act_of(k->act)};
-        te_tensor *yb = te_conv2d_nchwc(&C, "yb", xb, wp, k->cout, &k->p, &ep, NULL);
+        te_algo_parts parts;
+        te_tensor *yb = te_conv2d_nchwc(&C, "yb", xb, wp, k->cout, &k->p, &ep, &parts);
         te_tensor *y = yb ? te_layout_from_nchwc(&C, "y", yb, k->cout) : NULL;
 
         /* reference: pack with ops/blocked.c, ConvNCHWc on blocked tensors, Reorder back */
@@ -520,6 +638,7 @@ static void test_conv2d_nchwc(void) {
             }
             snprintf(what, sizeof what, "nchwc case %zu: blocked output", ci);
             COMPARE(what, &ev, yb, ybd, count);
+            LOWERED(what, &ev, yb, &parts, sched_tiled, ybd, count);
             /* and back to NCHW, against Reorder */
             node_builder r;
             nb_init(&r, "wpk", "Reorder", 1);
@@ -573,8 +692,9 @@ static void test_matmul(void) {
         te_tensor *bias = cases[ci].bias ? input("bias", SHAPE(ncols), &biasd) : NULL;
         te_tensor *z = cases[ci].residual ? input("z", probe->ndim, probe->shape, &zd) : NULL;
         te_epilogue ep = {.bias = bias, .residual = z, .act = act_of(cases[ci].act)};
-        te_tensor *y = cases[ci].trans_b ? te_dense(&C, "y", a, b, &ep, NULL)
-                                         : te_matmul(&C, "y", a, b, &mp, &ep, NULL);
+        te_algo_parts parts;
+        te_tensor *y = cases[ci].trans_b ? te_dense(&C, "y", a, b, &ep, &parts)
+                                         : te_matmul(&C, "y", a, b, &mp, &ep, &parts);
         node_builder nb;
         if (cases[ci].trans_b) {
             nb_init(&nb, "wpk", "FusedGemm", 1);
@@ -598,6 +718,7 @@ static void test_matmul(void) {
             if (bias) ev_bind(&ev, bias, biasd);
             if (z) ev_bind(&ev, z, zd);
             COMPARE(what, &ev, y, want, count);
+            LOWERED(what, &ev, y, &parts, sched_tiled, want, count);
             ev_free(&ev);
         } else {
             check_failures++;
@@ -634,7 +755,8 @@ static void test_pool(void) {
         memcpy(p.dilation, cases[ci].d, sizeof p.dilation);
         p.ceil_mode = cases[ci].ceil;
         p.count_include_pad = cases[ci].include;
-        te_tensor *y = te_pool2d(&C, "y", x, &p, NULL);
+        te_algo_parts parts;
+        te_tensor *y = te_pool2d(&C, "y", x, &p, &parts);
         node_builder nb;
         nb_init(&nb, "", cases[ci].kind == TE_POOL_MAX ? "MaxPool" : "AveragePool", 19);
         nb_ints(&nb, "kernel_shape", 2, p.kernel);
@@ -652,6 +774,7 @@ static void test_pool(void) {
             ev_init(&ev, &C);
             ev_bind(&ev, x, xd);
             COMPARE(what, &ev, y, want, count);
+            LOWERED(what, &ev, y, &parts, sched_tiled, want, count);
             ev_free(&ev);
         } else {
             check_failures++;
@@ -664,7 +787,8 @@ static void test_pool(void) {
             float *xd, *want = NULL;
             int64_t shape[5] = {2, 3, 5, 4, 3};
             te_tensor *x = input("x", rank, shape, &xd);
-            te_tensor *y = te_global_pool(&C, "y", x, (te_pool_kind)kind, NULL);
+            te_algo_parts parts;
+            te_tensor *y = te_global_pool(&C, "y", x, (te_pool_kind)kind, &parts);
             node_builder nb;
             nb_init(&nb, "", kind == TE_POOL_MAX ? "GlobalMaxPool" : "GlobalAveragePool", 19);
             ir_tensor tx = irt(x, xd);
@@ -676,6 +800,7 @@ static void test_pool(void) {
                 ev_init(&ev, &C);
                 ev_bind(&ev, x, xd);
                 COMPARE(what, &ev, y, want, count);
+                LOWERED(what, &ev, y, &parts, sched_tiled, want, count);
                 ev_free(&ev);
             } else {
                 check_failures++;
@@ -701,7 +826,8 @@ static void test_softmax_layer_norm(void) {
         te_tensor *x = input("x", cases[ci].ndim, cases[ci].shape, &xd);
         /* a wider range than [-1, 1), so the max subtraction matters */
         for (int64_t i = 0; i < numel(x); i++) xd[i] *= 20.0f;
-        te_tensor *y = te_softmax(&C, "y", x, cases[ci].axis, NULL);
+        te_algo_parts parts;
+        te_tensor *y = te_softmax(&C, "y", x, cases[ci].axis, &parts);
         node_builder nb;
         nb_init(&nb, "", "Softmax", 13);
         nb_int(&nb, "axis", cases[ci].axis);
@@ -714,6 +840,7 @@ static void test_softmax_layer_norm(void) {
             ev_init(&ev, &C);
             ev_bind(&ev, x, xd);
             COMPARE(what, &ev, y, want, count);
+            LOWERED(what, &ev, y, &parts, sched_rows, want, count);
             ev_free(&ev);
         } else {
             check_failures++;
@@ -726,7 +853,7 @@ static void test_softmax_layer_norm(void) {
         float *sd, *bd;
         te_tensor *s = input("s", x->ndim - axis, x->shape + axis, &sd);
         te_tensor *b = input("b", SHAPE(x->shape[x->ndim - 1]), &bd);
-        te_tensor *ln = te_layer_norm(&C, "ln", x, s, b, cases[ci].axis, 1e-5f, NULL);
+        te_tensor *ln = te_layer_norm(&C, "ln", x, s, b, cases[ci].axis, 1e-5f, &parts);
         nb_init(&nb, "", "LayerNormalization", 17);
         nb_int(&nb, "axis", cases[ci].axis);
         nb_float(&nb, "epsilon", 1e-5f);
@@ -739,6 +866,7 @@ static void test_softmax_layer_norm(void) {
             ev_bind(&ev, s, sd);
             ev_bind(&ev, b, bd);
             COMPARE(what, &ev, ln, want, count);
+            LOWERED(what, &ev, ln, &parts, sched_rows, want, count);
             ev_free(&ev);
         } else {
             check_failures++;
@@ -777,6 +905,7 @@ int main(void) {
     test_matmul();
     test_pool();
     test_softmax_layer_norm();
+    CHECK(lowered_calls >= 70 && lowered_runs == lowered_calls);
     te_ctx_free(&C);
     wpk_context_free(ctx);
     CHECK_DONE();

@@ -120,8 +120,11 @@ te_tensor *te_pool2d(te_ctx *c, const char *name, te_tensor *x, const te_pool2d_
             same &= dim_same;
             k0 = i ? k0 * first : first;
         }
+        /* a float product of the two exact per-dim counts: no integer product of two clamped
+         * terms for the loop simplifier to untangle */
         count = same ? te_float(c, (double)k0)
-                     : te_cast(c, te_t(TE_F32), te_mul(c, dim_count[0], dim_count[1]));
+                     : te_mul(c, te_cast(c, te_t(TE_F32), dim_count[0]),
+                              te_cast(c, te_t(TE_F32), dim_count[1]));
     }
 
     te_tensor *main, *outt;
