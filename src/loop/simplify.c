@@ -407,6 +407,35 @@ static const te_expr *logic(const simp *S, const te_expr *e) {
     return te_binary(S->c, e->kind, a, b);
 }
 
+/* b*k*(x/k) + b*(x%k) = b*x: a fused loop's index put back together (flat index of the
+ * fused dims). */
+static void fold_divmod(const simp *S, lin *l) {
+    for (bool again = true; again && l->ok;) {
+        again = false;
+        for (int i = 0; i < l->n && !again; i++) {
+            const te_expr *d = l->t[i].atom;
+            int64_t k;
+            if (d->kind != TE_DIV || !te_is_const_int(d->b, &k) || k <= 0) continue;
+            for (int j = 0; j < l->n; j++) {
+                const te_expr *m = l->t[j].atom;
+                int64_t k2, b = l->t[j].coef, bk;
+                if (m->kind != TE_MOD || !te_is_const_int(m->b, &k2) || k2 != k ||
+                    !te_expr_equal(m->a, d->a) || __builtin_mul_overflow(b, k, &bk) ||
+                    bk != l->t[i].coef)
+                    continue;
+                const te_expr *x = d->a;
+                /* remove the higher index first so the lower stays valid */
+                int hi = i > j ? i : j, lo = i > j ? j : i;
+                l->t[hi] = l->t[--l->n];
+                l->t[lo] = l->t[--l->n];
+                lin_acc(S, l, x, b, true);
+                again = true;
+                break;
+            }
+        }
+    }
+}
+
 static const te_expr *int_scalar(const simp *S, const te_expr *e) {
     te_ctx *c = S->c;
     int64_t k, lo, hi;
@@ -414,6 +443,7 @@ static const te_expr *int_scalar(const simp *S, const te_expr *e) {
     case TE_ADD: case TE_SUB: case TE_MUL: {
         lin l;
         lin_of(S, e, false, &l);
+        fold_divmod(S, &l);
         if (l.ok) return lin_expr(S, &l);
         break;
     }

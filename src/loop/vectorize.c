@@ -74,7 +74,8 @@ static const te_expr *widen(vz *V, const te_expr *e) {
             V->fail = true;
             return NULL;
         }
-        return te_select(c, bcast(V, cond), bcast(V, t), bcast(V, f));
+        /* a condition the same for every lane stays scalar: it picks one vector branch */
+        return te_select(c, cond, bcast(V, t), bcast(V, f));
     }
     case TE_CAST: {
         const te_expr *a = widen(V, e->a);

@@ -11,6 +11,7 @@
 #include "loop/bounds.h"
 #include "loop/interp.h"
 #include "loop/lower.h"
+#include "loop/verify.h"
 
 static te_ctx C;
 static wpk_context *ctx;
@@ -165,6 +166,11 @@ static void test_simplify(void) {
     CHECK_SIMP(te_div(&C, f, I(8)), &env, want);
     snprintf(want, sizeof want, "(fo_%d%%2)*4 + fi_%d", fo->id, fi->id);
     CHECK_SIMP(te_mod(&C, f, I(8)), &env, want);
+    /* a fused index put back together: (x / 7)*56 + (x % 7)*8 = x*8 */
+    snprintf(want, sizeof want, "x_%d*8 + 3", x->id);
+    CHECK_SIMP(add(add(mul(te_div(&C, V(x), I(7)), I(56)), mul(te_mod(&C, V(x), I(7)), I(8))), I(3)), NULL, want);
+    snprintf(want, sizeof want, "(u_%d/7)*57 + (u_%d%%7)*8", u->id, u->id);
+    CHECK_SIMP(add(mul(te_div(&C, V(u), I(7)), I(57)), mul(te_mod(&C, V(u), I(7)), I(8))), NULL, want);
     /* (x / 4) / 2 = x / 8 ; (x % 8) % 4 = x % 4 */
     snprintf(want, sizeof want, "x_%d/8", x->id);
     CHECK_SIMP(te_div(&C, te_div(&C, V(x), I(4)), I(2)), NULL, want);
@@ -443,6 +449,19 @@ static void test_vectorize(void) {
                                 loop_store(&C, Cb, ij, te_select(&C, te_cmp(&C, TE_LT, V(j), I(3)), loop_load(&C, A, ij), te_float(&C, 0))));
     out = loop_vectorize(&C, sel);
     CHECK(out && out->kind == LOOP_FOR && out->for_kind == LOOP_SERIAL);
+    /* a condition the same for every lane stays scalar and keeps guarding its load */
+    const loop_stmt *inv = for_(i, 4, LOOP_SERIAL,
+                                for_(j, 16, LOOP_VECTORIZED,
+                                     loop_store(&C, Cb, ij, te_select(&C, te_cmp(&C, TE_LT, V(i), I(2)), loop_load(&C, A, ij), te_float(&C, 0)))));
+    out = loop_simplify(&C, loop_vectorize(&C, inv));
+    txt = text_stmt(out);
+    snprintf(want, sizeof want,
+             "for (i_%d, 0, 4) {\n"
+             "  C[ramp(i_%d*16, 1, 16)] = select(i_%d < 2, A[ramp(i_%d*16, 1, 16)], x16(0.0f))\n"
+             "}\n",
+             i->id, i->id, i->id, i->id);
+    CHECK_TEXT(txt, want);
+    wpk_free(txt);
     /* 3 lanes: no vector unit has them */
     const loop_stmt *odd = loop_for(&C, j, I(0), I(3), LOOP_VECTORIZED, loop_store(&C, Cb, V(j), te_float(&C, 0)));
     out = loop_vectorize(&C, odd);
@@ -489,6 +508,30 @@ static void test_interp(void) {
     CHECK(iv[0] == -2 && iv[1] == 1 && iv[2] == -2 && iv[3] == 7);
 }
 
+/* ---- verifier ---- */
+
+static void test_verify(void) {
+    te_iter *i = loopvar("i", 4), *u = loopvar("u", 4);
+    loop_buffer *A = loop_buffer_new(&C, "A", TE_F32, 1, (int64_t[]){4}, LOOP_SCOPE_ARG);
+    loop_buffer *T = loop_buffer_new(&C, "T", TE_F32, 1, (int64_t[]){4}, LOOP_SCOPE_HEAP);
+    loop_buffer *argv[1] = {A};
+    loop_func f = {"v", argv, 1, 0, NULL};
+    f.body = loop_alloc(&C, T, for_(i, 4, LOOP_SERIAL, loop_store(&C, A, V(i), loop_load(&C, T, V(i)))));
+    CHECK(loop_verify(ctx, &f) == WPK_OK);
+    f.body = for_(i, 4, LOOP_SERIAL, loop_store(&C, A, V(u), te_float(&C, 1)));
+    CHECK_ERR(ctx, loop_verify(ctx, &f), WPK_ERR_INTERNAL, "variable u_");
+    f.body = for_(i, 4, LOOP_SERIAL, loop_store(&C, A, V(i), loop_load(&C, T, V(i))));
+    CHECK_ERR(ctx, loop_verify(ctx, &f), WPK_ERR_INTERNAL, "load from 'T' outside its allocation");
+    f.body = for_(i, 4, LOOP_SERIAL, for_(i, 2, LOOP_SERIAL, loop_store(&C, A, V(i), te_float(&C, 1))));
+    CHECK_ERR(ctx, loop_verify(ctx, &f), WPK_ERR_INTERNAL, "bound by a loop inside its own scope");
+    f.body = for_(i, 4, LOOP_SERIAL, loop_store(&C, A, te_add(&C, V(i), I(4)), te_float(&C, 1)));
+    CHECK_ERR(ctx, loop_verify(ctx, &f), WPK_ERR_INTERNAL, "store to 'A' at [4, 7], outside [0, 4)");
+    f.body = loop_store(&C, A, I(0), I(3));
+    CHECK_ERR(ctx, loop_verify(ctx, &f), WPK_ERR_INTERNAL, "store to 'A' of a value of another type");
+    f.body = loop_for(&C, i, I(0), te_float(&C, 2), LOOP_SERIAL, loop_store(&C, A, I(0), te_float(&C, 1)));
+    CHECK_ERR(ctx, loop_verify(ctx, &f), WPK_ERR_INTERNAL, "a loop's extent is not a scalar integer");
+}
+
 int main(void) {
     ctx = wpk_context_create();
     te_ctx_init(&C, ctx);
@@ -500,6 +543,7 @@ int main(void) {
     test_unroll();
     test_vectorize();
     test_interp();
+    test_verify();
     te_ctx_free(&C);
     wpk_context_free(ctx);
     CHECK_DONE();

@@ -455,11 +455,12 @@ static void randomize_stage(te_stage *st) {
     if (pick(2)) te_vectorize(st, st->leaves[n - 1]);
     if (pick(3) == 0) te_unroll(st, st->leaves[pick(n)]);
     if (pick(3) == 0) te_parallel(st, st->leaves[0]);
+    if (pick(8) == 0) te_bind(st, st->leaves[pick(n)], "threadIdx.x");
     wpk_clear_error(ctx);
 }
 
 static void test_mm_random(void) {
-    for (int trial = 0; trial < 150; trial++) {
+    for (int trial = 0; trial < 200; trial++) {
         fresh();
         mm m = make_mm(1 + pick(9), 1 + pick(20), 1 + pick(7));
         te_schedule *s = te_schedule_create(&C, &m.C, 1);
@@ -489,15 +490,24 @@ static void test_mm_random(void) {
 }
 
 static void test_conv_random(void) {
-    for (int trial = 0; trial < 40; trial++) {
+    for (int trial = 0; trial < 80; trial++) {
         fresh();
         conv v = make_conv(1 + pick(2), 1 + pick(3), 4 + pick(5), 4 + pick(5), 1 + pick(4), 1 + 2 * pick(2),
                            1 + pick(2), pick(2));
         te_schedule *s = te_schedule_create(&C, &v.out, 1);
+        te_tensor *acc = NULL;
+        if (pick(3) == 0) te_cache_write(s, v.conv, "local", &acc);
         te_stage *so = te_stage_of(s, v.out), *sc = te_stage_of(s, v.conv), *sp = te_stage_of(s, v.pad);
         randomize_stage(so);
         if (pick(2)) te_compute_at(sc, so, so->leaves[pick(so->nleaves)]);
         randomize_stage(sc);
+        if (acc) {
+            te_stage *sa = te_stage_of(s, acc);
+            te_compute_at(sa, sc, sc->leaves[pick(sc->nleaves)]);
+            randomize_stage(sa);
+            /* the padded input is read by the accumulator now */
+            sc = sa;
+        }
         switch (pick(3)) {
         case 0: te_compute_inline(sp); break;
         case 1: te_compute_at(sp, sc, sc->leaves[pick(sc->nleaves)]); break;
@@ -580,6 +590,8 @@ static void test_must_fail(void) {
 }
 
 int main(void) {
+    /* WPK_TEST_SEED=n runs the random schedules from another seed (stress runs) */
+    if (getenv("WPK_TEST_SEED")) rng = (unsigned)strtoul(getenv("WPK_TEST_SEED"), NULL, 10);
     ctx = wpk_context_create();
     te_ctx_init(&C, ctx);
     test_mm_default();
