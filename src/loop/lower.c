@@ -607,8 +607,8 @@ static loop_scope root_scope(const te_stage *st, const te_tensor *t) {
     return LOOP_SCOPE_HEAP;
 }
 
-wpk_status loop_lower(te_ctx *c, const te_schedule *s, const char *name, te_tensor *const *args,
-                      int nargs, loop_func **out) {
+static wpk_status lower_func(te_ctx *c, const te_schedule *s, const char *name,
+                             te_tensor *const *args, int nargs, loop_func **out) {
     lower L = {.c = c, .s = s};
     *out = NULL;
     if (c->oom) return WPK_ERR_NOMEM;
@@ -672,4 +672,14 @@ wpk_status loop_lower(te_ctx *c, const te_schedule *s, const char *name, te_tens
     if ((st = loop_optimize(c, f))) return st;
     *out = f;
     return WPK_OK;
+}
+
+wpk_status loop_lower(te_ctx *c, const te_schedule *s, const char *name, te_tensor *const *args,
+                      int nargs, loop_func **out) {
+    wpk_status st = lower_func(c, s, name, args, nargs, out);
+    /* running out of memory half way makes later steps fail in other ways: say what happened */
+    if (st != WPK_OK && c->oom && st != WPK_ERR_NOMEM)
+        st = wpk_error(c->err, WPK_ERR_NOMEM, "out of memory lowering '%s'", name ? name : "(null)");
+    if (st != WPK_OK) *out = NULL;
+    return st;
 }

@@ -589,6 +589,49 @@ static void test_must_fail(void) {
     }
 }
 
+/* ---- running out of memory ---- */
+
+/* Fail each allocation of a lowering in turn (a tiled conv with an accumulator, a pad stage
+ * computed at a reduction loop, partitioning and vectorization): a status, never a crash. */
+static void test_alloc_faults(void) {
+    long total = 0;
+    int nomem = 0, runs = 0;
+    for (long n = 0;; n++) {
+        fresh();
+        conv v = make_conv(1, 2, 7, 7, 4, 3, 1, 1);
+        te_schedule *s = te_schedule_create(&C, &v.out, 1);
+        te_tensor *acc;
+        CHECK(te_cache_write(s, v.conv, "local", &acc) == WPK_OK);
+        te_stage *so = te_stage_of(s, v.out), *sa = te_stage_of(s, acc);
+        te_iter *wo, *wi;
+        CHECK(te_split(so, v.out->axes[3], 4, &wo, &wi) == WPK_OK);
+        CHECK(te_vectorize(so, wi) == WPK_OK);
+        CHECK(te_compute_at(te_stage_of(s, v.conv), so, wo) == WPK_OK);
+        CHECK(te_compute_at(sa, te_stage_of(s, v.conv), te_stage_of(s, v.conv)->leaves[3]) == WPK_OK);
+        CHECK(te_compute_at(te_stage_of(s, v.pad), sa, acc->body->raxes[0]) == WPK_OK);
+        loop_func *f = NULL;
+        wpk_alloc_fail_at(n);
+        wpk_status st = loop_lower(&C, s, "conv", conv_args(&v), 4, &f);
+        long used = wpk_alloc_count();
+        wpk_alloc_fail_at(0);
+        if (n == 0) {
+            CHECK(st == WPK_OK);
+            check_conv(&v, f, "conv before faults", __LINE__);
+            total = used;
+            continue;
+        }
+        runs++;
+        if (st != WPK_OK) {
+            CHECK(st == WPK_ERR_NOMEM);
+            CHECK(wpk_context_error(ctx)[0] != 0);
+            nomem++;
+        }
+        if (n >= total) break;
+    }
+    CHECK(total >= 2 && nomem > 0 && runs == total);
+    if (getenv("DBG")) fprintf(stderr, "alloc faults: %ld allocations, %d failed with NOMEM\n", total, nomem);
+}
+
 int main(void) {
     /* WPK_TEST_SEED=n runs the random schedules from another seed (stress runs) */
     if (getenv("WPK_TEST_SEED")) rng = (unsigned)strtoul(getenv("WPK_TEST_SEED"), NULL, 10);
@@ -603,6 +646,7 @@ int main(void) {
     test_conv_shapes();
     test_i32_index();
     test_must_fail();
+    test_alloc_faults();
     test_mm_random();
     test_conv_random();
     te_ctx_free(&C);
