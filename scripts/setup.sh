@@ -2,14 +2,15 @@
 # setup.sh -- install what building and testing Woodpecker needs, only what is missing.
 #   scripts/setup.sh build   compiler, CMake, protobuf-c, Python's onnx + numpy (for the demo model)
 #   scripts/setup.sh test    the above + onnxruntime (the oracle), clang's libFuzzer runtime,
-#                            and Debian's torch/torchvision (to export the torchvision models)
+#                            Debian's torch/torchvision (to export the torchvision models) and
+#                            oneDNN (the peer the kernel benchmarks compare against)
 set -euo pipefail
 what=${1:-build}
 
 apt_pkgs=(build-essential cmake pkg-config libprotobuf-c-dev protobuf-c-compiler)
 pip_pkgs=(onnx numpy)
 if [ "$what" = test ]; then
-  apt_pkgs+=(clang libclang-rt-14-dev python3-torch python3-torchvision)
+  apt_pkgs+=(clang libclang-rt-14-dev python3-torch python3-torchvision libdnnl-dev)
   pip_pkgs+=(onnxruntime)
 fi
 
