@@ -101,7 +101,11 @@ wpk_status te_cache_write(te_schedule *s, te_tensor *t, const char *scope, te_te
 wpk_status te_cache_read(te_schedule *s, te_tensor *t, const char *scope, te_tensor *const *readers,
                          int nreaders, te_tensor **cache);
 
-/* Deterministic text of the schedule (stages, relations, leaf order, annotations). */
+/* Deterministic text of the schedule (stages, relations, leaf order, annotations), per stage:
+ *   stage conv.acc (local): compute_at conv, ow_o        (or "root", "inline"; ", output")
+ *     float32[1, 8, 6, 6] conv.acc[n, oc, oh, ow] = sum(...)   (te_print_tensor)
+ *     split ow<6 by 4 -> ow_o<2, ow_i<4                   (relations in order; "fuse a, b -> f")
+ *     loops: n<1 parallel, oc<8, rc<4 reduce, ow_i<4 vectorize, ...   (leaves, outermost first) */
 void te_print_schedule(const te_schedule *s, strbuf *b);
 
 #endif

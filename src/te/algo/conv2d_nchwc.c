@@ -67,8 +67,10 @@ te_tensor *te_conv2d_nchwc(te_ctx *c, const char *name, te_tensor *x, te_tensor 
 
     const int64_t before[5] = {0, 0, p->pad[0], p->pad[1], 0};
     const int64_t after[5] = {0, 0, p->pad[2], p->pad[3], 0};
+    static const char *const blocked_names[5] = {"n", "cb", "h", "w", "ci"};
+    static const char *const plain_names[4] = {"n", "c", "h", "w"};
     te_tensor *src = te_pad(c, te_algo_name(c, name, "pad"), x, before, after, 0.0,
-                            (const char *const[]){"n", "cb", "h", "w", "ci"});
+                            blocked_in ? blocked_names : plain_names);
     if (!src) return NULL;
 
     const int64_t shape[5] = {n, cob, oh, ow, bo};
