@@ -1,0 +1,59 @@
+/* strategy.h -- search strategies behind one ask/tell interface over one space (issue 5):
+ * random, grid (with pruning), genetic algorithm, reinforcement learning, simulated annealing,
+ * and cost-model-guided search. Seeded and reproducible: the same seed and the same results told
+ * give the same proposals. */
+#ifndef WPK_TUNE_STRATEGY_H
+#define WPK_TUNE_STRATEGY_H
+
+#include <stdbool.h>
+
+#include "tune/space.h"
+
+/* The outcome of measuring one config. */
+typedef enum tune_status {
+    TUNE_OK = 0,
+    TUNE_COMPILE_ERROR,   /* the schedule was rejected or the compiler failed */
+    TUNE_TIMEOUT,         /* the kernel did not finish in time */
+    TUNE_CRASH,           /* the child died (signal) or ran out of its memory cap */
+    TUNE_WRONG_RESULT,    /* output differs from the reference: never a winner */
+    TUNE_INVALID          /* not a legal config (pruned) */
+} tune_status;
+
+typedef struct tune_result {
+    tune_status status;
+    double seconds;       /* median run time; meaningful when status == TUNE_OK */
+} tune_result;
+
+/* Features of a config for cost models (extracted from its lowered loop IR by the tuner).
+ * Returns the number written (<= max), or -1 when the config cannot be lowered. */
+typedef int (*tune_featurize_fn)(void *user, const tune_config *c, float *out, int max);
+
+typedef struct tune_strategy_params {
+    uint64_t seed;
+    int64_t budget;               /* trials the caller intends to spend (sizes populations) */
+    tune_featurize_fn featurize;  /* needed by "model"; optional for others */
+    void *featurize_user;
+    /* "model": records of other workloads to start from (features + seconds), may be empty */
+    const float *prior_features;
+    const double *prior_seconds;
+    int prior_count, prior_dim;
+} tune_strategy_params;
+
+typedef struct tune_strategy tune_strategy;
+
+/* Names: "random", "grid", "ga", "rl", "anneal", "model". NULL (and a message on ctx) for an
+ * unknown name or when out of memory. The space must outlive the strategy. */
+tune_strategy *tune_strategy_create(wpk_context *ctx, const char *name, const tune_space *space,
+                                    const tune_strategy_params *params);
+void tune_strategy_free(tune_strategy *s);
+const char *tune_strategy_name(const tune_strategy *s);
+
+/* Up to max configs to measure next, none proposed before by this strategy (configs told as
+ * already measured, e.g. from stored records, count as proposed). Returns the count; 0 when the
+ * strategy has converged or exhausted the space. */
+int tune_strategy_propose(tune_strategy *s, tune_config *out, int max);
+/* Results of measured configs (any order, any subset of what was proposed, or configs measured
+ * earlier and loaded from records). */
+void tune_strategy_tell(tune_strategy *s, const tune_config *configs, const tune_result *results, int n);
+
+#endif
