@@ -1,0 +1,38 @@
+/* templates.c -- the registry of schedule templates (template.h): a table in order of
+ * preference, the first that supports a node gets it, and the task a node poses. */
+#include <string.h>
+
+#include "tune/template.h"
+#include "tune/templates/conv.h"
+
+/* Specialized templates before the general ones that also take their nodes: the blocked conv
+ * is preferred wherever it applies, the NCHW direct conv takes the rest. */
+static const tune_template *const registry[] = {
+    &tune_conv2d_nchwc,
+    &tune_conv2d_nchw,
+    NULL,
+};
+
+const tune_template *const *tune_templates(void) { return registry; }
+
+const tune_template *tune_template_for(const ir_node *n, ir_tensor *const *in,
+                                       ir_tensor *const *out) {
+    for (int i = 0; registry[i]; i++)
+        if (registry[i]->supports(n, in, out)) return registry[i];
+    return NULL;
+}
+
+void tune_task_init(tune_task *task, const tune_template *t, const ir_node *n,
+                    ir_tensor *const *in, ir_tensor *const *out) {
+    memset(task, 0, sizeof *task);
+    task->tmpl = t;
+    task->node = n;
+    /* an omitted optional input stays a zeroed tensor (dtype UNDEFINED) in its slot */
+    task->nin = n->nin < TUNE_MAX_ARGS ? n->nin : TUNE_MAX_ARGS;
+    for (int i = 0; i < task->nin; i++)
+        if (in[i]) task->in[i] = *in[i];
+    task->nout = n->nout < TUNE_MAX_ARGS ? n->nout : TUNE_MAX_ARGS;
+    for (int i = 0; i < task->nout; i++)
+        if (out[i]) task->out[i] = *out[i];
+    t->describe(task);
+}

@@ -1,0 +1,355 @@
+/* conv2d_nchwc.c -- the blocked-layout convolution template: Conv / FusedConv with constant
+ * weights, and the layout pass's ConvNCHWc, as a direct conv over channel blocks of
+ * oc_block lanes (te/algo/conv2d_nchwc.h) with a register-tiled schedule.
+ *
+ * The schedule (TVM's x86 conv schedule, as knobs): the output is tiled into oh_block x
+ * ow_block pixels x one channel block; the tile's accumulator is a "local" stage computed at
+ * the tile loop, its reduction (input blocks, taps, input lanes) outside and the tile inside,
+ * pixels unrolled and the block's lanes vectorized, so every step broadcasts one input value
+ * and multiplies it by one vector of packed weights into ow_block x oh_block register
+ * accumulators. The epilogue (bias, residual, activation) runs as the tile is copied out, in
+ * the same loop nest. Images x channel blocks x tile rows run in parallel.
+ *
+ * For NCHW nodes the kernel reads X in NCHW and writes Y in NCHW: the input either goes
+ * straight into the conv (ic_block 1: one broadcast per input channel, no transform) or
+ * through a blocked padded copy (the transform and the padding in one pass); the output is
+ * transposed from the blocked accumulator as it is copied out. Weights are packed at compile
+ * time (tune_build.prepack). ConvNCHWc nodes come with blocked tensors and packed weights,
+ * which fix both block sizes. */
+#include <string.h>
+
+#include "te/algo/conv2d_nchwc.h"
+#include "tune/templates/conv.h"
+
+#define NAME "conv2d_nchwc"
+
+enum { ORDER_IC_OUTER, ORDER_TAPS_OUTER };
+enum { PAR_ROWS, PAR_BLOCKS };
+
+/* Blocked kernels waste most of their lanes on fewer output channels than this. */
+#define MIN_CHANNELS 8
+
+static bool supports(const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+    tune_conv g;
+    if (!tune_conv_read(n, in, out, &g)) return false;
+    if (g.op == IR_OP_CONV_NCHWC) return true;
+    if (!g.wconst || g.cout < MIN_CHANNELS) return false;
+    /* grouped convs need whole output blocks per group (depthwise: lane i reads channel i) */
+    if (g.p.groups > 1 && !g.depthwise) return (g.cout / g.p.groups) % MIN_CHANNELS == 0;
+    return true;
+}
+
+static void describe(tune_task *t) {
+    tune_conv g;
+    if (tune_conv_read_task(t, &g)) tune_conv_describe(NAME, &g, t);
+}
+
+/* Values from `cand` that pass `ok` (at least `fallback` when none does). */
+static void add_filtered(tune_space *s, const char *name, const int64_t *cand, int ncand,
+                         const tune_conv *g, bool (*ok)(const tune_conv *, int64_t),
+                         int64_t fallback) {
+    int64_t v[TUNE_MAX_VALUES];
+    int n = 0;
+    for (int i = 0; i < ncand && n < TUNE_MAX_VALUES; i++)
+        if (ok(g, cand[i])) v[n++] = cand[i];
+    if (!n) v[n++] = fallback;
+    tune_space_add(s, name, n, v);
+}
+
+static bool oc_ok(const tune_conv *g, int64_t b) {
+    if (g->p.groups > 1 && !g->depthwise) return (g->cout / g->p.groups) % b == 0;
+    return b <= (g->cout + 7) / 8 * 8;
+}
+
+/* Input blocks must not straddle groups; 1 reads X as NCHW without a transform. */
+static bool ic_ok(const tune_conv *g, int64_t b) { return b == 1 || g->cg % b == 0; }
+static bool ow_ok(const tune_conv *g, int64_t b) { return b <= g->ow; }
+static bool oh_ok(const tune_conv *g, int64_t b) { return b <= g->oh; }
+
+static void space(const tune_task *t, tune_space *s) {
+    memset(s, 0, sizeof *s);
+    tune_conv g;
+    if (!tune_conv_read_task(t, &g)) return;
+    static const int64_t blocks[] = {8, 16, 32}, iblocks[] = {1, 4, 8, 16, 32};
+    static const int64_t ows[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 20, 24, 28};
+    static const int64_t ohs[] = {1, 2, 4}, flag[] = {0, 1}, one[] = {1};
+    if (g.op == IR_OP_CONV_NCHWC) {
+        tune_space_add(s, "ic_block", 1, &g.bi);
+        tune_space_add(s, "oc_block", 1, &g.bo);
+    } else {
+        /* depthwise: ic_block follows oc_block (lane i of a block reads lane i) */
+        if (g.depthwise) tune_space_add(s, "ic_block", 1, (const int64_t[]){0});
+        else add_filtered(s, "ic_block", iblocks, 5, &g, ic_ok, 1);
+        add_filtered(s, "oc_block", blocks, 3, &g, oc_ok, 8);
+    }
+    add_filtered(s, "ow_block", ows, (int)(sizeof ows / sizeof ows[0]), &g, ow_ok, 1);
+    add_filtered(s, "oh_block", ohs, 3, &g, oh_ok, 1);
+    tune_space_add(s, "unroll_kw", g.kw > 1 ? 2 : 1, flag);
+    /* with no input-channel reduction (depthwise) the order is the taps' alone */
+    tune_space_add(s, "order", !g.depthwise && g.kh * g.kw > 1 ? 2 : 1, flag);
+    tune_space_add(s, "parallel", 2, flag);
+    bool padded = g.p.pad[0] || g.p.pad[1] || g.p.pad[2] || g.p.pad[3];
+    tune_space_add(s, "pad_copy", padded ? 2 : 1, padded ? flag : (const int64_t[]){0});
+    tune_space_add(s, "pack", 1, one);
+}
+
+/* The tile width with the fewest wasted columns among those that fit `regs` accumulators,
+ * preferring wide tiles: most columns per weight load. */
+static int64_t pick_ow(int64_t ow, int64_t regs) {
+    int64_t best = 1;
+    double best_cost = 1e30;
+    for (int64_t b = 1; b <= regs && b <= ow; b++) {
+        int64_t tiles = (ow + b - 1) / b;
+        /* cost per output column: weight loads amortized over b, plus the columns wasted in
+         * a partial last tile */
+        double cost = (double)(tiles * b) / (double)ow * (1.0 + 4.0 / (double)b);
+        if (cost < best_cost - 1e-9) best = b, best_cost = cost;
+    }
+    return best;
+}
+
+static void default_config(const tune_task *t, const tune_space *s, tune_config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    tune_conv g;
+    if (!tune_conv_read_task(t, &g)) return;
+    const int64_t vec = tune_vector_floats();
+    tune_config_set(s, cfg, "oc_block", vec);
+    int64_t bo = tune_value(s, cfg, "oc_block");
+    /* Blocked input when channels fill blocks: the padded copy is the transform. Few input
+     * channels (the RGB stem) are read in place. */
+    tune_config_set(s, cfg, "ic_block", g.cg >= vec ? vec : 1);
+    /* Accumulators: AVX-512 has 32 vector registers, AVX2 16; keep a few for the weight
+     * vector and the broadcast. */
+    int64_t regs = (vec >= 16 ? 28 : 12) / (bo > vec ? bo / vec : 1);
+    if (regs > 16) regs = 16;
+    tune_config_set(s, cfg, "ow_block", pick_ow(g.ow, regs));
+    tune_config_set(s, cfg, "oh_block", 1);
+    tune_config_set(s, cfg, "unroll_kw", 1);
+    tune_config_set(s, cfg, "order", ORDER_IC_OUTER);
+    tune_config_set(s, cfg, "parallel", PAR_ROWS);
+    tune_config_set(s, cfg, "pad_copy", 1);
+    tune_config_set(s, cfg, "pack", 1);
+}
+
+/* ---- build ---- */
+
+#define TRY(x)                                                                             \
+    do {                                                                                   \
+        wpk_status st_ = (x);                                                              \
+        if (st_) return st_;                                                               \
+    } while (0)
+
+/* After an algorithm returned NULL: out of memory, or its message (prefixed). */
+static wpk_status nomem(te_ctx *c) {
+    if (c->oom) return WPK_ERR_NOMEM;
+    wpk_error_prefix(c->err, NAME);
+    return WPK_ERR_INVALID_ARG;
+}
+
+/* The config's values must be legal for this workload (a config made for another space). */
+static wpk_status check_legal(te_ctx *c, const tune_task *t, const tune_space *s,
+                              const tune_config *cfg) {
+    TRY(tune_check_config(c, NAME, s, cfg));
+    tune_space legal;
+    space(t, &legal);
+    for (int k = 0; k < legal.nknobs; k++) {
+        const tune_knob *kn = &legal.knobs[k];
+        int64_t v = tune_config_get(s, cfg, kn->name, INT64_MIN);
+        bool ok = false;
+        for (int i = 0; i < kn->nvalues; i++) ok |= kn->values[i] == v;
+        if (v == INT64_MIN)
+            return wpk_error(c->err, WPK_ERR_INVALID_ARG, NAME ": the config has no knob '%s'",
+                             kn->name);
+        if (!ok)
+            return wpk_error(c->err, WPK_ERR_INVALID_ARG, NAME ": knob '%s' = %lld is not a "
+                             "legal value for workload %s", kn->name, (long long)v, t->key);
+    }
+    return WPK_OK;
+}
+
+typedef struct knobs {
+    int64_t bi, bo, owb, ohb;
+    bool unroll_kw, pad_copy;
+    int order, par;
+} knobs;
+
+/* The accumulator stage's loops: n, ocb (one each at the tile), the reduction in the chosen
+ * order, then the tile: rows, columns unrolled, lanes vectorized. */
+static wpk_status schedule_acc(te_schedule *s, te_tensor *acc, const knobs *k) {
+    te_stage *sa = te_stage_of(s, acc);
+    TRY(te_set_scope(sa, "local"));
+    te_iter *oh = acc->axes[2], *ow = acc->axes[3], *oci = acc->axes[4];
+    if (acc->body->kind == TE_REDUCE) {
+        te_iter *icb = NULL, *kh = NULL, *kw = NULL, *ici = NULL;
+        for (int i = 0; i < acc->body->nraxes; i++) {
+            te_iter *r = acc->body->raxes[i];
+            if (!strcmp(r->name, "icb")) icb = r;
+            else if (!strcmp(r->name, "kh")) kh = r;
+            else if (!strcmp(r->name, "kw")) kw = r;
+            else ici = r;
+        }
+        te_iter *order[8];
+        int n = 0;
+        if (k->order == ORDER_TAPS_OUTER) {
+            if (kh) order[n++] = kh;
+            if (kw) order[n++] = kw;
+            if (icb) order[n++] = icb;
+        } else {
+            if (icb) order[n++] = icb;
+            if (kh) order[n++] = kh;
+            if (kw) order[n++] = kw;
+        }
+        if (ici) order[n++] = ici;
+        order[n++] = oh;
+        order[n++] = ow;
+        order[n++] = oci;
+        TRY(te_reorder(sa, n, order));
+        if (kw && k->unroll_kw) TRY(te_unroll(sa, kw));
+    }
+    TRY(te_unroll(sa, oh));
+    TRY(te_unroll(sa, ow));
+    return te_vectorize(sa, oci);
+}
+
+/* Images, channel blocks and (PAR_ROWS) tile rows fused into one parallel loop. */
+static wpk_status parallel_outer(te_stage *st, te_iter *n, te_iter *cb, te_iter *rows, int par) {
+    te_iter *f;
+    TRY(te_fuse(st, n, cb, &f));
+    if (par == PAR_ROWS) TRY(te_fuse(st, f, rows, &f));
+    return te_parallel(st, f);
+}
+
+/* A root copy (the padded input, the blocked transform) in parallel over images x channel
+ * blocks. Rows stay a loop of their own: loop partitioning then takes the padding rows' test
+ * out of the interior rows, which a row index fused into the parallel loop would hide. */
+static wpk_status schedule_copy(te_schedule *s, te_tensor *t) {
+    te_stage *st = te_stage_of(s, t);
+    te_iter *f;
+    TRY(te_fuse(st, t->axes[0], t->axes[1], &f));
+    TRY(te_parallel(st, f));
+    /* blocked copies: the lanes are contiguous on both sides when the source is blocked */
+    if (t->ndim == 5) TRY(te_vectorize(st, t->axes[4]));
+    return WPK_OK;
+}
+
+static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
+                        const tune_config *cfg, tune_build *out) {
+    memset(out, 0, sizeof *out);
+    tune_conv g;
+    if (!tune_conv_read_task(t, &g))
+        return wpk_error(c->err, WPK_ERR_INVALID_ARG, NAME ": node '%s' is not a conv this "
+                         "template takes", t->node ? t->node->name : "(null)");
+    TRY(check_legal(c, t, s, cfg));
+    knobs k = {
+        .bi = tune_value(s, cfg, "ic_block"), .bo = tune_value(s, cfg, "oc_block"),
+        .owb = tune_value(s, cfg, "ow_block"), .ohb = tune_value(s, cfg, "oh_block"),
+        .unroll_kw = tune_value(s, cfg, "unroll_kw") != 0,
+        .pad_copy = tune_value(s, cfg, "pad_copy") != 0,
+        .order = (int)tune_value(s, cfg, "order"), .par = (int)tune_value(s, cfg, "parallel"),
+    };
+    if (g.depthwise) k.bi = k.bo;
+    const bool blocked = g.op == IR_OP_CONV_NCHWC;
+    const int64_t cob = (g.cout + k.bo - 1) / k.bo;
+    const ir_tensor *x0 = &t->in[0], *w0 = &t->in[1];
+
+    /* the kernel's arguments */
+    te_epilogue ep;
+    if (blocked) {
+        TRY(tune_conv_args(c, t, &g, x0->dims, x0->ndim, w0->dims, 6, t->out[0].dims, 5, out,
+                           &ep));
+    } else {
+        const int64_t wp[6] = {cob, g.depthwise ? 1 : (g.cg + k.bi - 1) / k.bi, g.kh, g.kw,
+                               g.depthwise ? 1 : k.bi, k.bo};
+        TRY(tune_conv_args(c, t, &g, x0->dims, 4, wp, 6, t->out[0].dims, 4, out, &ep));
+        te_tensor *src = te_placeholder(c, "w.src", TE_F32, 4, w0->dims);
+        if (!src) return nomem(c);
+        src->constant = true;
+        out->prepack_src[1] = src;
+        out->prepack[1] = te_conv2d_pack_weight(c, "w.packed", src, g.depthwise ? 1 : k.bi, k.bo,
+                                                g.depthwise);
+        if (!out->prepack[1]) return nomem(c);
+    }
+    te_tensor *x = out->args[0], *w = out->args[1];
+
+    /* the algorithm */
+    te_tensor *xin = x, *xb = NULL;
+    if (!blocked && k.bi > 1) {
+        xin = xb = te_layout_to_nchwc(c, "x.nchwc", x, k.bi);
+        if (!xb) return nomem(c);
+    }
+    te_algo_parts parts;
+    te_tensor *y;
+    if (blocked) {
+        y = te_conv2d_nchwc(c, "y", xin, w, g.cout, &g.p, &ep, &parts);
+        if (!y) return nomem(c);
+    } else {
+        /* the blocked conv, then the copy-out to NCHW with the epilogue (Y's channels only) */
+        te_tensor *acc = te_conv2d_nchwc(c, "conv", xin, w, g.cout, &g.p, NULL, &parts);
+        const int64_t shape[4] = {g.n, g.cout, g.oh, g.ow};
+        te_iter **ax = acc ? te_compute_axes(c, 4, shape, (const char *const[]){"n", "c", "oh", "ow"})
+                           : NULL;
+        if (!ax) return nomem(c);
+        const te_expr *vc = te_var(c, ax[1]);
+        const te_expr *idx[5] = {te_var(c, ax[0]), te_div(c, vc, te_int(c, k.bo)), te_var(c, ax[2]),
+                                 te_var(c, ax[3]), te_mod(c, vc, te_int(c, k.bo))};
+        const te_expr *v = te_epilogue_apply(c, "y", &ep, te_load(c, acc, 5, idx), 4, ax, vc,
+                                             g.cout, NULL);
+        y = v ? te_compute(c, "y", 4, shape, ax, v) : NULL;
+        if (!y) return nomem(c);
+        parts.out = y;
+        parts.epilogue = y;
+    }
+    out->args[out->nargs++] = y;
+
+    /* the schedule */
+    te_schedule *s2 = te_schedule_create(c, &y, 1);
+    if (!s2) return nomem(c);
+    out->schedule = s2;
+    te_tensor *acc = parts.main;
+    if (!parts.epilogue && acc->body->kind == TE_REDUCE) TRY(te_cache_write(s2, y, "local", &acc));
+    else if (!parts.epilogue) acc = NULL; /* no reduction (depthwise 1x1): nothing to tile */
+
+    te_stage *so = te_stage_of(s2, y);
+    te_iter *oho, *ohi, *owo, *owi;
+    if (blocked) {
+        te_iter *n = y->axes[0], *ocb = y->axes[1], *oci = y->axes[4];
+        TRY(te_split(so, y->axes[2], k.ohb, &oho, &ohi));
+        TRY(te_split(so, y->axes[3], k.owb, &owo, &owi));
+        TRY(te_reorder(so, 7, (te_iter *[]){n, ocb, oho, owo, ohi, owi, oci}));
+        TRY(parallel_outer(so, n, ocb, oho, k.par));
+        TRY(te_vectorize(so, oci));
+        TRY(te_unroll(so, owi));
+    } else {
+        te_iter *n = y->axes[0], *co, *ci;
+        TRY(te_split(so, y->axes[1], k.bo, &co, &ci));
+        TRY(te_split(so, y->axes[2], k.ohb, &oho, &ohi));
+        TRY(te_split(so, y->axes[3], k.owb, &owo, &owi));
+        TRY(te_reorder(so, 7, (te_iter *[]){n, co, oho, owo, ohi, ci, owi}));
+        TRY(parallel_outer(so, n, co, oho, k.par));
+        TRY(te_vectorize(so, owi));
+    }
+    if (acc) {
+        TRY(te_compute_at(te_stage_of(s2, acc), so, owo));
+        TRY(schedule_acc(s2, acc, &k));
+    }
+    if (parts.pad) {
+        if (k.pad_copy) TRY(schedule_copy(s2, parts.pad));
+        else TRY(te_compute_inline(te_stage_of(s2, parts.pad)));
+    }
+    /* the transform to blocks: part of the padded copy, else inline when whole blocks make it
+     * a plain index change, else a copy of its own */
+    if (xb) {
+        if (parts.pad || g.cin % k.bi == 0) TRY(te_compute_inline(te_stage_of(s2, xb)));
+        else TRY(schedule_copy(s2, xb));
+    }
+    return WPK_OK;
+}
+
+const tune_template tune_conv2d_nchwc = {
+    .name = NAME,
+    .supports = supports,
+    .describe = describe,
+    .space = space,
+    .default_config = default_config,
+    .build = build,
+};
