@@ -10,12 +10,15 @@
  * Each algorithm is also lowered (src/loop) under its default schedule and under a schedule
  * like a template's (pad inlined, the reduction computed per tile of its epilogue on the stack,
  * cache_write, statistics computed per row, splits that leave tails, vectorized and parallel
- * loops), and the loops run on the loop interpreter against the same references.
+ * loops), and the loops run on the loop interpreter against the same references; the scheduled
+ * kernel is also compiled to C (src/codegen/c, into a fresh $WPK_CACHE_DIR unless one is set)
+ * and run natively.
  * Tolerance: |got - want| <= 1e-4 * (1 + |want|) (the references accumulate in double). */
 #include <math.h>
 #include <stdlib.h>
 
 #include "check.h"
+#include "codegen/c/cg_c.h"
 #include "ir/graph.h"
 #include "loop/interp.h"
 #include "loop/lower.h"
@@ -210,6 +213,11 @@ static float *ev_tensor(evaluator *ev, const te_tensor *t) {
 static wpk_context *ctx;
 static te_ctx C;
 
+/* Buffers handed to kernels: generated code assumes 64-byte aligned arguments (loop.h). */
+static float *falloc(int64_t n) {
+    return aligned_alloc(64, (size_t)((n * (int64_t)sizeof(float) + 63) / 64 * 64));
+}
+
 static uint32_t seed = 7;
 static float rnd(void) {
     seed = seed * 1664525u + 1013904223u;
@@ -220,7 +228,7 @@ static float rnd(void) {
 static te_tensor *input(const char *name, int ndim, const int64_t *shape, float **data) {
     te_tensor *t = te_placeholder(&C, name, TE_F32, ndim, shape);
     int64_t n = numel(t);
-    *data = malloc(sizeof(float) * (size_t)n);
+    *data = falloc(n);
     for (int64_t i = 0; i < n; i++) (*data)[i] = rnd();
     return t;
 }
@@ -329,7 +337,44 @@ static void compare(const char *file, int line, const char *what, evaluator *ev,
 /* ---- the lowered path ---- */
 
 /* Lowered kernels run and compared, so a path that silently stopped running shows. */
-static int lowered_runs, lowered_calls;
+static int lowered_runs, lowered_calls, compiled_runs;
+
+/* The first element of got that is not within TOL of want, or -1. */
+static int64_t first_miss(const float *got, const float *want, int64_t count) {
+    for (int64_t i = 0; i < count; i++) {
+        bool both_nan = isnan(got[i]) && isnan(want[i]);
+        if (!both_nan && !(fabsf(got[i] - want[i]) <= TOL * (1.0f + fabsf(want[i])))) return i;
+    }
+    return -1;
+}
+
+/* f compiled by the C code generator and run on argv (the output last, `count` floats). */
+static void compiled(const char *file, int line, const char *what, const loop_func *f,
+                     void **argv, float *got, const float *want, int64_t count) {
+    strbuf src = {0};
+    cg_c_options o = cg_c_default_options();
+    cg_module *m = NULL;
+    wpk_status st = cg_c_emit(ctx, f, &o, &src);
+    if (!st) st = cg_c_compile(ctx, src.s, &m);
+    cg_kernel_fn fn = m ? cg_module_fn(m, f->name) : NULL;
+    if (st || !fn) {
+        fprintf(stderr, "%s:%d: %s, compiled: %s\n", file, line, what,
+                st ? wpk_context_error(ctx) : "no kernel symbol");
+        check_failures++;
+    } else {
+        for (int64_t i = 0; i < count; i++) got[i] = NAN;
+        fn(argv);
+        compiled_runs++;
+        int64_t i = first_miss(got, want, count);
+        if (i >= 0) {
+            fprintf(stderr, "%s:%d: %s, compiled: element %lld is %.7g, the reference says "
+                    "%.7g\n", file, line, what, (long long)i, got[i], want[i]);
+            check_failures++;
+        }
+    }
+    cg_module_free(m);
+    sb_free(&src);
+}
 
 /* A template-like schedule for the algorithm whose computes are `parts`; false when a
  * primitive refuses (a bug in the schedule or the primitives: reported). */
@@ -352,7 +397,7 @@ static void lowered(const char *file, int line, const char *what, const evaluato
             argv[nargs++] = ev->data[i];
         }
     args[nargs] = out;
-    float *got = malloc(sizeof(float) * (size_t)count);
+    float *got = falloc(count);
     argv[nargs++] = got;
     for (int pass = 0; pass < (fn ? 2 : 1); pass++) {
         const char *sched = pass ? "scheduled" : "default";
@@ -370,16 +415,14 @@ static void lowered(const char *file, int line, const char *what, const evaluato
             continue;
         }
         lowered_runs++;
-        for (int64_t i = 0; i < count; i++) {
-            bool both_nan = isnan(got[i]) && isnan(want[i]);
-            if (!both_nan && !(fabsf(got[i] - want[i]) <= TOL * (1.0f + fabsf(want[i])))) {
-                fprintf(stderr, "%s:%d: %s, %s schedule, lowered: element %lld is %.7g, the "
-                        "reference says %.7g\n", file, line, what, sched, (long long)i, got[i],
-                        want[i]);
-                check_failures++;
-                break;
-            }
+        int64_t i = first_miss(got, want, count);
+        if (i >= 0) {
+            fprintf(stderr, "%s:%d: %s, %s schedule, lowered: element %lld is %.7g, the "
+                    "reference says %.7g\n", file, line, what, sched, (long long)i, got[i],
+                    want[i]);
+            check_failures++;
         }
+        if (pass == 1) compiled(file, line, what, f, argv, got, want, count);
     }
     free(got);
 }
@@ -898,6 +941,13 @@ static void test_evaluator_is_strict(void) {
 
 int main(void) {
     ctx = wpk_context_create();
+    /* compiled kernels go to a directory of this run's, removed at the end */
+    char dir[] = "/tmp/wpk_te_algo_XXXXXX";
+    bool own_cache = !getenv("WPK_CACHE_DIR");
+    if (own_cache) {
+        CHECK(mkdtemp(dir) != NULL);
+        setenv("WPK_CACHE_DIR", dir, 1);
+    }
     te_ctx_init(&C, ctx);
     test_evaluator_is_strict();
     test_conv2d();
@@ -906,6 +956,12 @@ int main(void) {
     test_pool();
     test_softmax_layer_norm();
     CHECK(lowered_calls >= 70 && lowered_runs == lowered_calls);
+    CHECK(compiled_runs == lowered_calls / 2);
+    if (own_cache) {
+        char cmd[128];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+        CHECK(system(cmd) == 0);
+    }
     te_ctx_free(&C);
     wpk_context_free(ctx);
     CHECK_DONE();
