@@ -26,6 +26,7 @@ import argparse
 import difflib
 import importlib.util
 import re
+import os
 import subprocess
 import sys
 import tempfile
@@ -99,7 +100,10 @@ def rel_l2(actual, expected):
 
 def run(args):
     try:
-        p = subprocess.run(args, capture_output=True, text=True, timeout=TIMEOUT_S)
+        # the layout pass blocks channels by the target's vector width: pin it so goldens
+        # read the same on AVX2 and AVX-512 machines
+        env = dict(os.environ, WPK_VECTOR_FLOATS="16")
+        p = subprocess.run(args, capture_output=True, text=True, timeout=TIMEOUT_S, env=env)
     except subprocess.TimeoutExpired:
         return -1, "", f"timed out after {TIMEOUT_S} s"
     return p.returncode, p.stdout, p.stderr
