@@ -308,6 +308,13 @@ wpk_status ir_node_set_attr(ir_graph *g, ir_node *n, const ir_attr *a) {
         return WPK_ERR_NOMEM;
     if (a->floats && !(copy.floats = arena_memdup(&g->mem, a->floats, sizeof(float) * (size_t)a->n)))
         return WPK_ERR_NOMEM;
+    if (a->t) {
+        ir_tensor *t = arena_memdup(&g->mem, a->t, sizeof *t);
+        if (!t) return WPK_ERR_NOMEM;
+        if (a->t->data && !(t->data = arena_memdup(&g->mem, a->t->data, ir_nbytes(a->t))))
+            return WPK_ERR_NOMEM;
+        copy.t = t;
+    }
     for (int i = 0; i < n->nattr; i++)
         if (strcmp(n->attrs[i].name, a->name) == 0) {
             n->attrs[i] = copy;
