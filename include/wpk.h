@@ -131,10 +131,15 @@ wpk_status wpk_model_memory_stats(wpk_context *ctx, const wpk_model *model, wpk_
 
 /* ---- session: a model prepared to run on a backend ---- */
 
-typedef enum wpk_backend { WPK_BACKEND_REF = 0 } wpk_backend;
+/* Where a session's kernels come from. REF: the reference kernels (plain C, the numeric
+ * reference). CPU: kernels generated for this machine from the schedule templates at their
+ * default configs, compiled with the system C compiler when a plan is first made for a set of
+ * input shapes (cached on disk: $WPK_CACHE_DIR, else ~/.cache/wpk/kernels), with reference
+ * kernels for the nodes no template takes (`wpk info` names them). */
+typedef enum wpk_backend { WPK_BACKEND_REF = 0, WPK_BACKEND_CPU = 1 } wpk_backend;
 
 typedef struct wpk_session_params {
-    wpk_backend backend;
+    wpk_backend backend;  /* default: WPK_BACKEND_REF */
     int threads;    /* 0 = all cores */
     int opt_level;  /* graph optimization level of the session's copy (wpk_optimize_params.level);
                        default 2 */

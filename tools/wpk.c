@@ -20,11 +20,11 @@ static void usage(FILE *f) {
           "commands:\n"
           "  info MODEL [--graph]          inputs/outputs, op histogram, parameters, FLOPs,\n"
           "                                unsupported ops; --graph prints the graph IR\n"
-          "  run  MODEL [-i NAME=FILE.npy]... [-o OUTDIR] [--backend ref] [--threads N]\n"
-          "             [--seed S] [--iters N] [-O LEVEL]\n"
+          "  run  MODEL [-i NAME=FILE.npy]... [-o OUTDIR] [--backend cpu|ref] [--threads N]\n"
+          "             [--seed S] [--iters N] [-O LEVEL] [-v]\n"
           "                                run the model; inputs not given get seeded random\n"
           "                                values; outputs go to OUTDIR/<name>.npy (default\n"
-          "                                OUTDIR: wpk_out)\n"
+          "                                OUTDIR: wpk_out); -v logs compile statistics\n"
           "  optimize MODEL [-o OUT.onnx] [-O LEVEL] [--dump PASS|all] [--passes A,B] [-v]\n"
           "                                graph passes only; writes a valid ONNX model and\n"
           "                                prints a before/after summary (levels 0-3, default 2)\n"
@@ -244,6 +244,7 @@ typedef struct run_opts {
     wpk_session_params params;
     uint64_t seed;
     long iters;
+    int verbose;
 } run_opts;
 
 static int parse_run(int argc, char **argv, run_opts *o) {
@@ -274,9 +275,9 @@ static int parse_run(int argc, char **argv, run_opts *o) {
             i++;
         } else if (strcmp(a, "--backend") == 0) {
             if (!val) return usage_error("%s needs a name", a);
-            if (strcmp(val, "ref") != 0)
-                return usage_error("unknown backend '%s' (available: ref)", val);
-            o->params.backend = WPK_BACKEND_REF;
+            if (strcmp(val, "ref") == 0) o->params.backend = WPK_BACKEND_REF;
+            else if (strcmp(val, "cpu") == 0) o->params.backend = WPK_BACKEND_CPU;
+            else return usage_error("unknown backend '%s' (available: cpu, ref)", val);
             i++;
         } else if (strcmp(a, "--threads") == 0) {
             if (!val || !parse_int(val, 0, 4096, &v))
@@ -294,6 +295,8 @@ static int parse_run(int argc, char **argv, run_opts *o) {
                 return usage_error("--seed needs a non-negative number, not '%s'", val ? val : "");
             o->seed = (uint64_t)v;
             i++;
+        } else if (strcmp(a, "-v") == 0) {
+            o->verbose = 1;
         } else if (strcmp(a, "--iters") == 0) {
             if (!val || !parse_int(val, 1, 1000000, &v))
                 return usage_error("--iters needs a positive number, not '%s'", val ? val : "");
@@ -389,6 +392,9 @@ static int cmd_run(int argc, char **argv) {
     if (rc) return rc;
     wpk_context *ctx = wpk_context_create();
     if (!ctx) return fail(WPK_ERR_NOMEM, "out of memory");
+    /* -v or a dump asked for ($WPK_DUMP=lower: the loops of every kernel compiled) */
+    const char *dump = getenv("WPK_DUMP");
+    if (o.verbose || (dump && *dump)) wpk_context_set_log(ctx, log_stderr, NULL, WPK_LOG_INFO);
     wpk_model *m = NULL;
     wpk_session *s = NULL;
     double *times = wpk_calloc((size_t)o.iters, sizeof(double));

@@ -10,6 +10,7 @@
 
 void exec_plan_free(exec_plan *p) {
     if (!p) return;
+    cpu_program_free(p->cpu);
     memory_plan_free(&p->mem);
     ir_exec_free(&p->exec);
     wpk_free(p->vals);
@@ -115,6 +116,11 @@ wpk_status exec_plan_create(wpk_context *ctx, const ir_graph *src, const ir_tens
     return WPK_OK;
 }
 
+wpk_status exec_plan_compile_cpu(wpk_context *ctx, exec_plan *p) {
+    if (!p->is_static || p->cpu) return WPK_OK;
+    return cpu_program_create(ctx, p->g, p->vals, &p->mem, &p->cpu);
+}
+
 bool exec_plan_matches(const exec_plan *p, const ir_tensor *shapes) {
     for (int i = 0; i < p->ninputs; i++)
         if (p->key[i].dtype != shapes[i].dtype || !ir_same_shape(&p->key[i], &shapes[i]))
@@ -138,7 +144,7 @@ wpk_status exec_plan_run(wpk_context *ctx, exec_plan *p, char *workspace, const 
     for (int i = 0; i < g->ninputs; i++)
         if (ir_nbytes(&inputs[i]))
             memcpy(p->vals[g->inputs[i]].data, inputs[i].data, ir_nbytes(&inputs[i]));
-    return ir_exec_static(ctx, g, p->vals);
+    return p->cpu ? cpu_program_run(ctx, p->cpu, g, p->vals) : ir_exec_static(ctx, g, p->vals);
 }
 
 const ir_tensor *exec_plan_output(const exec_plan *p, int i) {

@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 
+#include "compile/cpu_compile.h"
 #include "ir/eval.h"
 #include "passes/memory_plan.h"
 
@@ -20,6 +21,7 @@ typedef struct exec_plan {
     ir_tensor *vals;    /* per value of g: static dtype and shape, data bound to a workspace */
     const char *bound;  /* the workspace vals point into; NULL before the first run */
     ir_exec exec;       /* the dynamic interpreter's buffers when !is_static */
+    cpu_program *cpu;   /* generated kernels (the cpu backend), or NULL: reference kernels */
 } exec_plan;
 
 /* Specialize src (borrowed; must outlive the plan) to the input types in shapes[i], one per
@@ -31,6 +33,11 @@ typedef struct exec_plan {
 wpk_status exec_plan_create(wpk_context *ctx, const ir_graph *src, const ir_tensor *shapes,
                             bool require_static, exec_plan **out);
 void exec_plan_free(exec_plan *p);
+
+/* Compile a static plan's nodes into generated kernels (the cpu backend: compile/cpu_compile.h);
+ * exec_plan_run then runs them. A plan that is not static keeps running on the dynamic
+ * interpreter (nothing is compiled). Errors of cpu_program_create. */
+wpk_status exec_plan_compile_cpu(wpk_context *ctx, exec_plan *p);
 
 /* True when the plan was built for exactly these input dtypes and shapes. */
 bool exec_plan_matches(const exec_plan *p, const ir_tensor *shapes);

@@ -59,7 +59,7 @@ wpk_status wpk_session_create(wpk_context *ctx, const wpk_model *model,
     *out = NULL;
     wpk_clear_error(ctx);
     wpk_session_params p = params ? *params : wpk_session_default_params();
-    if (p.backend != WPK_BACKEND_REF)
+    if (p.backend != WPK_BACKEND_REF && p.backend != WPK_BACKEND_CPU)
         return wpk_error(ctx, WPK_ERR_INVALID_ARG, "backend %d is not available", (int)p.backend);
     if (p.threads < 0)
         return wpk_error(ctx, WPK_ERR_INVALID_ARG, "threads must be >= 0, not %d", p.threads);
@@ -174,7 +174,11 @@ static wpk_status find_plan(wpk_session *s, exec_plan **out) {
         }
     exec_plan *p = NULL;
     wpk_status st = exec_plan_create(s->ctx, s->g, s->in, false, &p);
-    if (st) return st;
+    if (st == WPK_OK && s->params.backend == WPK_BACKEND_CPU) st = exec_plan_compile_cpu(s->ctx, p);
+    if (st) {
+        exec_plan_free(p);
+        return st;
+    }
     if (p->is_static && p->mem.workspace > s->ws_size) {
         size_t size = p->mem.workspace;
         char *raw = wpk_malloc(size + MEMORY_PLAN_ALIGN);

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "tune/template.h"
+#include "tune/templates/common.h"
 #include "tune/templates/conv.h"
 
 /* Specialized templates before the general ones that also take their nodes: the blocked conv
@@ -10,6 +11,12 @@
 static const tune_template *const registry[] = {
     &tune_conv2d_nchwc,
     &tune_conv2d_nchw,
+    &tune_dense,
+    &tune_pool2d,
+    &tune_global_pool,
+    &tune_softmax,
+    &tune_layernorm,
+    &tune_elementwise,
     NULL,
 };
 

@@ -1,0 +1,52 @@
+/* cpu_compile.h -- the cpu backend's compile step: a specialized graph (static shapes, memory
+ * planned) becomes a program of generated kernels. Per node, the template that takes it
+ * (tune_template_for) poses a task; nodes with the same workload share one kernel. Each
+ * kernel is built at its template's default config (a later issue looks up tuned records),
+ * lowered (loop_lower), emitted as C (cg_c_emit), and all kernels of the program are compiled
+ * together (translation units of many kernels, compiled concurrently, cached on disk by
+ * cg_c_compile). Constant weights a template wants in another layout are pre-packed once,
+ * here, by compiled pack kernels; buffers a kernel would allocate (root intermediates such as
+ * a padded input) become arguments pointing into one scratch area of the program. Running
+ * the program calls each node's kernel, or its reference kernel when no template takes it,
+ * and allocates nothing. */
+#ifndef WPK_COMPILE_CPU_COMPILE_H
+#define WPK_COMPILE_CPU_COMPILE_H
+
+#include "ir/graph.h"
+#include "passes/memory_plan.h"
+
+typedef struct cpu_program cpu_program;
+
+typedef struct cpu_compile_stats {
+    int nodes;          /* nodes of the graph */
+    int kernel_nodes;   /* nodes that run generated kernels */
+    int kernels;        /* distinct kernels (workloads) */
+    int fallbacks;      /* nodes a template took but could not build: reference kernels (each
+                           logged as a warning naming the node and the cause) */
+    int prepacked;      /* constant tensors pre-packed */
+    int units;          /* translation units compiled */
+    int compiler_runs;  /* of them, compiled now rather than found in the cache */
+    double build_ms;    /* templates built, lowered and emitted */
+    double compile_ms;  /* C compiler and loading (wall time) */
+    double pack_ms;     /* pre-packing and constant copies */
+} cpu_compile_stats;
+
+/* Compile g (borrowed: must outlive the program; nodes in execution order) whose values have
+ * the static types of vals (one per value; constants' data set, activations' data ignored)
+ * and whose activations mem places. The log of ctx hears one INFO line of statistics, a WARN
+ * per fallback, and, with $WPK_DUMP=lower, every kernel's loops (loop_print_func) at INFO.
+ * Returns WPK_ERR_UNSUPPORTED when there is no C compiler, WPK_ERR_INTERNAL naming the kernel
+ * when compiling fails, WPK_ERR_NOMEM. *out is the caller's (cpu_program_free). */
+wpk_status cpu_program_create(wpk_context *ctx, const ir_graph *g, const ir_tensor *vals,
+                              const memory_plan *mem, cpu_program **out);
+void cpu_program_free(cpu_program *p);
+
+/* Run every node of g (the graph the program was made for) in order on vals: one per value,
+ * types as at compile, data bound (constants, the workspace at the memory plan's offsets,
+ * graph inputs). Allocates nothing; returns a reference kernel's first error. Not thread-safe
+ * for one program (the argument arrays and scratch are the program's). */
+wpk_status cpu_program_run(wpk_context *ctx, cpu_program *p, const ir_graph *g, ir_tensor *vals);
+
+const cpu_compile_stats *cpu_program_stats(const cpu_program *p);
+
+#endif

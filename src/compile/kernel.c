@@ -1,0 +1,215 @@
+/* kernel.c -- one task's kernel from its template to C source, and the `wpk lower` text (see
+ * kernel.h). */
+#include "compile/kernel.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "loop/lower.h"
+
+static int64_t numel(const te_tensor *t) {
+    int64_t n = 1;
+    for (int d = 0; d < t->ndim; d++) n *= t->shape[d];
+    return n;
+}
+
+static int64_t elem_bytes(te_scalar s) { return s == TE_I64 ? 8 : s == TE_BOOL ? 1 : 4; }
+
+wpk_status cpu_config_resolve(wpk_context *ctx, const tune_task *task, const tune_space *s,
+                              const char *config, tune_config *out) {
+    task->tmpl->default_config(task, s, out);
+    if (!config || !*config) return WPK_OK;
+    /* the default's text with the given knobs replaced, parsed as a whole: tune_config_parse
+       names a knob or value that does not fit */
+    strbuf text = {0};
+    for (int k = 0; k < s->nknobs; k++) {
+        const char *name = s->knobs[k].name;
+        size_t len = strlen(name);
+        const char *given = NULL;
+        for (const char *p = config; p && *p;) {
+            if (!strncmp(p, name, len) && p[len] == '=') given = p + len + 1;
+            p = strchr(p, ',');
+            if (p) p++;
+        }
+        sb_printf(&text, "%s%s=", k ? "," : "", name);
+        if (given) {
+            const char *end = strchr(given, ',');
+            sb_printf(&text, "%.*s", (int)(end ? (size_t)(end - given) : strlen(given)), given);
+        } else {
+            sb_printf(&text, "%lld", (long long)s->knobs[k].values[out->choice[k]]);
+        }
+    }
+    /* a knob the template does not have is an error too */
+    for (const char *p = config; p && *p;) {
+        const char *eq = strchr(p, '='), *end = strchr(p, ',');
+        if (!eq || (end && eq > end)) {
+            sb_free(&text);
+            return wpk_error(ctx, WPK_ERR_INVALID_ARG, "config '%s': expected knob=value",
+                             config);
+        }
+        bool known = false;
+        for (int k = 0; k < s->nknobs && !known; k++)
+            known = strlen(s->knobs[k].name) == (size_t)(eq - p) &&
+                    !strncmp(s->knobs[k].name, p, (size_t)(eq - p));
+        if (!known) {
+            sb_free(&text);
+            return wpk_error(ctx, WPK_ERR_INVALID_ARG, "config '%s': template %s has no knob "
+                             "'%.*s'", config, task->tmpl->name, (int)(eq - p), p);
+        }
+        p = end ? end + 1 : NULL;
+    }
+    if (text.oom) {
+        sb_free(&text);
+        return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory reading a config");
+    }
+    wpk_status st = tune_config_parse(ctx, s, text.s ? text.s : "", out);
+    sb_free(&text);
+    return st;
+}
+
+static void log_loops(wpk_context *ctx, const tune_task *task, const char *config,
+                      const loop_func *f) {
+    strbuf b = {0};
+    sb_printf(&b, "== lower %s (%s, node '%s', %s) ==\n", f->name, task->key, task->node->name,
+              config);
+    loop_print_func(f, &b);
+    if (b.s) wpk_log(ctx, WPK_LOG_INFO, "%s", b.s);
+    sb_free(&b);
+}
+
+/* Lower, hoist scratch and emit one function into k->source. */
+static wpk_status add_func(te_ctx *c, cpu_kernel *k, loop_func *f, bool scratch) {
+    if (scratch) {
+        int n = cpu_hoist_scratch(c, f, CPU_MAX_SCRATCH);
+        if (n < 0) return wpk_error(c->err, WPK_ERR_NOMEM, "out of memory building a kernel");
+        int64_t off = 0;
+        for (int i = 0; i < n; i++) {
+            const loop_buffer *b = f->args[f->nargs - n + i];
+            k->scratch_off[i] = off;
+            off += (b->size * elem_bytes(b->dtype) + 63) / 64 * 64;
+        }
+        k->nscratch = n;
+        k->scratch_bytes = off;
+    }
+    cg_c_options o = cg_c_default_options();
+    wpk_status st = cg_c_emit(c->err, f, &o, &k->source);
+    if (st == WPK_OK) k->nfuncs++;
+    return st;
+}
+
+typedef struct built {
+    tune_space space;
+    tune_config cfg;
+    tune_build b;
+    loop_func *f;
+    loop_func *pack[TUNE_MAX_ARGS];
+} built;
+
+/* Template build + lowering of the kernel and its pack computes, in c. */
+static wpk_status build_lower(te_ctx *c, const tune_task *task, const char *name,
+                              const char *config, built *out) {
+    memset(out, 0, sizeof *out);
+    wpk_context *ctx = c->err;
+    task->tmpl->space(task, &out->space);
+    wpk_status st = cpu_config_resolve(ctx, task, &out->space, config, &out->cfg);
+    if (st) return st;
+    st = task->tmpl->build(c, task, &out->space, &out->cfg, &out->b);
+    if (st) return st;
+    const tune_build *b = &out->b;
+    if (b->ninputs < 0 || b->nargs <= b->ninputs || b->nargs > TUNE_MAX_ARGS * 2)
+        return wpk_error(ctx, WPK_ERR_INTERNAL, "template %s built %d arguments with %d inputs",
+                         task->tmpl->name, b->nargs, b->ninputs);
+    if ((st = loop_lower(c, b->schedule, name, b->args, b->nargs, &out->f))) return st;
+    for (int i = 0; i < b->ninputs && i < TUNE_MAX_ARGS; i++) {
+        if (!b->prepack[i]) continue;
+        if (!b->prepack_src[i] || !te_tensor_is_constant(b->prepack[i]))
+            return wpk_error(ctx, WPK_ERR_INTERNAL, "template %s: the pre-pack of argument %d "
+                             "does not read a constant", task->tmpl->name, i);
+        char pname[48];
+        snprintf(pname, sizeof pname, "%s_p%d", name, i);
+        te_schedule *ps = te_schedule_create(c, &b->prepack[i], 1);
+        if (!ps) return c->oom ? WPK_ERR_NOMEM : WPK_ERR_INVALID_ARG;
+        /* the pack's outermost loop in parallel: it runs once, on weights of megabytes */
+        te_stage *pst = te_stage_of(ps, b->prepack[i]);
+        if (pst && b->prepack[i]->ndim > 0 && (st = te_parallel(pst, b->prepack[i]->axes[0])))
+            return st;
+        te_tensor *pargs[2] = {b->prepack_src[i], b->prepack[i]};
+        if ((st = loop_lower(c, ps, pname, pargs, 2, &out->pack[i]))) return st;
+    }
+    return WPK_OK;
+}
+
+wpk_status cpu_kernel_build(wpk_context *ctx, const tune_task *task, int index, const char *config,
+                            bool dump, cpu_kernel *k) {
+    memset(k, 0, sizeof *k);
+    k->tmpl = task->tmpl;
+    snprintf(k->name, sizeof k->name, "k%d", index);
+    te_ctx c;
+    te_ctx_init(&c, ctx);
+    built *bt = wpk_calloc(1, sizeof *bt);
+    wpk_status st = bt ? build_lower(&c, task, k->name, config, bt)
+                       : wpk_error(ctx, WPK_ERR_NOMEM, "out of memory building a kernel");
+    if (st == WPK_OK) {
+        strbuf cs = {0};
+        tune_config_print(&bt->space, &bt->cfg, &cs);
+        snprintf(k->config, sizeof k->config, "%s", cs.s ? cs.s : "");
+        sb_free(&cs);
+        k->ninputs = bt->b.ninputs;
+        k->noutputs = bt->b.nargs - bt->b.ninputs;
+        st = add_func(&c, k, bt->f, true);
+        if (st == WPK_OK && dump) log_loops(ctx, task, k->config, bt->f);
+    }
+    for (int i = 0; st == WPK_OK && i < TUNE_MAX_ARGS; i++) {
+        if (!bt->pack[i]) continue;
+        snprintf(k->pack_name[i], sizeof k->pack_name[i], "%s", bt->pack[i]->name);
+        k->pack_numel[i] = numel(bt->b.prepack[i]);
+        /* a pack kernel runs once at compile time: its buffers may stay its own */
+        st = add_func(&c, k, bt->pack[i], false);
+        if (st == WPK_OK && dump) log_loops(ctx, task, k->config, bt->pack[i]);
+    }
+    if (st == WPK_OK && k->source.oom) st = wpk_error(ctx, WPK_ERR_NOMEM, "out of memory");
+    wpk_free(bt);
+    te_ctx_free(&c);
+    if (st) cpu_kernel_free(k);
+    return st;
+}
+
+void cpu_kernel_free(cpu_kernel *k) {
+    sb_free(&k->source);
+    memset(k, 0, sizeof *k);
+}
+
+wpk_status cpu_kernel_print(wpk_context *ctx, const tune_task *task, const char *config,
+                            strbuf *b) {
+    te_ctx c;
+    te_ctx_init(&c, ctx);
+    built *bt = wpk_calloc(1, sizeof *bt);
+    wpk_status st = bt ? build_lower(&c, task, "kernel", config, bt)
+                       : wpk_error(ctx, WPK_ERR_NOMEM, "out of memory building a kernel");
+    if (st == WPK_OK) {
+        sb_printf(b, "task: %s\ntemplate: %s\nnode: %s\nconfig: ", task->key, task->tmpl->name,
+                  task->node->name);
+        tune_config_print(&bt->space, &bt->cfg, b);
+        sb_puts(b, "\n\n== tensor expressions ==\n");
+        te_tensor *outs[TUNE_MAX_ARGS * 2];
+        int nout = 0;
+        for (int i = bt->b.ninputs; i < bt->b.nargs; i++) outs[nout++] = bt->b.args[i];
+        te_print_graph(outs, nout, b);
+        for (int i = 0; i < TUNE_MAX_ARGS; i++)
+            if (bt->b.prepack[i]) te_print_graph(&bt->b.prepack[i], 1, b);
+        sb_puts(b, "\n== schedule ==\n");
+        te_print_schedule(bt->b.schedule, b);
+        sb_puts(b, "\n== loops ==\n");
+        loop_print_func(bt->f, b);
+        for (int i = 0; i < TUNE_MAX_ARGS; i++)
+            if (bt->pack[i]) {
+                sb_puts(b, "\n");
+                loop_print_func(bt->pack[i], b);
+            }
+        if (b->oom) st = wpk_error(ctx, WPK_ERR_NOMEM, "out of memory printing a kernel");
+    }
+    wpk_free(bt);
+    te_ctx_free(&c);
+    return st;
+}
