@@ -1,0 +1,16 @@
+/* target_fingerprint.h -- the text that names the machine tuning records were measured on:
+ * architecture, CPU model, the ISA extensions kernels are generated for, and the CPU count.
+ * Records and artifacts are keyed by it, so a record measured on one machine is never taken
+ * for another's. */
+#ifndef WPK_TUNE_TARGET_FINGERPRINT_H
+#define WPK_TUNE_TARGET_FINGERPRINT_H
+
+/* "x86_64 AMD EPYC 7B13 avx,avx2,fma,avx512f,avx512vnni 2c": the architecture (uname), the CPU
+ * model (cpuid's brand string on x86, /proc/cpuinfo elsewhere, whitespace collapsed; "unknown"
+ * when neither says), the extensions that the CPU has and the OS enables, comma-separated in a
+ * fixed order ("none" when there are none), and the online CPU count. Printable ASCII only, so it
+ * can be stored and compared as plain text. The same on every call and in every process on the
+ * same machine. Computed once; thread-safe; the string is static (never freed). */
+const char *tune_target_fingerprint(void);
+
+#endif
