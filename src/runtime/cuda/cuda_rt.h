@@ -1,0 +1,183 @@
+/* cuda_rt.h -- the CUDA backend of the runtime: one GPU through the driver API (device memory,
+ * async copies on the backend's stream, modules from NVRTC images, launches, on-device timing
+ * with CUDA events, a watchdog for hung kernels) and the vendor-library kernels (cuDNN forward
+ * convolution with each algorithm as a config, cuBLAS sgemm). Every CUDA library is loaded with
+ * dlopen when first needed, never linked: on a machine without a GPU the same binary runs and
+ * rt_cuda_open reports "CUDA unavailable: <reason>". Depends on base only.
+ *
+ * Errors: WPK_ERR_UNSUPPORTED when CUDA (or cuDNN/cuBLAS) is unavailable or a conv is not one
+ * the library takes; WPK_ERR_NOMEM for device (or host) memory exhaustion, classified as such
+ * (never as "no implementation"); WPK_ERR_INTERNAL for a failed launch, a crashed or hung
+ * kernel, a module that does not load. rt_cuda_last_fault() tells the class for the tuner's records.
+ * A device handle is for one thread at a time. */
+#ifndef WPK_RUNTIME_CUDA_CUDA_RT_H
+#define WPK_RUNTIME_CUDA_CUDA_RT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "wpk.h"
+
+typedef enum rt_cuda_fault {
+    RT_CUDA_FAULT_NONE = 0,
+    RT_CUDA_FAULT_UNAVAILABLE, /* no libcuda, cuInit failed, no device, no cuDNN/cuBLAS */
+    RT_CUDA_FAULT_OOM,         /* device memory exhausted */
+    RT_CUDA_FAULT_TIMEOUT,     /* the watchdog fired: the kernel still runs, the context is lost */
+    RT_CUDA_FAULT_CONFIG,      /* the launch does not fit the device (threads, shared memory,
+                                  registers): an invalid config, not a crash */
+    RT_CUDA_FAULT_LOAD,        /* the module does not load (PTX newer than the driver, no code
+                                  for this GPU, bad image) */
+    RT_CUDA_FAULT_CRASH,       /* illegal address, launch failure: the context is lost */
+    RT_CUDA_FAULT_LIBRARY      /* cuDNN / cuBLAS returned an error */
+} rt_cuda_fault;
+
+const char *rt_cuda_fault_name(rt_cuda_fault f);
+
+typedef struct rt_cuda_info {
+    char name[256];          /* "NVIDIA H100 80GB HBM3" */
+    int ordinal;
+    int sm;                  /* compute capability major*10 + minor: 90 */
+    int sm_count;
+    int driver_version;      /* 13000 for CUDA 13.0 */
+    size_t memory_bytes;
+    int l2_bytes;
+    int max_threads_per_block;
+    int max_shared_per_block;        /* without opting in */
+    int max_shared_per_block_optin;
+    int clock_khz, memory_clock_khz, memory_bus_bits;
+} rt_cuda_info;
+
+/* Whether a CUDA device can be used, without keeping anything open: WPK_OK with *info filled
+ * (info may be NULL), or WPK_ERR_UNSUPPORTED with the message "CUDA unavailable: <reason>"
+ * (no libcuda, cuInit failed with its error, no device). Thread-safe. */
+wpk_status rt_cuda_probe(wpk_context *ctx, int ordinal, rt_cuda_info *info);
+
+typedef struct rt_cuda rt_cuda;
+
+/* Open device `ordinal`: its primary context (made current on this thread), a non-blocking
+ * stream and two timing events. ctx (borrowed) must outlive the handle: later failures are
+ * reported on it. WPK_ERR_UNSUPPORTED "CUDA unavailable: ..." as rt_cuda_probe. */
+wpk_status rt_cuda_open(wpk_context *ctx, int ordinal, rt_cuda **out);
+void rt_cuda_close(rt_cuda *d);
+const rt_cuda_info *rt_cuda_device_info(const rt_cuda *d);
+/* The class of the last failure on d (RT_CUDA_FAULT_NONE after a success). */
+rt_cuda_fault rt_cuda_last_fault(const rt_cuda *d);
+/* True once a sticky error (crash, watchdog) made the context unusable: the process should
+ * report and exit (measurements run in a child process for this reason). */
+bool rt_cuda_lost(const rt_cuda *d);
+/* The backend's stream (a CUstream), for libraries that enqueue on it. */
+void *rt_cuda_stream(const rt_cuda *d);
+
+/* ---- memory: device addresses are uint64_t (CUdeviceptr), 256-byte aligned ---- */
+wpk_status rt_cuda_alloc(rt_cuda *d, size_t bytes, uint64_t *ptr);
+void rt_cuda_free(rt_cuda *d, uint64_t ptr);
+/* Copies on the backend's stream: *_async return once queued (host memory must stay valid
+ * until rt_cuda_sync); the plain ones wait. */
+wpk_status rt_cuda_upload(rt_cuda *d, uint64_t dst, const void *src, size_t bytes);
+wpk_status rt_cuda_download(rt_cuda *d, void *dst, uint64_t src, size_t bytes);
+wpk_status rt_cuda_upload_async(rt_cuda *d, uint64_t dst, const void *src, size_t bytes);
+wpk_status rt_cuda_download_async(rt_cuda *d, void *dst, uint64_t src, size_t bytes);
+wpk_status rt_cuda_memset_async(rt_cuda *d, uint64_t dst, int byte, size_t bytes);
+/* Wait for everything queued, at most timeout_ms (0: the default, $WPK_CUDA_TIMEOUT_MS or 10 s).
+ * The watchdog: past the deadline it returns WPK_ERR_INTERNAL with fault TIMEOUT and the device
+ * counts as lost (a running kernel cannot be stopped). */
+wpk_status rt_cuda_sync(rt_cuda *d, int timeout_ms);
+
+/* ---- generated kernels ---- */
+typedef struct rt_cuda_dims {
+    int64_t grid[3], block[3];
+    int64_t shared_bytes;    /* dynamic shared memory */
+} rt_cuda_dims;
+
+typedef struct rt_cuda_kernel rt_cuda_kernel;
+
+typedef struct rt_cuda_kernel_info {
+    int registers;           /* per thread */
+    int local_bytes;         /* per thread: spills and local arrays not in registers */
+    int max_threads;         /* per block, as compiled */
+} rt_cuda_kernel_info;
+
+/* Load `image` (PTX text with its NUL, or a cubin: cg_cuda_compile's output) and find kernel
+ * `name`; dims is how it is launched. Shared memory above the default 48 KiB is opted into;
+ * more than the device allows, or more threads than the kernel allows, is fault CONFIG. A
+ * module the driver refuses (PTX of a newer CUDA than the driver, no code for this GPU) is
+ * fault LOAD with the driver's error. */
+wpk_status rt_cuda_kernel_load(rt_cuda *d, const void *image, size_t size, const char *name,
+                               const rt_cuda_dims *dims, rt_cuda_kernel **out);
+void rt_cuda_kernel_free(rt_cuda_kernel *k);
+rt_cuda_kernel_info rt_cuda_kernel_describe(const rt_cuda_kernel *k);
+/* Queue one launch with args[i] the device address of the kernel's argument i. */
+wpk_status rt_cuda_kernel_launch(rt_cuda *d, rt_cuda_kernel *k, const uint64_t *args, int nargs);
+
+/* ---- measurement on the device ---- */
+typedef struct rt_cuda_measure {
+    int warmup;              /* launches before timing */
+    int number;              /* launches per sample (0: grown until a sample takes min_ms) */
+    int repeat;              /* samples */
+    double min_ms;           /* with number 0 */
+    bool flush_l2;           /* overwrite an L2-sized buffer before each timed launch (then one
+                                launch per sample: the flush is not timed) */
+    int timeout_ms;          /* watchdog per sample (0: the default of rt_cuda_sync) */
+} rt_cuda_measure;
+
+rt_cuda_measure rt_cuda_default_measure(void);
+
+/* What one launch is: queue the work on the backend's stream. */
+typedef wpk_status (*rt_cuda_enqueue_fn)(void *user, rt_cuda *d);
+
+/* Time fn with CUDA events around it on the device (not the host clock): samples[0..repeat)
+ * in seconds per launch (the caller's array, m->repeat long). Faults as the launches'. */
+wpk_status rt_cuda_time(rt_cuda *d, rt_cuda_enqueue_fn fn, void *user, const rt_cuda_measure *m,
+                        double *samples);
+
+/* ---- cuDNN: forward convolution, every algorithm a config ---- */
+typedef struct rt_conv_desc {
+    int64_t n, c, h, w;      /* X, NCHW */
+    int64_t k, kh, kw;       /* W [k, c/groups, kh, kw] */
+    int64_t stride[2], pad[4], dilation[2], groups; /* pads top, left, bottom, right */
+    bool bias, residual, relu; /* fused epilogue: y = relu(conv + bias + z) */
+    bool tf32;               /* let cuDNN use TF32 tensor cores (faster, ~1e-3 relative error) */
+} rt_conv_desc;
+
+typedef struct rt_cudnn_conv rt_cudnn_conv;
+
+/* cuDNN's version (9xxxx) when it loads, else 0 with the reason on ctx. */
+size_t rt_cudnn_version(wpk_context *ctx);
+/* A conv on device d. WPK_ERR_UNSUPPORTED when cuDNN is missing or the conv is not one it
+ * takes (asymmetric pads; an epilogue other than bias/residual/relu). */
+wpk_status rt_cudnn_conv_create(rt_cuda *d, const rt_conv_desc *desc, rt_cudnn_conv **out);
+void rt_cudnn_conv_free(rt_cudnn_conv *c);
+/* The forward algorithms cuDNN offers for this conv (ids 0..7, its own order of preference),
+ * each a config: returns the count, algos[0..min(count, max)). */
+int rt_cudnn_conv_algos(rt_cudnn_conv *c, int *algos, int max);
+const char *rt_cudnn_algo_name(int algo);
+/* Workspace bytes algo needs (WPK_ERR_UNSUPPORTED when it does not run this conv). */
+wpk_status rt_cudnn_conv_workspace(rt_cudnn_conv *c, int algo, size_t *bytes);
+/* Queue y = epilogue(conv(x, w)) with algo; bias and z are 0 when the desc has none; the
+ * workspace (the conv's own, grown as needed) is allocated on first use of each size. */
+wpk_status rt_cudnn_conv_run(rt_cudnn_conv *c, int algo, uint64_t x, uint64_t w, uint64_t bias,
+                             uint64_t z, uint64_t y);
+
+/* ---- cuBLAS ---- */
+typedef struct rt_cublas rt_cublas;
+wpk_status rt_cublas_create(rt_cuda *d, bool tf32, rt_cublas **out);
+void rt_cublas_free(rt_cublas *b);
+/* Row-major C[m, n] = A[m, k] * B (B is [k, n], or [n, k] when trans_b), queued on d's stream. */
+wpk_status rt_cublas_matmul(rt_cublas *b, int64_t m, int64_t n, int64_t k, uint64_t a,
+                            uint64_t bm, bool trans_b, uint64_t c);
+
+/* ---- the backend as a vtable (the shape the runtime engine drives every backend through) ---- */
+typedef struct rt_device_ops {
+    const char *name;
+    wpk_status (*alloc)(void *dev, size_t bytes, uint64_t *ptr);
+    void (*free)(void *dev, uint64_t ptr);
+    wpk_status (*upload)(void *dev, uint64_t dst, const void *src, size_t bytes);
+    wpk_status (*download)(void *dev, void *dst, uint64_t src, size_t bytes);
+    wpk_status (*synchronize)(void *dev);
+} rt_device_ops;
+
+/* The CUDA backend's table; `dev` is an rt_cuda. */
+extern const rt_device_ops rt_cuda_ops;
+
+#endif
