@@ -153,7 +153,9 @@ static double rel_err(const float *got, const float *want, int64_t n) {
 /* ---- wpk: template -> lower -> emit -> compile ---- */
 
 /* The block the layout pass uses: a vector of floats (pass_options.vector_floats). */
-static int64_t block_lanes(void) { return target_vector_floats() >= 8 ? target_vector_floats() : 8; }
+static int64_t block_lanes(void) {
+    return target_vector_floats() >= 8 ? target_vector_floats() : 8;
+}
 
 typedef struct wpk_conv {
     cg_module *mods[2];
@@ -632,8 +634,8 @@ static void print_table(const row *rows, int nthreads, int ti, int threads, cons
     printf("FMA peak (%s): wall best %.1f, median %.1f GFLOP/s; CPU time best %.1f, median %.1f "
            "GFLOP/s.\n\n", pk.isa, best(pk.wall, 7), median(pk.wall, 7), peak_cpu,
            median(pk.cpu, 7));
-    printf("| conv | shape | GFLOP | wpk wall | oneDNN wall | ratio wall (of bests) | wpk CPU-time | "
-           "oneDNN CPU-time | ratio CPU | %% of peak (CPU) |%s\n",
+    printf("| conv | shape | GFLOP | wpk wall | oneDNN wall | ratio wall (of bests) | "
+           "wpk CPU-time | oneDNN CPU-time | ratio CPU | %% of peak (CPU) |%s\n",
            nchw ? " wpk NCHW wall | NCHW CPU-time | ratio NCHW (CPU) |" : "");
     printf("|---|---|---|---|---|---|---|---|---|---|%s\n", nchw ? "---|---|---|" : "");
     double rw[NCONVS], rc[NCONVS], rw3[NCONVS], rc3[NCONVS], rn[NCONVS], rb[NCONVS];

@@ -145,7 +145,8 @@ static bool problem_init(problem *p, const conv_case *cc, wpk_context *ctx) {
     }
     const int64_t cg = cc->c / cc->group, hw = cc->h * cc->w;
     ir_tensor *x = &p->t[0], *w = &p->t[1], *b = &p->t[2], *z = &p->t[3], *y = &p->t[4];
-    *x = (ir_tensor){WPK_DTYPE_FLOAT32, 4, {cc->n, cc->c, cc->h, cc->w}, buffer(cc->n * cc->c * hw)};
+    *x = (ir_tensor){WPK_DTYPE_FLOAT32, 4, {cc->n, cc->c, cc->h, cc->w},
+                     buffer(cc->n * cc->c * hw)};
     *w = (ir_tensor){WPK_DTYPE_FLOAT32, 4, {cc->k, cg, cc->kh, cc->kw},
                      buffer(cc->k * cg * cc->kh * cc->kw)};
     *b = (ir_tensor){WPK_DTYPE_FLOAT32, 1, {cc->k}, buffer(cc->k)};
@@ -162,7 +163,8 @@ static bool problem_init(problem *p, const conv_case *cc, wpk_context *ctx) {
         ir_tensor wp = {WPK_DTYPE_FLOAT32, 6, {0}, NULL};
         blocked_weight_dims(cc->k, cg, cc->kh, cc->kw, cc->block, cc->oblock, dw, wp.dims);
         wp.data = aligned_alloc(64, (size_t)((ir_numel(&wp) * 4 + 63) / 64 * 64));
-        blocked_pack_weights(w->data, cc->k, cg, cc->kh, cc->kw, cc->block, cc->oblock, dw, wp.data);
+        blocked_pack_weights(w->data, cc->k, cg, cc->kh, cc->kw, cc->block, cc->oblock, dw,
+                             wp.data);
         free(w->data);
         *w = wp;
     }

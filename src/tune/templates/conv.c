@@ -89,7 +89,8 @@ static bool read_plain(const ir_node *n, ir_tensor *const *in, ir_tensor *const 
         g->cout % g->p.groups)
         return false;
     int64_t pads[4];
-    if (!ints(n, "strides", 2, 1, 1, g->p.stride) || !ints(n, "dilations", 2, 1, 1, g->p.dilation) ||
+    if (!ints(n, "strides", 2, 1, 1, g->p.stride) ||
+        !ints(n, "dilations", 2, 1, 1, g->p.dilation) ||
         !ints(n, "pads", 4, 0, 0, pads))
         return false;
     const char *mode = ir_attr_str(n, "auto_pad", "NOTSET");
@@ -118,7 +119,8 @@ static bool read_blocked(const ir_node *n, ir_tensor *const *in, ir_tensor *cons
     if (g->cout < 1 || g->p.groups < 1 || g->p.groups > ATTR_MAX || y->dims[4] != g->bo ||
         y->dims[1] != w->dims[0])
         return false;
-    if (!ints(n, "strides", 2, 1, 1, g->p.stride) || !ints(n, "dilations", 2, 1, 1, g->p.dilation) ||
+    if (!ints(n, "strides", 2, 1, 1, g->p.stride) ||
+        !ints(n, "dilations", 2, 1, 1, g->p.dilation) ||
         !ints(n, "pads", 4, 0, 0, g->p.pad))
         return false;
     const char *mode = ir_attr_str(n, "auto_pad", "NOTSET");

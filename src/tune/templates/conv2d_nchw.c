@@ -125,7 +125,8 @@ static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
     const int64_t ocb = tune_value(s, cfg, "oc_block"), ohb = tune_value(s, cfg, "oh_block");
     const int64_t owb = tune_value(s, cfg, "ow_block");
     const bool unroll_kw = tune_value(s, cfg, "unroll_kw") != 0;
-    const bool pad_copy = tune_value(s, cfg, "pad_copy") != 0, pack = tune_value(s, cfg, "pack") != 0;
+    const bool pad_copy = tune_value(s, cfg, "pad_copy") != 0;
+    const bool pack = tune_value(s, cfg, "pack") != 0;
     const int order = (int)tune_value(s, cfg, "order"), par = (int)tune_value(s, cfg, "parallel");
     const ir_tensor *x0 = &t->in[0], *w0 = &t->in[1];
 
@@ -141,7 +142,8 @@ static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
         src->constant = true;
         out->prepack_src[1] = src;
         out->prepack[1] = te_conv2d_pack_weight(c, "w.packed", src, 1, ocb, false);
-        te_iter **ax = te_compute_axes(c, 4, w0->dims, (const char *const[]){"oc", "ic", "kh", "kw"});
+        te_iter **ax =
+            te_compute_axes(c, 4, w0->dims, (const char *const[]){"oc", "ic", "kh", "kw"});
         if (!out->prepack[1] || !ax) return nomem(c);
         const te_expr *oc = te_var(c, ax[0]), *zero = te_int(c, 0);
         const te_expr *idx[6] = {te_div(c, oc, te_int(c, ocb)), te_var(c, ax[1]), te_var(c, ax[2]),
