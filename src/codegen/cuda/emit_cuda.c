@@ -3,7 +3,7 @@
  * a checking pre-pass, then one walk that prints statements through an indenting string
  * builder; what is GPU-specific (bound loops, launch dims, shared memory, barriers, privatized
  * per-thread tiles) is described in cg_cuda.h. */
-#include "codegen/cuda/cg_cuda.h"
+#include "codegen/cuda/emit_cuda.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -14,98 +14,13 @@
 
 #include "base/alloc.h"
 
-#define MAX_SHARED_BUFS 64   /* barrier bookkeeping is a 64-bit mask per statement */
-#define LIN_MAX 24           /* terms of a linear index */
-#define MEMO_MAX 64          /* float4 temporaries of one statement */
 #define SMEM_ALIGN 16
 
 cg_cuda_options cg_cuda_default_options(void) {
     return (cg_cuda_options){.index_bits = 0, .vector_access = true};
 }
 
-/* GPU axes: threadIdx.x/y/z are 0..2, blockIdx.x/y/z 3..5. */
-enum { AX_NONE = -1, AX_TX, AX_TY, AX_TZ, AX_BX, AX_BY, AX_BZ, AX_COUNT };
-static const char *const AXIS_NAME[AX_COUNT] = {"threadIdx.x", "threadIdx.y", "threadIdx.z",
-                                                "blockIdx.x",  "blockIdx.y",  "blockIdx.z"};
-
-static int axis_of(const char *tag) {
-    for (int i = 0; tag && i < AX_COUNT; i++)
-        if (!strcmp(tag, AXIS_NAME[i])) return i;
-    return AX_NONE;
-}
-
-static bool is_thread(int ax) { return ax >= AX_TX && ax <= AX_TZ; }
-
-typedef enum helper_bit {
-    H_FLOORDIV_I32 = 1 << 0, H_FLOORDIV_I64 = 1 << 1, H_FLOORMOD_I32 = 1 << 2,
-    H_FLOORMOD_I64 = 1 << 3, H_MIN_F32 = 1 << 4, H_MIN_I32 = 1 << 5, H_MIN_I64 = 1 << 6,
-    H_MAX_F32 = 1 << 7, H_MAX_I32 = 1 << 8, H_MAX_I64 = 1 << 9, H_ABS_I32 = 1 << 10,
-    H_ABS_I64 = 1 << 11
-} helper_bit;
-
-typedef struct binding {
-    const te_iter *it;
-    te_type t;
-    bool nonneg;          /* provably >= 0 */
-    int64_t mult;         /* provably a multiple of this (0: the value 0) */
-    int axis;             /* a bound loop's axis, else AX_NONE */
-    bool ranged;          /* lo..hi known (loops of constant range) */
-    int64_t lo, hi;
-    const te_expr *value; /* a scalar let's value: linear forms see through it */
-} binding;
-
-/* A per-thread tile: a stack buffer allocated outside the thread-bound loops whose every
- * element belongs to one thread. dim d of an access splits into a thread part (one bound axis
- * times `coef`) and a local part in [0, ext); the thread keeps ext[0] x ... x ext[n-1]. */
-typedef struct priv_plan {
-    const loop_buffer *buf;
-    bool compact;                 /* false: every thread keeps the whole buffer */
-    int64_t ext[LOOP_MAX_DIMS];
-    int axis[LOOP_MAX_DIMS];      /* AX_NONE: no thread part in this dim */
-    int64_t coef[LOOP_MAX_DIMS];
-    int64_t size;
-} priv_plan;
-
-typedef struct memo {
-    const te_expr *e;
-    int chunk;
-    int temp;
-} memo;
-
-typedef struct em {
-    wpk_context *ctx;
-    const loop_func *f;
-    const cg_cuda_options *opt;
-    wpk_status st;
-    strbuf body;
-    int indent;
-    int ntemps;
-    bool idx32;              /* I64 is emitted as int */
-    unsigned helpers;
-    int64_t dim[AX_COUNT];   /* launch dims (0: unbound) */
-    binding *vars;
-    int nvars, cap_vars;
-    const loop_buffer **bufs; /* visible: arguments, then enclosing allocations */
-    int nbufs, cap_bufs;
-    const loop_buffer **stored;
-    int nstored, cap_stored;
-    const loop_buffer *shared[MAX_SHARED_BUFS];
-    int64_t shared_off[MAX_SHARED_BUFS];
-    int nshared;
-    int64_t shared_bytes;
-    priv_plan *plans;
-    int nplans, cap_plans;
-    int thread_depth;        /* enclosing thread-bound loops */
-    unsigned thread_axes;    /* their axes, as bits */
-    int guarded;             /* inside a branch that may not run: no hoisted loads */
-    uint64_t pend_r, pend_w; /* shared buffers read / written since the last barrier */
-    memo memos[MEMO_MAX];
-    int nmemos;
-} em;
-
-static void fail(em *m, wpk_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static void fail(em *m, wpk_status st, const char *fmt, ...) {
+void cg_cuda_fail(em *m, wpk_status st, const char *fmt, ...) {
     if (m->st != WPK_OK) return; /* the first error is the cause */
     char msg[1024];
     va_list ap;
@@ -120,7 +35,7 @@ static bool grow(em *m, void **arr, int n, int *cap, size_t sz) {
     int ncap = *cap ? *cap * 2 : 16;
     void *p = wpk_realloc(*arr, sz * (size_t)ncap);
     if (!p) {
-        fail(m, WPK_ERR_NOMEM, "out of memory");
+        cg_cuda_fail(m, WPK_ERR_NOMEM, "out of memory");
         return false;
     }
     *arr = p;
@@ -129,7 +44,7 @@ static bool grow(em *m, void **arr, int n, int *cap, size_t sz) {
 }
 
 static void release(em *m, strbuf *b) {
-    if (b->oom) fail(m, WPK_ERR_NOMEM, "out of memory");
+    if (b->oom) cg_cuda_fail(m, WPK_ERR_NOMEM, "out of memory");
     sb_free(b);
 }
 
@@ -147,6 +62,22 @@ static const char *ctype(const em *m, te_scalar s) {
 static bool wide(const em *m, te_scalar s) { return s == TE_I64 && !m->idx32; }
 
 static int scalar_bytes(te_scalar s) { return s == TE_BOOL ? 1 : s == TE_I64 ? 8 : 4; }
+
+static const char *const AXIS_NAME[AX_COUNT] = {"threadIdx.x", "threadIdx.y", "threadIdx.z",
+                                                "blockIdx.x",  "blockIdx.y",  "blockIdx.z"};
+
+static int axis_of(const char *tag) {
+    for (int i = 0; tag && i < AX_COUNT; i++)
+        if (!strcmp(tag, AXIS_NAME[i])) return i;
+    return AX_NONE;
+}
+
+typedef enum helper_bit {
+    H_FLOORDIV_I32 = 1 << 0, H_FLOORDIV_I64 = 1 << 1, H_FLOORMOD_I32 = 1 << 2,
+    H_FLOORMOD_I64 = 1 << 3, H_MIN_F32 = 1 << 4, H_MIN_I32 = 1 << 5, H_MIN_I64 = 1 << 6,
+    H_MAX_F32 = 1 << 7, H_MAX_I32 = 1 << 8, H_MAX_I64 = 1 << 9, H_ABS_I32 = 1 << 10,
+    H_ABS_I64 = 1 << 11
+} helper_bit;
 
 /* ---- names ---- */
 
@@ -202,7 +133,7 @@ static void line(em *m, const char *fmt, ...) {
             sb_puts(&m->body, big);
             wpk_free(big);
         } else {
-            fail(m, WPK_ERR_NOMEM, "out of memory");
+            cg_cuda_fail(m, WPK_ERR_NOMEM, "out of memory");
         }
         va_end(ap);
     }
@@ -211,13 +142,13 @@ static void line(em *m, const char *fmt, ...) {
 
 /* ---- bindings and facts about index expressions ---- */
 
-static binding *lookup(em *m, const te_iter *it) {
+binding *cg_cuda_lookup(em *m, const te_iter *it) {
     for (int i = m->nvars - 1; i >= 0; i--)
         if (m->vars[i].it == it) return &m->vars[i];
     return NULL;
 }
 
-static bool push_var(em *m, binding b) {
+bool cg_cuda_push_var(em *m, binding b) {
     if (!grow(m, (void **)&m->vars, m->nvars, &m->cap_vars, sizeof *m->vars)) return false;
     m->vars[m->nvars++] = b;
     return true;
@@ -234,7 +165,7 @@ static bool nonneg(em *m, const te_expr *e) {
     switch (e->kind) {
     case TE_INT: return e->i >= 0;
     case TE_VAR: {
-        binding *b = lookup(m, e->var);
+        binding *b = cg_cuda_lookup(m, e->var);
         return b && b->nonneg;
     }
     case TE_ADD: case TE_MUL: case TE_MIN: return nonneg(m, e->a) && nonneg(m, e->b);
@@ -264,7 +195,7 @@ static int64_t multiple(em *m, const te_expr *e) {
     switch (e->kind) {
     case TE_INT: return e->i < 0 ? -e->i : e->i;
     case TE_VAR: {
-        binding *b = lookup(m, e->var);
+        binding *b = cg_cuda_lookup(m, e->var);
         return b ? b->mult : 1;
     }
     case TE_ADD: case TE_SUB: return gcd64(multiple(m, e->a), multiple(m, e->b));
@@ -279,7 +210,7 @@ static int64_t multiple(em *m, const te_expr *e) {
 }
 
 /* A loop's binding: its range when constant, its axis when bound. */
-static binding loop_binding(em *m, const loop_stmt *s) {
+binding cg_cuda_loop_binding(em *m, const loop_stmt *s) {
     binding b = {.it = s->var, .t = te_t(TE_I64), .nonneg = nonneg(m, s->min), .mult = 1,
                  .axis = s->for_kind == LOOP_BIND ? axis_of(s->bind_tag) : AX_NONE};
     int64_t a, n;
@@ -291,172 +222,12 @@ static binding loop_binding(em *m, const loop_stmt *s) {
     return b;
 }
 
-static binding let_binding(em *m, const loop_stmt *s) {
+binding cg_cuda_let_binding(em *m, const loop_stmt *s) {
     te_type t = s->value->type;
     bool scalar = t.lanes == 1;
     return (binding){.it = s->var, .t = t, .nonneg = scalar && nonneg(m, s->value),
                      .mult = scalar ? multiple(m, s->value) : 1, .axis = AX_NONE,
                      .value = scalar && t.scalar != TE_F32 ? s->value : NULL};
-}
-
-/* ---- linear index forms: k + sum coef * var over loop variables (lets seen through) ---- */
-
-typedef struct linform {
-    const te_iter *var[LIN_MAX];
-    int64_t coef[LIN_MAX];
-    int n;
-    int64_t k;
-} linform;
-
-static bool lin_add_term(linform *L, const te_iter *v, int64_t c) {
-    for (int i = 0; i < L->n; i++)
-        if (L->var[i] == v) return !__builtin_add_overflow(L->coef[i], c, &L->coef[i]);
-    if (L->n == LIN_MAX) return false;
-    L->var[L->n] = v;
-    L->coef[L->n++] = c;
-    return true;
-}
-
-static bool linearize(em *m, const te_expr *e, int64_t scale, linform *L, int depth) {
-    int64_t v, t;
-    if (!e || depth > 64 || e->type.lanes != 1) return false;
-    switch (e->kind) {
-    case TE_INT:
-        return !__builtin_mul_overflow(e->i, scale, &t) && !__builtin_add_overflow(L->k, t, &L->k);
-    case TE_VAR: {
-        binding *b = lookup(m, e->var);
-        if (!b) return false;
-        if (b->value) return linearize(m, b->value, scale, L, depth + 1);
-        return lin_add_term(L, e->var, scale);
-    }
-    case TE_ADD: return linearize(m, e->a, scale, L, depth + 1) && linearize(m, e->b, scale, L, depth + 1);
-    case TE_SUB:
-        return linearize(m, e->a, scale, L, depth + 1) && linearize(m, e->b, -scale, L, depth + 1);
-    case TE_MUL:
-        if (te_is_const_int(e->b, &v))
-            return !__builtin_mul_overflow(scale, v, &t) && linearize(m, e->a, t, L, depth + 1);
-        if (te_is_const_int(e->a, &v))
-            return !__builtin_mul_overflow(scale, v, &t) && linearize(m, e->b, t, L, depth + 1);
-        return false;
-    case TE_CAST:
-        return e->a->type.scalar != TE_F32 && e->a->type.scalar != TE_BOOL &&
-               linearize(m, e->a, scale, L, depth + 1);
-    default: return false;
-    }
-}
-
-/* One access of a tile buffer split per dimension (see priv_plan). */
-typedef struct split {
-    int64_t llo[LOOP_MAX_DIMS], lhi[LOOP_MAX_DIMS]; /* local part's range */
-    int64_t digit[LOOP_MAX_DIMS];                    /* the constant's share */
-    int axis[LOOP_MAX_DIMS];
-    int64_t coef[LOOP_MAX_DIMS];
-    int dim_of[LIN_MAX];                             /* per term: its dimension */
-    int64_t dcoef[LIN_MAX];                          /* per term: coefficient within it */
-} split;
-
-/* The row-major strides and shape of b (a 0-d buffer as one dimension). */
-static int dims_of(const loop_buffer *b, int64_t *shape, int64_t *stride) {
-    int nd = b->ndim > 0 ? b->ndim : 1;
-    for (int d = 0; d < nd; d++) shape[d] = b->ndim > 0 ? b->shape[d] : b->size;
-    stride[nd - 1] = 1;
-    for (int d = nd - 2; d >= 0; d--) stride[d] = stride[d + 1] * shape[d + 1];
-    return nd;
-}
-
-/* The dimension a term of coefficient c that takes more than one value must lie in: the
- * outermost one whose stride divides c (in any other it would overflow into that one); -1. */
-static int home_of(int64_t c, int nd, const int64_t *shape, const int64_t *stride) {
-    for (int d = 0; d < nd; d++)
-        if (shape[d] > 1 && c % stride[d] == 0) return d;
-    return -1;
-}
-
-/* Where each thread axis lives in a tile (from the accesses where it varies): dim, coefficient. */
-typedef struct homes {
-    int dim[AX_COUNT];
-    int64_t a[AX_COUNT];
-} homes;
-
-/* Split flat index L of b into per-dimension parts; false (with *why) when the split is not
- * exact: a term no dimension's stride divides, a part that may leave its dimension, two
- * thread axes in one dimension, a variable of unknown range. A variable of one value is a
- * constant, except a thread axis's (tails of partitioned loops), which goes where the axis
- * lives (H), or, when it is 0 and the axis varies nowhere, is left out. */
-static bool split_index(em *m, const loop_buffer *b, const linform *L, const homes *H, split *S,
-                        const char **why) {
-    int64_t shape[LOOP_MAX_DIMS], stride[LOOP_MAX_DIMS];
-    int nd = dims_of(b, shape, stride);
-    const binding *bd[LIN_MAX];
-    int64_t k = L->k;
-    for (int i = 0; i < L->n; i++) {
-        bd[i] = lookup(m, L->var[i]);
-        S->dim_of[i] = -1;
-        if (L->coef[i] == 0) continue;
-        if (!bd[i] || !bd[i]->ranged) {
-            *why = "an index uses a variable of unknown range";
-            return false;
-        }
-        if (bd[i]->lo == bd[i]->hi && !is_thread(bd[i]->axis)) k += L->coef[i] * bd[i]->lo;
-    }
-    if (k < 0 || k >= b->size) {
-        *why = "an index's constant part lies outside the buffer";
-        return false;
-    }
-    int64_t tlo[LOOP_MAX_DIMS], thi[LOOP_MAX_DIMS];
-    for (int d = 0; d < nd; d++) {
-        S->digit[d] = (k / stride[d]) % shape[d];
-        S->llo[d] = S->lhi[d] = S->digit[d];
-        S->axis[d] = AX_NONE;
-        S->coef[d] = 0;
-        tlo[d] = thi[d] = 0;
-    }
-    for (int i = 0; i < L->n; i++) {
-        int64_t c = L->coef[i];
-        if (c == 0) continue;
-        bool single = bd[i]->lo == bd[i]->hi, thread = is_thread(bd[i]->axis);
-        if (single && !thread) continue;
-        int d = home_of(c, nd, shape, stride);
-        if (single) {
-            int h = H ? H->dim[bd[i]->axis] : -1;
-            if (h >= 0 && c == H->a[bd[i]->axis] * stride[h]) {
-                d = h;
-            } else if (bd[i]->lo == 0) {
-                S->dim_of[i] = nd; /* adds 0, and its axis is nowhere else */
-                continue;
-            } else {
-                *why = "a thread axis of one value has no place of its own";
-                return false;
-            }
-        }
-        if (d < 0) {
-            *why = "an index term fits no dimension";
-            return false;
-        }
-        int64_t a = c / stride[d];
-        S->dim_of[i] = d;
-        S->dcoef[i] = a;
-        int64_t x = a * bd[i]->lo, y = a * bd[i]->hi;
-        int64_t lo = x < y ? x : y, hi = x < y ? y : x;
-        if (thread) {
-            if (S->axis[d] != AX_NONE) {
-                *why = "two thread axes index one dimension";
-                return false;
-            }
-            S->axis[d] = bd[i]->axis;
-            S->coef[d] = a;
-            tlo[d] = lo, thi[d] = hi;
-        } else {
-            S->llo[d] += lo;
-            S->lhi[d] += hi;
-        }
-    }
-    for (int d = 0; d < nd; d++)
-        if (S->llo[d] + tlo[d] < 0 || S->lhi[d] + thi[d] >= shape[d]) {
-            *why = "an index part may leave its dimension";
-            return false;
-        }
-    return true;
 }
 
 /* ---- the pre-pass: launch dims, shared buffers, what the kernel may not do ---- */
@@ -531,7 +302,7 @@ static void scan_seq(em *m, const loop_stmt *s, scan_ctx k, scan_state *S) {
      * blocks between them (loop partitioning makes such pieces, over disjoint ranges) */
     box *boxes = wpk_calloc((size_t)(s->nstmts ? s->nstmts : 1), sizeof *boxes);
     if (!boxes) {
-        fail(m, WPK_ERR_NOMEM, "out of memory");
+        cg_cuda_fail(m, WPK_ERR_NOMEM, "out of memory");
         return;
     }
     for (int i = 0; i < s->nstmts; i++) block_box(s->stmts[i], &boxes[i]);
@@ -545,7 +316,7 @@ static void scan_seq(em *m, const loop_stmt *s, scan_ctx k, scan_state *S) {
                     (boxes[i].hi[a] < boxes[j].lo[a] || boxes[j].hi[a] < boxes[i].lo[a]))
                     disjoint = true;
             if (!disjoint) {
-                fail(m, WPK_ERR_UNSUPPORTED,
+                cg_cuda_fail(m, WPK_ERR_UNSUPPORTED,
                      "two loop nests bound to blockIdx run one after the other over the same "
                      "blocks (statements %d and %d of a sequence): a kernel cannot wait for other "
                      "blocks; make them separate kernels", i, j);
@@ -564,7 +335,7 @@ static void scan_for(em *m, const loop_stmt *s, scan_ctx k, scan_state *S) {
     scan_expr(m, s->min, S);
     scan_expr(m, s->extent, S);
     if (s->for_kind == LOOP_PARALLEL) {
-        fail(m, WPK_ERR_UNSUPPORTED,
+        cg_cuda_fail(m, WPK_ERR_UNSUPPORTED,
              "loop '%s_%d' is parallel, a CPU annotation: bind it to blockIdx/threadIdx for the "
              "GPU", v, id);
         return;
@@ -576,29 +347,29 @@ static void scan_for(em *m, const loop_stmt *s, scan_ctx k, scan_state *S) {
     }
     int ax = axis_of(s->bind_tag);
     if (ax == AX_NONE) {
-        fail(m, WPK_ERR_INVALID_ARG, "loop '%s_%d' is bound to '%s', not a GPU axis", v, id,
+        cg_cuda_fail(m, WPK_ERR_INVALID_ARG, "loop '%s_%d' is bound to '%s', not a GPU axis", v, id,
              s->bind_tag ? s->bind_tag : "(null)");
         return;
     }
     if (!te_is_const_int(s->min, &a) || !te_is_const_int(s->extent, &n) || a < 0 || n < 1) {
-        fail(m, WPK_ERR_UNSUPPORTED, "loop '%s_%d' bound to %s has no constant range", v, id,
+        cg_cuda_fail(m, WPK_ERR_UNSUPPORTED, "loop '%s_%d' bound to %s has no constant range", v, id,
              AXIS_NAME[ax]);
         return;
     }
     if (k.axes & (1u << ax)) {
-        fail(m, WPK_ERR_UNSUPPORTED, "loop '%s_%d' is bound to %s inside another loop bound to it",
+        cg_cuda_fail(m, WPK_ERR_UNSUPPORTED, "loop '%s_%d' is bound to %s inside another loop bound to it",
              v, id, AXIS_NAME[ax]);
         return;
     }
     if (!is_thread(ax) && (k.in_loop || (k.axes & 7u))) {
-        fail(m, WPK_ERR_UNSUPPORTED,
+        cg_cuda_fail(m, WPK_ERR_UNSUPPORTED,
              "loop '%s_%d' bound to %s is inside a %s loop: blockIdx loops must be outermost", v,
              id, AXIS_NAME[ax], k.in_loop ? "serial" : "thread-bound");
         return;
     }
     int64_t lim = is_thread(ax) ? 1024 : ax == AX_BX ? INT32_MAX : 65535;
     if (a + n > lim) {
-        fail(m, WPK_ERR_UNSUPPORTED, "loop '%s_%d' bound to %s reaches %" PRId64
+        cg_cuda_fail(m, WPK_ERR_UNSUPPORTED, "loop '%s_%d' bound to %s reaches %" PRId64
              " (the axis holds %" PRId64 ")", v, id, AXIS_NAME[ax], a + n, lim);
         return;
     }
@@ -610,7 +381,7 @@ static void scan_for(em *m, const loop_stmt *s, scan_ctx k, scan_state *S) {
 
 static void scan_stmt(em *m, const loop_stmt *s, scan_ctx k, scan_state *S) {
     if (!s || m->st != WPK_OK) {
-        if (!s) fail(m, WPK_ERR_INVALID_ARG, "missing statement");
+        if (!s) cg_cuda_fail(m, WPK_ERR_INVALID_ARG, "missing statement");
         return;
     }
     switch (s->kind) {
@@ -636,18 +407,18 @@ static void scan_stmt(em *m, const loop_stmt *s, scan_ctx k, scan_state *S) {
     case LOOP_ALLOC: {
         const loop_buffer *b = s->buffer;
         if (!b) {
-            fail(m, WPK_ERR_INVALID_ARG, "an allocation has no buffer");
+            cg_cuda_fail(m, WPK_ERR_INVALID_ARG, "an allocation has no buffer");
             return;
         }
         if (b->size <= 0) {
-            fail(m, WPK_ERR_INVALID_ARG, "allocation of '%s' has %" PRId64 " elements", b->name,
+            cg_cuda_fail(m, WPK_ERR_INVALID_ARG, "allocation of '%s' has %" PRId64 " elements", b->name,
                  b->size);
             return;
         }
         if (b->size > INT32_MAX) S->fits32 = false;
         if (b->dtype == TE_I64) S->fits32 = false;
         if (b->scope == LOOP_SCOPE_HEAP || b->scope == LOOP_SCOPE_ARG) {
-            fail(m, WPK_ERR_UNSUPPORTED,
+            cg_cuda_fail(m, WPK_ERR_UNSUPPORTED,
                  "intermediate '%s' would live in global memory allocated by the kernel (a root "
                  "stage that is not an output): inline it, or compute it at a loop in \"shared\" "
                  "or \"local\" scope", b->name);
@@ -655,7 +426,7 @@ static void scan_stmt(em *m, const loop_stmt *s, scan_ctx k, scan_state *S) {
         }
         if (b->scope == LOOP_SCOPE_SHARED) {
             if (k.axes & 7u) {
-                fail(m, WPK_ERR_UNSUPPORTED,
+                cg_cuda_fail(m, WPK_ERR_UNSUPPORTED,
                      "shared buffer '%s' is allocated inside a thread-bound loop: every thread "
                      "would use the same memory; compute it at a loop outside the thread loops",
                      b->name);
@@ -663,7 +434,7 @@ static void scan_stmt(em *m, const loop_stmt *s, scan_ctx k, scan_state *S) {
             }
             if (shared_index(m, b) < 0) {
                 if (m->nshared == MAX_SHARED_BUFS) {
-                    fail(m, WPK_ERR_UNSUPPORTED, "more than %d shared buffers", MAX_SHARED_BUFS);
+                    cg_cuda_fail(m, WPK_ERR_UNSUPPORTED, "more than %d shared buffers", MAX_SHARED_BUFS);
                     return;
                 }
                 int64_t bytes = b->size * scalar_bytes(b->dtype);
@@ -677,7 +448,7 @@ static void scan_stmt(em *m, const loop_stmt *s, scan_ctx k, scan_state *S) {
     }
     case LOOP_SEQ: scan_seq(m, s, k, S); return;
     }
-    fail(m, WPK_ERR_INVALID_ARG, "statement kind %d", (int)s->kind);
+    cg_cuda_fail(m, WPK_ERR_INVALID_ARG, "statement kind %d", (int)s->kind);
 }
 
 /* ---- effects on shared memory, for barriers ---- */
@@ -747,7 +518,7 @@ static void group(em *m, const loop_stmt *s) {
     if (w & r) {
         int i = 0;
         while (!((w & r) >> i & 1)) i++;
-        fail(m, WPK_ERR_UNSUPPORTED,
+        cg_cuda_fail(m, WPK_ERR_UNSUPPORTED,
              "shared buffer '%s' is both written and read inside one thread-bound loop nest: "
              "its threads would need a barrier inside divergent code; compute it at a loop "
              "outside the thread loops", m->shared[i]->name);
@@ -844,11 +615,11 @@ static bool is_visible(em *m, const loop_buffer *b) {
 
 static bool check_buffer(em *m, const loop_buffer *b) {
     if (!b) {
-        fail(m, WPK_ERR_INVALID_ARG, "a load or store has no buffer");
+        cg_cuda_fail(m, WPK_ERR_INVALID_ARG, "a load or store has no buffer");
         return false;
     }
     if (!is_visible(m, b)) {
-        fail(m, WPK_ERR_INVALID_ARG,
+        cg_cuda_fail(m, WPK_ERR_INVALID_ARG,
              "buffer '%s' is used but is neither an argument nor allocated around the use",
              b->name);
         return false;
@@ -871,8 +642,8 @@ static void emit_tile_index(em *m, const priv_plan *p, const te_expr *index, str
     for (int a = 0; a < AX_COUNT; a++) H.dim[a] = -1;
     for (int d = 0; d < LOOP_MAX_DIMS; d++)
         if (p->axis[d] != AX_NONE) H.dim[p->axis[d]] = d, H.a[p->axis[d]] = p->coef[d];
-    if (!linearize(m, index, 1, &L, 0) || !split_index(m, p->buf, &L, &H, &S, &why)) {
-        fail(m, WPK_ERR_INTERNAL, "tile '%s': an access changed between analysis and emission",
+    if (!cg_cuda_linearize(m, index, 1, &L, 0) || !cg_cuda_split_index(m, p->buf, &L, &H, &S, &why)) {
+        cg_cuda_fail(m, WPK_ERR_INTERNAL, "tile '%s': an access changed between analysis and emission",
              p->buf->name);
         return;
     }
@@ -885,7 +656,7 @@ static void emit_tile_index(em *m, const priv_plan *p, const te_expr *index, str
     sb_puts(out, "(");
     put_int(m, out, TE_I64, k);
     for (int i = 0; i < L.n; i++) {
-        if (S.dim_of[i] < 0 || S.dim_of[i] >= nd || is_thread(lookup(m, L.var[i])->axis)) continue;
+        if (S.dim_of[i] < 0 || S.dim_of[i] >= nd || is_thread(cg_cuda_lookup(m, L.var[i])->axis)) continue;
         int64_t c = S.dcoef[i] * cst[S.dim_of[i]];
         if (c == 0) continue;
         sb_puts(out, " + ");
@@ -927,7 +698,7 @@ static void emit_load(em *m, const te_expr *e, int lane, strbuf *out) {
     const priv_plan *p = plan_of(m, b);
     if (p && p->compact) {
         if (e->a->type.lanes != 1) {
-            fail(m, WPK_ERR_UNSUPPORTED, "vector access of per-thread tile '%s'", b->name);
+            cg_cuda_fail(m, WPK_ERR_UNSUPPORTED, "vector access of per-thread tile '%s'", b->name);
             return;
         }
         put_buf(out, b);
@@ -970,7 +741,7 @@ static void emit_divmod(em *m, const te_expr *e, int lane, strbuf *out) {
     te_scalar s = e->type.scalar;
     if (s == TE_F32) {
         if (e->kind == TE_MOD) {
-            fail(m, WPK_ERR_UNSUPPORTED, "modulo of float values");
+            cg_cuda_fail(m, WPK_ERR_UNSUPPORTED, "modulo of float values");
             return;
         }
         emit_binop(m, e, "/", lane, out);
@@ -993,15 +764,15 @@ static void emit_divmod(em *m, const te_expr *e, int lane, strbuf *out) {
 static void emit(em *m, const te_expr *e, int lane, strbuf *out) {
     if (m->st != WPK_OK) return;
     if (!e) {
-        fail(m, WPK_ERR_INVALID_ARG, "missing expression");
+        cg_cuda_fail(m, WPK_ERR_INVALID_ARG, "missing expression");
         return;
     }
     te_scalar s = e->type.scalar;
     int lanes = e->type.lanes;
     if (e->kind == TE_VAR) {
-        binding *b = lookup(m, e->var);
+        binding *b = cg_cuda_lookup(m, e->var);
         if (!b) {
-            fail(m, WPK_ERR_INVALID_ARG, "variable '%s_%d' is used outside its loop or let",
+            cg_cuda_fail(m, WPK_ERR_INVALID_ARG, "variable '%s_%d' is used outside its loop or let",
                  e->var->name, e->var->id);
             return;
         }
@@ -1009,7 +780,7 @@ static void emit(em *m, const te_expr *e, int lane, strbuf *out) {
     }
     if (lanes == 1) lane = -1;
     else if (lane < 0) {
-        fail(m, WPK_ERR_INVALID_ARG, "a %d-lane vector where a scalar is expected", lanes);
+        cg_cuda_fail(m, WPK_ERR_INVALID_ARG, "a %d-lane vector where a scalar is expected", lanes);
         return;
     }
     switch (e->kind) {
@@ -1033,7 +804,7 @@ static void emit(em *m, const te_expr *e, int lane, strbuf *out) {
             m->helpers |= mn ? H_MIN_I64 : H_MAX_I64;
             name = mn ? "wpk_min_i64" : "wpk_max_i64";
         } else if (s == TE_BOOL) {
-            fail(m, WPK_ERR_UNSUPPORTED, "min/max of booleans");
+            cg_cuda_fail(m, WPK_ERR_UNSUPPORTED, "min/max of booleans");
             return;
         } else {
             m->helpers |= mn ? H_MIN_I32 : H_MAX_I32;
@@ -1086,7 +857,7 @@ static void emit(em *m, const te_expr *e, int lane, strbuf *out) {
             m->helpers |= w ? H_ABS_I64 : H_ABS_I32;
             emit_call(m, w ? "wpk_abs_i64" : "wpk_abs_i32", e->a, NULL, lane, out);
         } else {
-            fail(m, WPK_ERR_UNSUPPORTED, "math function %s of a non-float value", fn_name(e->fn));
+            cg_cuda_fail(m, WPK_ERR_UNSUPPORTED, "math function %s of a non-float value", fn_name(e->fn));
         }
         return;
     case TE_BUF_LOAD: emit_load(m, e, lane, out); return;
@@ -1109,11 +880,11 @@ static void emit(em *m, const te_expr *e, int lane, strbuf *out) {
     }
     case TE_BROADCAST: emit(m, e->a, -1, out); return;
     case TE_LOAD: case TE_REDUCE:
-        fail(m, WPK_ERR_UNSUPPORTED, "a tensor-level %s reached code generation (lower it first)",
+        cg_cuda_fail(m, WPK_ERR_UNSUPPORTED, "a tensor-level %s reached code generation (lower it first)",
              e->kind == TE_LOAD ? "load" : "reduction");
         return;
     }
-    fail(m, WPK_ERR_UNSUPPORTED, "expression kind %d", (int)e->kind);
+    cg_cuda_fail(m, WPK_ERR_UNSUPPORTED, "expression kind %d", (int)e->kind);
 }
 
 /* ---- statements ---- */
@@ -1132,12 +903,12 @@ static void emit_store(em *m, const loop_stmt *s) {
     if (!check_buffer(m, buf)) return;
     int lanes = s->value->type.lanes;
     if (s->index->type.lanes != lanes) {
-        fail(m, WPK_ERR_INVALID_ARG, "store to '%s' has %d index lanes for %d value lanes",
+        cg_cuda_fail(m, WPK_ERR_INVALID_ARG, "store to '%s' has %d index lanes for %d value lanes",
              buf->name, s->index->type.lanes, lanes);
         return;
     }
     if (s->value->type.scalar != buf->dtype) {
-        fail(m, WPK_ERR_INVALID_ARG, "store to '%s' of a %s value into a %s buffer", buf->name,
+        cg_cuda_fail(m, WPK_ERR_INVALID_ARG, "store to '%s' of a %s value into a %s buffer", buf->name,
              ctype(m, s->value->type.scalar), ctype(m, buf->dtype));
         return;
     }
@@ -1155,7 +926,7 @@ static void emit_store(em *m, const loop_stmt *s) {
         return;
     }
     if (p && p->compact) {
-        fail(m, WPK_ERR_UNSUPPORTED, "vector access of per-thread tile '%s'", buf->name);
+        cg_cuda_fail(m, WPK_ERR_UNSUPPORTED, "vector access of per-thread tile '%s'", buf->name);
         return;
     }
     /* every lane's value first (a lane may read what another lane stores), then the stores */
@@ -1212,7 +983,7 @@ static void emit_let(em *m, const loop_stmt *s) {
     }
     finish_stmt(m, &out);
     release(m, &name);
-    if (push_var(m, let_binding(m, s))) {
+    if (cg_cuda_push_var(m, cg_cuda_let_binding(m, s))) {
         emit_stmt(m, s->body);
         m->nvars--;
     }
@@ -1222,7 +993,7 @@ static void emit_let(em *m, const loop_stmt *s) {
 
 static void emit_if(em *m, const loop_stmt *s) {
     if (s->cond->type.lanes != 1) {
-        fail(m, WPK_ERR_UNSUPPORTED, "if on a vector condition (predicate the stores instead)");
+        cg_cuda_fail(m, WPK_ERR_UNSUPPORTED, "if on a vector condition (predicate the stores instead)");
         return;
     }
     block_read(m, s->cond);
@@ -1266,8 +1037,8 @@ static void emit_bound(em *m, const loop_stmt *s) {
     else if (lo) line(m, "if (%s >= %" PRId64 ") {", vn, a);
     else if (hi) line(m, "if (%s < %" PRId64 ") {", vn, a + n);
     if (lo || hi) m->indent++;
-    binding b = loop_binding(m, s);
-    if (push_var(m, b)) {
+    binding b = cg_cuda_loop_binding(m, s);
+    if (cg_cuda_push_var(m, b)) {
         if (is_thread(ax)) {
             m->thread_depth++;
             m->thread_axes |= 1u << ax;
@@ -1291,7 +1062,7 @@ static void emit_bound(em *m, const loop_stmt *s) {
 static void emit_for(em *m, const loop_stmt *s) {
     if (s->min->type.lanes != 1 || s->extent->type.lanes != 1 || s->min->type.scalar == TE_F32 ||
         s->extent->type.scalar == TE_F32) {
-        fail(m, WPK_ERR_INVALID_ARG, "loop '%s_%d' has a non-integer or vector range", s->var->name,
+        cg_cuda_fail(m, WPK_ERR_INVALID_ARG, "loop '%s_%d' has a non-integer or vector range", s->var->name,
              s->var->id);
         return;
     }
@@ -1336,11 +1107,11 @@ static void emit_for(em *m, const loop_stmt *s) {
     if (m->st == WPK_OK && !(v.oom || lo.oom || hi.oom))
         line(m, "for (%s %s = %s; %s < %s; ++%s) {", ctype(m, TE_I64), v.s, lo.s, v.s, hi.s, v.s);
     else if (m->st == WPK_OK)
-        fail(m, WPK_ERR_NOMEM, "out of memory");
+        cg_cuda_fail(m, WPK_ERR_NOMEM, "out of memory");
     release(m, &v);
     release(m, &lo);
     release(m, &hi);
-    if (!push_var(m, loop_binding(m, s))) return;
+    if (!cg_cuda_push_var(m, cg_cuda_loop_binding(m, s))) return;
     m->indent++;
     emit_stmt(m, s->body);
     m->indent--;
@@ -1348,184 +1119,6 @@ static void emit_for(em *m, const loop_stmt *s) {
     line(m, "}");
     m->pend_r |= br;
     m->pend_w |= bw;
-}
-
-/* ---- per-thread tiles: the analysis of a stack buffer allocated at block level ---- */
-
-typedef struct tile_scan {
-    const loop_buffer *buf;
-    int phase;                       /* 0: where the thread axes live; 1: every access split */
-    homes H;
-    bool ok;
-    const char *why;
-    bool any;                        /* some access seen */
-    bool any_thread;                 /* some access has a thread part */
-    int axis[LOOP_MAX_DIMS];
-    int64_t coef[LOOP_MAX_DIMS];
-    int64_t lmin[LOOP_MAX_DIMS], lmax[LOOP_MAX_DIMS];
-    unsigned write_axes;             /* thread axes enclosing some write */
-} tile_scan;
-
-static void tile_access(em *m, tile_scan *T, const te_expr *index, bool write) {
-    if (!T->ok) return;
-    if (index->type.lanes != 1) {
-        T->ok = false, T->why = "it is accessed with vectors";
-        return;
-    }
-    linform L = {0};
-    split S;
-    if (!linearize(m, index, 1, &L, 0)) {
-        T->ok = false, T->why = "an index is not linear in the loop variables";
-        return;
-    }
-    if (T->phase == 0) {
-        int64_t shape[LOOP_MAX_DIMS], stride[LOOP_MAX_DIMS];
-        int nd = dims_of(T->buf, shape, stride);
-        for (int i = 0; i < L.n; i++) {
-            const binding *bd = lookup(m, L.var[i]);
-            if (L.coef[i] == 0 || !bd || !is_thread(bd->axis) || !bd->ranged || bd->lo == bd->hi)
-                continue;
-            int d = home_of(L.coef[i], nd, shape, stride);
-            if (d < 0) continue; /* phase 1 says why */
-            int64_t a = L.coef[i] / stride[d];
-            if (T->H.dim[bd->axis] >= 0 && (T->H.dim[bd->axis] != d || T->H.a[bd->axis] != a)) {
-                T->ok = false, T->why = "threads index it differently in different places";
-                return;
-            }
-            T->H.dim[bd->axis] = d;
-            T->H.a[bd->axis] = a;
-        }
-        return;
-    }
-    if (!split_index(m, T->buf, &L, &T->H, &S, &T->why)) {
-        T->ok = false;
-        return;
-    }
-    int nd = T->buf->ndim > 0 ? T->buf->ndim : 1;
-    bool thread = false;
-    for (int d = 0; d < nd; d++) thread |= S.axis[d] != AX_NONE;
-    if (!T->any) {
-        for (int d = 0; d < nd; d++) {
-            T->axis[d] = S.axis[d];
-            T->coef[d] = S.coef[d];
-            T->lmin[d] = S.llo[d];
-            T->lmax[d] = S.lhi[d];
-        }
-        T->any = true;
-    } else {
-        for (int d = 0; d < nd; d++) {
-            if (T->axis[d] != S.axis[d] || T->coef[d] != S.coef[d]) {
-                T->ok = false, T->why = "threads index it differently in different places";
-                return;
-            }
-            if (S.llo[d] < T->lmin[d]) T->lmin[d] = S.llo[d];
-            if (S.lhi[d] > T->lmax[d]) T->lmax[d] = S.lhi[d];
-        }
-    }
-    T->any_thread |= thread;
-    if (write) T->write_axes |= m->thread_axes;
-}
-
-static void tile_expr(em *m, tile_scan *T, const te_expr *e) {
-    if (!e || !T->ok) return;
-    if (e->kind == TE_BUF_LOAD && e->buffer == T->buf) tile_access(m, T, e->a, false);
-    tile_expr(m, T, e->a);
-    tile_expr(m, T, e->b);
-    tile_expr(m, T, e->c);
-}
-
-static void tile_stmt(em *m, tile_scan *T, const loop_stmt *s) {
-    if (!s || !T->ok || m->st != WPK_OK) return;
-    switch (s->kind) {
-    case LOOP_FOR: {
-        tile_expr(m, T, s->min);
-        tile_expr(m, T, s->extent);
-        binding b = loop_binding(m, s);
-        if (!push_var(m, b)) return;
-        unsigned saved = m->thread_axes;
-        if (is_thread(b.axis)) m->thread_axes |= 1u << b.axis;
-        tile_stmt(m, T, s->body);
-        m->thread_axes = saved;
-        m->nvars--;
-        return;
-    }
-    case LOOP_LET:
-        tile_expr(m, T, s->value);
-        if (!push_var(m, let_binding(m, s))) return;
-        tile_stmt(m, T, s->body);
-        m->nvars--;
-        return;
-    case LOOP_IF:
-        tile_expr(m, T, s->cond);
-        tile_stmt(m, T, s->body);
-        tile_stmt(m, T, s->else_body);
-        return;
-    case LOOP_STORE:
-        tile_expr(m, T, s->index);
-        tile_expr(m, T, s->value);
-        if (s->buffer == T->buf) tile_access(m, T, s->index, true);
-        return;
-    case LOOP_ALLOC: tile_stmt(m, T, s->body); return;
-    case LOOP_SEQ:
-        for (int i = 0; i < s->nstmts; i++) tile_stmt(m, T, s->stmts[i]);
-        return;
-    }
-}
-
-/* Decide how a block-level stack buffer lives in each thread. */
-static bool plan_tile(em *m, const loop_stmt *alloc, priv_plan *p) {
-    const loop_buffer *b = alloc->buffer;
-    tile_scan T = {.buf = b, .ok = true, .why = ""};
-    for (int a = 0; a < AX_COUNT; a++) T.H.dim[a] = -1;
-    int nvars = m->nvars;
-    unsigned axes = m->thread_axes;
-    for (T.phase = 0; T.phase < 2 && T.ok; T.phase++) {
-        tile_stmt(m, &T, alloc->body);
-        m->nvars = nvars;
-        m->thread_axes = axes;
-    }
-    memset(p, 0, sizeof *p);
-    for (int d = 0; d < LOOP_MAX_DIMS; d++) p->axis[d] = AX_NONE;
-    p->buf = b;
-    p->size = b->size;
-    if (m->st != WPK_OK) return false;
-    int nd = b->ndim > 0 ? b->ndim : 1;
-    /* an axis of one thread (block dim 1) picks nothing: writes inside its loops are fine */
-    for (int a = AX_TX; a <= AX_TZ; a++)
-        if (m->dim[a] <= 1) T.write_axes &= ~(1u << a);
-    if (T.ok && T.any_thread) {
-        unsigned sig = 0;
-        int64_t size = 1;
-        for (int d = 0; d < nd && T.ok; d++) {
-            if (T.lmin[d] < 0) T.ok = false, T.why = "a local index part may be negative";
-            p->ext[d] = T.lmax[d] + 1;
-            p->axis[d] = T.axis[d];
-            p->coef[d] = T.coef[d];
-            if (T.axis[d] != AX_NONE) {
-                if (sig & (1u << T.axis[d])) T.ok = false, T.why = "one thread axis indexes two dimensions";
-                sig |= 1u << T.axis[d];
-                /* threads' parts must not overlap, or two threads would share an element */
-                if (T.coef[d] < p->ext[d]) T.ok = false, T.why = "threads' parts of it overlap";
-            }
-            size *= p->ext[d];
-        }
-        if (T.ok && (T.write_axes & ~sig))
-            T.ok = false, T.why = "a thread-bound loop writes it at indices its axis does not pick";
-        if (T.ok) {
-            p->compact = true;
-            p->size = size;
-            return true;
-        }
-    } else if (T.ok && !T.write_axes) {
-        return true; /* every thread computes the same values: each keeps its own copy */
-    } else if (T.ok) {
-        T.why = "a thread-bound loop writes it at indices no thread axis picks";
-    }
-    fail(m, WPK_ERR_UNSUPPORTED,
-         "local buffer '%s' is allocated outside the thread-bound loops and its elements cannot "
-         "be kept per thread (%s): compute it at the innermost thread loop, or in shared scope",
-         b->name, T.why);
-    return false;
 }
 
 static void emit_alloc(em *m, const loop_stmt *s) {
@@ -1542,7 +1135,7 @@ static void emit_alloc(em *m, const loop_stmt *s) {
         line(m, "%s *%s = (%s *)(wpk_smem + %" PRId64 ");", ct, n, ct, i >= 0 ? m->shared_off[i] : 0);
     } else if (m->thread_depth == 0) {
         priv_plan p;
-        if (plan_tile(m, s, &p) &&
+        if (cg_cuda_plan_tile(m, s, &p) &&
             grow(m, (void **)&m->plans, m->nplans, &m->cap_plans, sizeof *m->plans)) {
             m->plans[m->nplans++] = p;
             planned = true;
@@ -1565,7 +1158,7 @@ static void emit_alloc(em *m, const loop_stmt *s) {
 static void emit_stmt(em *m, const loop_stmt *s) {
     if (m->st != WPK_OK) return;
     if (!s) {
-        fail(m, WPK_ERR_INVALID_ARG, "missing statement");
+        cg_cuda_fail(m, WPK_ERR_INVALID_ARG, "missing statement");
         return;
     }
     switch (s->kind) {
@@ -1581,7 +1174,7 @@ static void emit_stmt(em *m, const loop_stmt *s) {
         for (int i = 0; i < s->nstmts; i++) emit_stmt(m, s->stmts[i]);
         return;
     }
-    fail(m, WPK_ERR_INVALID_ARG, "statement kind %d", (int)s->kind);
+    cg_cuda_fail(m, WPK_ERR_INVALID_ARG, "statement kind %d", (int)s->kind);
 }
 
 static void collect_stored(em *m, const loop_stmt *s) {
@@ -1666,21 +1259,21 @@ wpk_status cg_cuda_emit(wpk_context *ctx, const loop_func *f, const cg_cuda_opti
         return wpk_error(ctx, WPK_ERR_INVALID_ARG, "CUDA codegen: index_bits %d (0, 32 or 64)",
                          m.opt->index_bits);
     if (f->nargs < 0 || f->ninputs < 0 || f->ninputs > f->nargs || (f->nargs && !f->args))
-        fail(&m, WPK_ERR_INVALID_ARG, "%d arguments with %d inputs", f->nargs, f->ninputs);
+        cg_cuda_fail(&m, WPK_ERR_INVALID_ARG, "%d arguments with %d inputs", f->nargs, f->ninputs);
     for (int i = 0; i < f->nargs && m.st == WPK_OK; i++)
-        if (!f->args[i]) fail(&m, WPK_ERR_INVALID_ARG, "argument %d has no buffer", i);
+        if (!f->args[i]) cg_cuda_fail(&m, WPK_ERR_INVALID_ARG, "argument %d has no buffer", i);
 
     scan_state S = {.fits32 = true};
     if (m.st == WPK_OK) scan_stmt(&m, f->body, (scan_ctx){0}, &S);
     int64_t blocks = 1;
     for (int a = AX_BX; a < AX_COUNT; a++) blocks *= m.dim[a] ? m.dim[a] : 1;
     if (m.st == WPK_OK && S.global_store_outside && blocks > 1)
-        fail(&m, WPK_ERR_UNSUPPORTED,
+        cg_cuda_fail(&m, WPK_ERR_UNSUPPORTED,
              "a store into '%s' lies outside the loops bound to blockIdx: each of the %" PRId64
              " blocks would run it", S.outside_name, blocks);
     bool safe32 = S.fits32 && args_fit32(f);
     if (m.st == WPK_OK && m.opt->index_bits == 32 && !safe32)
-        fail(&m, WPK_ERR_UNSUPPORTED, "32-bit indices asked for, but a buffer, bound or constant "
+        cg_cuda_fail(&m, WPK_ERR_UNSUPPORTED, "32-bit indices asked for, but a buffer, bound or constant "
              "needs 64 bits (or a buffer holds 64-bit data)");
     m.idx32 = m.opt->index_bits == 32 || (m.opt->index_bits == 0 && safe32);
 
@@ -1688,7 +1281,7 @@ wpk_status cg_cuda_emit(wpk_context *ctx, const loop_func *f, const cg_cuda_opti
     for (int i = 0; i < f->nargs && m.st == WPK_OK; i++) push_buf(&m, f->args[i]);
     m.indent = 1;
     if (m.st == WPK_OK) emit_stmt(&m, f->body);
-    if (m.body.oom) fail(&m, WPK_ERR_NOMEM, "out of memory");
+    if (m.body.oom) cg_cuda_fail(&m, WPK_ERR_NOMEM, "out of memory");
 
     cg_cuda_launch L;
     int64_t threads = 1;
@@ -1699,7 +1292,7 @@ wpk_status cg_cuda_emit(wpk_context *ctx, const loop_func *f, const cg_cuda_opti
     }
     L.shared_bytes = m.shared_bytes;
     if (m.st == WPK_OK && threads > 1024)
-        fail(&m, WPK_ERR_UNSUPPORTED, "%" PRId64 " threads per block (%" PRId64 " x %" PRId64
+        cg_cuda_fail(&m, WPK_ERR_UNSUPPORTED, "%" PRId64 " threads per block (%" PRId64 " x %" PRId64
              " x %" PRId64 "): at most 1024", threads, L.block[0], L.block[1], L.block[2]);
 
     strbuf src = {0};
@@ -1717,12 +1310,12 @@ wpk_status cg_cuda_emit(wpk_context *ctx, const loop_func *f, const cg_cuda_opti
         if (m.nshared) sb_puts(&src, "    extern __shared__ __align__(16) unsigned char wpk_smem[];\n");
         sb_puts(&src, m.body.s ? m.body.s : "");
         sb_puts(&src, "}\n");
-        if (src.oom) fail(&m, WPK_ERR_NOMEM, "out of memory");
+        if (src.oom) cg_cuda_fail(&m, WPK_ERR_NOMEM, "out of memory");
     }
     if (m.st == WPK_OK) {
         size_t before = out->len;
         sb_puts(out, src.s);
-        if (out->len == before) fail(&m, WPK_ERR_NOMEM, "out of memory");
+        if (out->len == before) cg_cuda_fail(&m, WPK_ERR_NOMEM, "out of memory");
         else if (launch) *launch = L;
     }
     sb_free(&src);

@@ -50,7 +50,9 @@ typedef struct rt_cuda_info {
 
 /* Whether a CUDA device can be used, without keeping anything open: WPK_OK with *info filled
  * (info may be NULL), or WPK_ERR_UNSUPPORTED with the message "CUDA unavailable: <reason>"
- * (no libcuda, cuInit failed with its error, no device). Thread-safe. */
+ * (no libcuda, cuInit failed with its error, no device). The driver is libcuda.so.1 (else
+ * libcuda.so) from the dlopen search path, or $WPK_CUDA_DRIVER_LIBRARY when set (read once, at
+ * the first use in the process). Thread-safe. */
 wpk_status rt_cuda_probe(wpk_context *ctx, int ordinal, rt_cuda_info *info);
 
 typedef struct rt_cuda rt_cuda;

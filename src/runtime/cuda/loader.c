@@ -42,8 +42,12 @@ static void cu_bind(void) {
     /* libcuda.so.1 is what the driver installs; the toolkit's stubs/libcuda.so is never on the
      * search path we use (it would only answer CUDA_ERROR_STUB_LIBRARY) */
     static const char *const names[] = {"libcuda.so.1", "libcuda.so"};
-    void *lib = rt_cuda_dlopen_first(names, 2, "libcuda (the NVIDIA driver)", cu_why,
-                                     sizeof cu_why);
+    const char *env = getenv("WPK_CUDA_DRIVER_LIBRARY"); /* another driver (tests: a mock) */
+    const char *one[1] = {env};
+    void *lib = env && *env ? rt_cuda_dlopen_first(one, 1, "libcuda ($WPK_CUDA_DRIVER_LIBRARY)",
+                                                   cu_why, sizeof cu_why)
+                            : rt_cuda_dlopen_first(names, 2, "libcuda (the NVIDIA driver)", cu_why,
+                                                   sizeof cu_why);
     if (!lib) return;
     const char *missing = NULL;
     RT_CUDA_BIND(lib, cu, init, "cuInit", NULL, &missing);

@@ -1,0 +1,252 @@
+/* measure_child.c -- what the measurer's child processes do (see measure.h): a build worker
+ * builds one candidate and compiles it into the kernel cache; a run child loads it, packs its
+ * weights, checks its output against the reference once and times it; the reference child
+ * computes the reference outputs. Each answers through its pipe and returns. */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/alloc.h"
+#include "base/context.h"
+#include "codegen/c/cg_c.h"
+#include "compile/unit.h"
+#include "ir/ops.h"
+#include "tune/measure_impl.h"
+
+/* ---- build worker ---- */
+
+void tune_build_child(tune_measurer *m, void *arg, int fd) {
+    tune_job *j = arg;
+    double t0 = tune_now();
+    tune_build_msg h;
+    memset(&h, 0, sizeof h);
+    wpk_context *ctx = wpk_context_create();
+    strbuf unit = {0};
+    cpu_kernel k;
+    memset(&k, 0, sizeof k);
+    wpk_status st = ctx ? cpu_kernel_build(ctx, m->task, 0, j->text, false, &k) : WPK_ERR_NOMEM;
+    if (st == WPK_OK) {
+        const strbuf *srcs[1] = {&k.source};
+        st = cpu_unit_merge(ctx, srcs, 1, &unit);
+    }
+    if (st == WPK_OK && m->params.edit_source) m->params.edit_source(m->params.edit_user, j->text, &unit);
+    cg_module *mod = NULL;
+    if (st == WPK_OK) st = cg_c_compile(ctx, unit.s ? unit.s : "", &mod);
+    if (st == WPK_OK && !cg_module_fn(mod, k.name))
+        st = wpk_error(ctx, WPK_ERR_INTERNAL, "kernel %s is missing from its object", k.name);
+    for (int i = 0; st == WPK_OK && i < TUNE_MAX_ARGS; i++)
+        if (k.pack_numel[i] > 0 && !cg_module_fn(mod, k.pack_name[i]))
+            st = wpk_error(ctx, WPK_ERR_INTERNAL, "pack kernel %s is missing from its object",
+                           k.pack_name[i]);
+    cg_module_free(mod);
+    if (st == WPK_OK) {
+        h.ninputs = k.ninputs;
+        h.noutputs = k.noutputs;
+        h.nscratch = k.nscratch;
+        memcpy(h.scratch_off, k.scratch_off, sizeof h.scratch_off);
+        h.scratch_bytes = k.scratch_bytes;
+        snprintf(h.name, sizeof h.name, "%s", k.name);
+        for (int i = 0; i < TUNE_MAX_ARGS; i++) {
+            snprintf(h.pack_name[i], sizeof h.pack_name[i], "%s", k.pack_name[i]);
+            h.pack_numel[i] = k.pack_numel[i];
+        }
+    }
+    const char *msg = st == WPK_OK ? "" : ctx ? wpk_context_error(ctx) : "out of memory";
+    h.status = st == WPK_OK ? TUNE_OK : TUNE_COMPILE_ERROR;
+    h.seconds = tune_now() - t0;
+    h.msg_len = (int64_t)strlen(msg);
+    h.src_len = st == WPK_OK && unit.s ? (int64_t)unit.len : 0;
+    if (tune_write_all(fd, &h, sizeof h) && tune_write_all(fd, msg, (size_t)h.msg_len))
+        tune_write_all(fd, unit.s, (size_t)h.src_len);
+    cpu_kernel_free(&k);
+    sb_free(&unit);
+    wpk_context_free(ctx);
+}
+
+/* ---- run child ---- */
+
+/* max |got - want| / max |want| over n floats; a NaN where want has none counts as infinite. */
+static double rel_error(const float *got, const float *want, int64_t n, int64_t *worst) {
+    double e = 0, top = 0;
+    *worst = -1;
+    for (int64_t i = 0; i < n; i++) {
+        double w = want[i], g = got[i];
+        if (isnan(w) && isnan(g)) continue;
+        double d = fabs(g - w);
+        if (!(d <= e)) {
+            e = isnan(d) ? INFINITY : d;
+            *worst = i;
+        }
+        if (fabs(w) > top) top = fabs(w);
+    }
+    return top > 0 ? e / top : e;
+}
+
+typedef struct run_state {
+    tune_run_msg h;
+    double samples[TUNE_MAX_SAMPLES];
+    char msg[512];
+} run_state;
+
+static void run_fail(run_state *r, tune_status s, const char *fmt, const char *detail) {
+    r->h.status = s;
+    snprintf(r->msg, sizeof r->msg, fmt, detail);
+}
+
+static double clock_now(tune_clock c) {
+    struct timespec ts;
+    clock_gettime(c == TUNE_CLOCK_CPU ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void time_kernel(const tune_measure_params *p, cg_kernel_fn fn, void **args, run_state *r) {
+    for (int w = 0; w < p->warmup_calls; w++) fn(args);
+    /* calls per sample from the fastest of three calls: one call that met a busy core must
+       not make every sample a single call */
+    double one = INFINITY;
+    for (int k = 0; k < 3; k++) {
+        double t = tune_now();
+        fn(args);
+        double d = tune_now() - t;
+        if (d < one) one = d;
+    }
+    double per_sample = p->min_sample_ms * 1e-3;
+    int64_t calls = one > 0 ? (int64_t)ceil(per_sample / one) : 1000000;
+    if (calls < 1) calls = 1;
+    if (calls > 1000000) calls = 1000000;
+    r->h.calls = calls;
+    /* CPU time counts every thread: per call and thread */
+    double div = (double)calls * (p->clock == TUNE_CLOCK_CPU ? p->threads : 1);
+    double start = tune_now();
+    int n = 0;
+    while (n < p->max_samples) {
+        double t0 = clock_now(p->clock);
+        for (int64_t c = 0; c < calls; c++) fn(args);
+        double t1 = clock_now(p->clock);
+        r->samples[n++] = (t1 - t0) / div;
+        double elapsed = tune_now() - start;
+        if (elapsed >= p->max_repeat_ms * 1e-3 && n >= 3) break; /* slow, or never steady */
+        if (n >= p->min_samples && elapsed >= p->min_repeat_ms * 1e-3 &&
+            tune_spread(r->samples, n) <= p->max_spread)
+            break;
+    }
+    r->h.nsamples = n;
+}
+
+void tune_run_child(tune_measurer *m, void *arg, int fd) {
+    tune_job *j = arg;
+    const tune_build_msg *k = &j->meta;
+    const tune_task *t = m->task;
+    run_state r;
+    memset(&r, 0, sizeof r);
+    r.h.status = TUNE_OK;
+    r.h.error = -1;
+    omp_set_num_threads(m->params.threads);
+    wpk_context *ctx = wpk_context_create();
+    cg_module *mod = NULL;
+    void *args[CPU_MAX_KERNEL_ARGS], *raw[CPU_MAX_KERNEL_ARGS];
+    int nraw = 0, a = 0;
+    float *outs[TUNE_MAX_ARGS] = {0};
+    cg_kernel_fn fn = NULL;
+    if (!ctx) {
+        run_fail(&r, TUNE_CRASH, "%s", "out of memory starting the run");
+        goto done;
+    }
+    if (k->ninputs > m->npresent || k->noutputs > t->nout || k->noutputs < 1 ||
+        k->ninputs + k->noutputs + k->nscratch > CPU_MAX_KERNEL_ARGS) {
+        run_fail(&r, TUNE_COMPILE_ERROR, "%s", "the kernel's arguments do not fit the task");
+        goto done;
+    }
+    /* a cache hit: the build worker compiled exactly this source */
+    if (cg_c_compile(ctx, j->source, &mod) != WPK_OK || !(fn = cg_module_fn(mod, k->name))) {
+        run_fail(&r, TUNE_COMPILE_ERROR, "loading the kernel: %s", wpk_context_error(ctx));
+        goto done;
+    }
+    for (int i = 0; i < k->ninputs; i++) {
+        void *src = m->in[m->present[i]].data;
+        args[a++] = src;
+        if (k->pack_numel[i] <= 0) continue;
+        cg_kernel_fn pack = cg_module_fn(mod, k->pack_name[i]);
+        void *packed = tune_alloc64(sizeof(float) * (size_t)k->pack_numel[i], &raw[nraw++]);
+        if (!pack || !packed) {
+            run_fail(&r, pack ? TUNE_CRASH : TUNE_COMPILE_ERROR, "%s",
+                     pack ? "out of memory (the memory cap) for packed weights"
+                          : "a pack kernel is missing");
+            goto done;
+        }
+        void *pargs[2] = {src, packed};
+        pack(pargs);
+        args[a - 1] = packed;
+    }
+    for (int i = 0; i < k->noutputs; i++) {
+        size_t bytes = ir_nbytes(&t->out[i]);
+        outs[i] = tune_alloc64(bytes ? bytes : 1, &raw[nraw++]);
+        if (!outs[i]) {
+            run_fail(&r, TUNE_CRASH, "%s", "out of memory (the memory cap) for the outputs");
+            goto done;
+        }
+        /* NaN everywhere: an element the kernel never writes cannot pass the check */
+        memset(outs[i], 0xff, bytes);
+        args[a++] = outs[i];
+    }
+    if (k->nscratch > 0) {
+        char *scratch = tune_alloc64((size_t)k->scratch_bytes + 64, &raw[nraw++]);
+        if (!scratch) {
+            run_fail(&r, TUNE_CRASH, "%s", "out of memory (the memory cap) for scratch");
+            goto done;
+        }
+        for (int i = 0; i < k->nscratch; i++) args[a++] = scratch + k->scratch_off[i];
+    }
+    fn(args);
+    double err = 0;
+    for (int i = 0; i < k->noutputs; i++) {
+        if (t->out[i].dtype != WPK_DTYPE_FLOAT32) {
+            if (memcmp(outs[i], m->ref + m->ref_off[i], ir_nbytes(&t->out[i]))) err = INFINITY;
+            continue;
+        }
+        int64_t worst;
+        double e = rel_error(outs[i], (const float *)(m->ref + m->ref_off[i]),
+                             ir_numel(&t->out[i]), &worst);
+        if (!(e <= err)) err = e;
+        if (!(e <= m->params.tolerance)) {
+            char detail[160];
+            snprintf(detail, sizeof detail, "output %d differs from the reference: relative "
+                     "error %.3g at element %lld (tolerance %.1g)", i, e, (long long)worst,
+                     m->params.tolerance);
+            run_fail(&r, TUNE_WRONG_RESULT, "%s", detail);
+        }
+    }
+    r.h.error = err;
+    if (r.h.status == TUNE_OK) time_kernel(&m->params, fn, args, &r);
+done:
+    r.h.msg_len = (int64_t)strlen(r.msg);
+    if (tune_write_all(fd, &r.h, sizeof r.h) &&
+        tune_write_all(fd, r.samples, sizeof(double) * (size_t)r.h.nsamples))
+        tune_write_all(fd, r.msg, (size_t)r.h.msg_len);
+    /* no cleanup of the kernel or buffers: the process ends now, and unloading a kernel under
+       idle OpenMP threads is what cg_c.h warns about */
+    (void)raw;
+}
+
+/* ---- reference child ---- */
+
+void tune_reference_child(tune_measurer *m, void *unused, int fd) {
+    (void)unused;
+    const tune_task *t = m->task;
+    ir_tensor *in[TUNE_MAX_ARGS] = {0}, out[TUNE_MAX_ARGS], *pout[TUNE_MAX_ARGS];
+    for (int i = 0; i < t->nin; i++)
+        if (m->in[i].dtype != WPK_DTYPE_UNDEFINED) in[i] = &m->in[i];
+    for (int i = 0; i < t->nout; i++) {
+        out[i] = t->out[i];
+        out[i].data = m->ref + m->ref_off[i];
+        pout[i] = &out[i];
+    }
+    omp_set_num_threads(m->params.threads);
+    wpk_context *ctx = wpk_context_create();
+    wpk_status st = ctx ? ir_op_get(t->node->op)->ref(ctx, t->node, in, pout) : WPK_ERR_NOMEM;
+    const char *msg = st == WPK_OK ? "" : ctx ? wpk_context_error(ctx) : "out of memory";
+    tune_ref_msg h = {st == WPK_OK ? 0 : 1, 0, (int64_t)strlen(msg)};
+    if (tune_write_all(fd, &h, sizeof h)) tune_write_all(fd, msg, (size_t)h.msg_len);
+}

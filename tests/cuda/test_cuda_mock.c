@@ -1,0 +1,159 @@
+/* test_cuda_mock.c -- the CUDA runtime (src/runtime/cuda) against a mock driver
+ * (tests/cuda/mock_libcuda.c, passed as argv[1] and loaded through $WPK_CUDA_DRIVER_LIBRARY):
+ * what does not need a GPU to be right -- probing and opening a device, memory round trips,
+ * out-of-memory classified as such and recoverable, module loads refused as LOAD or CONFIG with
+ * the reason, shared memory opted into above 48 KiB, the event-timed measurement loop (batch
+ * growth to the minimum sample time, the L2 flush), the backend vtable, a crashed launch and a
+ * hung kernel (watchdog) losing the context while the rest of the process goes on. */
+#define _DEFAULT_SOURCE
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "../unit/check.h"
+#include "base/context.h"
+#include "runtime/cuda/cuda_rt.h"
+
+static rt_cuda_kernel *load(wpk_context *ctx, rt_cuda *d, const char *image, const char *name,
+                            rt_cuda_dims dims, wpk_status want) {
+    rt_cuda_kernel *k = NULL;
+    wpk_status st = rt_cuda_kernel_load(d, image, strlen(image) + 1, name, &dims, &k);
+    if (st != want) fprintf(stderr, "load %s: %s\n", name, wpk_context_error(ctx));
+    CHECK(st == want);
+    CHECK((st == WPK_OK) == (k != NULL));
+    return k;
+}
+
+typedef struct job {
+    rt_cuda_kernel *k;
+    uint64_t args[2];
+} job;
+
+static wpk_status enqueue(void *user, rt_cuda *d) {
+    job *j = user;
+    return rt_cuda_kernel_launch(d, j->k, j->args, 2);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s path/to/libwpk_mock_cuda.so\n", argv[0]);
+        return 1;
+    }
+    setenv("WPK_CUDA_DRIVER_LIBRARY", argv[1], 1);
+    wpk_context *ctx = wpk_context_create();
+    rt_cuda_info info;
+    wpk_status st = rt_cuda_probe(ctx, 0, &info);
+    if (st) fprintf(stderr, "probe: %s\n", wpk_context_error(ctx));
+    CHECK(st == WPK_OK);
+    CHECK(!strcmp(info.name, "wpk mock GPU") && info.sm == 90 && info.sm_count == 132);
+    CHECK(info.memory_bytes == (size_t)1 << 30 && info.max_shared_per_block_optin == 227 * 1024);
+    CHECK(info.driver_version == 13000);
+    CHECK_ERR(ctx, rt_cuda_probe(ctx, 3, NULL), WPK_ERR_UNSUPPORTED, "CUDA unavailable: no device 3");
+    rt_cuda *d = NULL;
+    CHECK(rt_cuda_open(ctx, 0, &d) == WPK_OK && d);
+    if (!d) return 1;
+    CHECK(rt_cuda_stream(d) != NULL && !rt_cuda_lost(d));
+
+    /* memory: a round trip, then exhaustion classified and recovered from */
+    float host[256], back[256];
+    for (int i = 0; i < 256; i++) host[i] = (float)i * 0.5f, back[i] = NAN;
+    uint64_t p = 0, q = 0;
+    CHECK(rt_cuda_alloc(d, sizeof host, &p) == WPK_OK && p != 0);
+    CHECK(rt_cuda_upload(d, p, host, sizeof host) == WPK_OK);
+    CHECK(rt_cuda_download(d, back, p, sizeof back) == WPK_OK);
+    CHECK(!memcmp(host, back, sizeof host));
+    CHECK(rt_cuda_memset_async(d, p, 0, sizeof host) == WPK_OK && rt_cuda_sync(d, 0) == WPK_OK);
+    CHECK(rt_cuda_download(d, back, p, sizeof back) == WPK_OK && back[7] == 0.0f);
+    CHECK_ERR(ctx, rt_cuda_alloc(d, (size_t)2 << 30, &q), WPK_ERR_NOMEM, "out of device memory");
+    CHECK(strstr(wpk_context_error(ctx), "CUDA_ERROR_OUT_OF_MEMORY") != NULL);
+    CHECK(rt_cuda_last_fault(d) == RT_CUDA_FAULT_OOM && q == 0 && !rt_cuda_lost(d));
+    CHECK(rt_cuda_alloc(d, 64, &q) == WPK_OK && rt_cuda_last_fault(d) == RT_CUDA_FAULT_NONE);
+
+    /* modules: a good one; a bad image; launches that do not fit */
+    rt_cuda_dims dims = {{4, 1, 1}, {128, 1, 1}, 0};
+    rt_cuda_kernel *k = load(ctx, d, "// PTX", "k", dims, WPK_OK);
+    if (k) {
+        rt_cuda_kernel_info ki = rt_cuda_kernel_describe(k);
+        CHECK(ki.registers == 40 && ki.local_bytes == 0 && ki.max_threads == 1024);
+    }
+    load(ctx, d, "BADPTX", "k", dims, WPK_ERR_INTERNAL);
+    CHECK(rt_cuda_last_fault(d) == RT_CUDA_FAULT_LOAD);
+    CHECK(strstr(wpk_context_error(ctx), "CUDA_ERROR_INVALID_PTX") != NULL);
+    load(ctx, d, "// PTX", "missing", dims, WPK_ERR_INTERNAL);
+    rt_cuda_dims wide = {{1, 1, 1}, {512, 1, 1}, 0};
+    load(ctx, d, "// PTX", "heavy", wide, WPK_ERR_INTERNAL);
+    CHECK(rt_cuda_last_fault(d) == RT_CUDA_FAULT_CONFIG);
+    CHECK(strstr(wpk_context_error(ctx), "512 threads per block, the kernel allows 256") != NULL);
+    rt_cuda_dims greedy = {{1, 1, 1}, {64, 1, 1}, 300 * 1024};
+    load(ctx, d, "// PTX", "k", greedy, WPK_ERR_INTERNAL);
+    CHECK(strstr(wpk_context_error(ctx), "307200 bytes of shared memory, the device allows 232448"));
+    greedy.shared_bytes = 100 * 1024; /* above 48 KiB: opted into */
+    rt_cuda_kernel *big = load(ctx, d, "// PTX", "k", greedy, WPK_OK);
+    uint64_t args[2] = {p, q};
+    if (big) CHECK(rt_cuda_kernel_launch(d, big, args, 2) == WPK_OK && rt_cuda_sync(d, 0) == WPK_OK);
+    rt_cuda_kernel_free(big);
+
+    /* timing: 10 us of device time per launch; batches grow until a sample takes 1 ms */
+    if (k) {
+        job j = {k, {p, q}};
+        rt_cuda_measure m = rt_cuda_default_measure();
+        double samples[10];
+        CHECK(rt_cuda_time(d, enqueue, &j, &m, samples) == WPK_OK);
+        for (int i = 0; i < m.repeat; i++) CHECK(fabs(samples[i] - 1e-5) < 1e-7);
+        m.number = 3;
+        m.repeat = 2;
+        CHECK(rt_cuda_time(d, enqueue, &j, &m, samples) == WPK_OK && fabs(samples[1] - 1e-5) < 1e-7);
+        m.flush_l2 = true;
+        CHECK(rt_cuda_time(d, enqueue, &j, &m, samples) == WPK_OK && fabs(samples[0] - 1e-5) < 1e-7);
+        m.repeat = 0;
+        CHECK_ERR(ctx, rt_cuda_time(d, enqueue, &j, &m, samples), WPK_ERR_INVALID_ARG, "repeat 0");
+    }
+
+    /* the backend through its vtable */
+    CHECK(!strcmp(rt_cuda_ops.name, "cuda"));
+    uint64_t r = 0;
+    CHECK(rt_cuda_ops.alloc(d, sizeof host, &r) == WPK_OK);
+    CHECK(rt_cuda_ops.upload(d, r, host, sizeof host) == WPK_OK);
+    CHECK(rt_cuda_ops.download(d, back, r, sizeof back) == WPK_OK);
+    CHECK(rt_cuda_ops.synchronize(d) == WPK_OK && !memcmp(host, back, sizeof host));
+    rt_cuda_ops.free(d, r);
+
+    /* cuDNN and cuBLAS over this driver fail cleanly (or are absent), never crash */
+    rt_conv_desc cd = {.n = 1, .c = 4, .h = 8, .w = 8, .k = 4, .kh = 3, .kw = 3, .stride = {1, 1},
+                       .pad = {1, 1, 1, 1}, .dilation = {1, 1}, .groups = 1};
+    rt_cudnn_conv *conv = NULL;
+    st = rt_cudnn_conv_create(d, &cd, &conv);
+    if (st == WPK_OK) rt_cudnn_conv_free(conv);
+    else fprintf(stderr, "cuDNN over the mock driver: %s\n", wpk_context_error(ctx));
+    cd.pad[2] = 2;
+    CHECK_ERR(ctx, rt_cudnn_conv_create(d, &cd, &conv), WPK_ERR_UNSUPPORTED, "");
+
+    rt_cuda_free(d, p);
+    rt_cuda_free(d, q);
+
+    /* a crashed launch loses the context; every later call says so */
+    rt_cuda_kernel *crash = load(ctx, d, "// PTX", "crash", dims, WPK_OK);
+    if (crash) {
+        CHECK_ERR(ctx, rt_cuda_kernel_launch(d, crash, args, 2), WPK_ERR_INTERNAL,
+                  "CUDA_ERROR_ILLEGAL_ADDRESS");
+        CHECK(rt_cuda_last_fault(d) == RT_CUDA_FAULT_CRASH && rt_cuda_lost(d));
+        CHECK_ERR(ctx, rt_cuda_alloc(d, 4, &r), WPK_ERR_INTERNAL, "the device context was lost");
+    }
+    rt_cuda_kernel_free(crash);
+    rt_cuda_kernel_free(k);
+    rt_cuda_close(d);
+
+    /* a kernel that never ends: the watchdog gives up on it */
+    CHECK(rt_cuda_open(ctx, 0, &d) == WPK_OK);
+    rt_cuda_kernel *spin = load(ctx, d, "// PTX", "spin", dims, WPK_OK);
+    if (spin) {
+        CHECK(rt_cuda_kernel_launch(d, spin, args, 2) == WPK_OK);
+        CHECK_ERR(ctx, rt_cuda_sync(d, 50), WPK_ERR_INTERNAL, "did not finish within 50 ms (watchdog)");
+        CHECK(rt_cuda_last_fault(d) == RT_CUDA_FAULT_TIMEOUT && rt_cuda_lost(d));
+    }
+    rt_cuda_kernel_free(spin);
+    rt_cuda_close(d);
+    wpk_context_free(ctx);
+    CHECK_DONE();
+}

@@ -1,0 +1,316 @@
+/* test_measure.c -- the measurer (src/tune/measure.c) end to end on a small conv task: a good
+ * candidate measures OK with its samples and a checked result; deliberately broken candidates
+ * (made by rewriting their C source in the build worker: no output written -> wrong result, a
+ * NULL store -> crash, an endless loop -> timeout, a syntax error -> compile error, a 1 GiB
+ * allocation under a 256 MiB cap -> crash, the same allocation without a cap -> OK) are each
+ * classified with a message naming the cause, in one batch with good candidates after them,
+ * which still measure OK; every candidate is heard exactly once, with two build workers and
+ * with one; TUNE_MEASURE_ALONE; the automatic parallelism policy's bookkeeping; median and
+ * spread; must-fail creation. Kernels go to a fresh cache directory. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "ir/graph.h"
+#include "tune/measure.h"
+
+/* ---- the task: FusedConv 1x16x10x10 -> 16, 3x3, pad 1, bias, ReLU ---- */
+
+typedef struct fixture {
+    ir_graph *g;
+    ir_tensor x, w, b, y;
+    float *wdata, *bdata;
+    tune_task task;
+} fixture;
+
+static void fixture_init(fixture *f) {
+    memset(f, 0, sizeof *f);
+    f->g = ir_graph_create();
+    int k = ir_graph_add_node(f->g, "conv", "FusedConv", "wpk", 1, 3, 1);
+    ir_node *n = &f->g->nodes[k];
+    ir_node_set_ints(f->g, n, "pads", (const int64_t[]){1, 1, 1, 1}, 4);
+    ir_node_set_ints(f->g, n, "kernel_shape", (const int64_t[]){3, 3}, 2);
+    ir_node_set_str(f->g, n, "activation", "Relu");
+    f->wdata = malloc(sizeof(float) * 16 * 16 * 9);
+    f->bdata = malloc(sizeof(float) * 16);
+    for (int i = 0; i < 16 * 16 * 9; i++) f->wdata[i] = (float)((i * 37 % 101) - 50) / 50.0f;
+    for (int i = 0; i < 16; i++) f->bdata[i] = (float)i / 16.0f - 0.5f;
+    f->x = (ir_tensor){WPK_DTYPE_FLOAT32, 4, {1, 16, 10, 10}, NULL};
+    f->w = (ir_tensor){WPK_DTYPE_FLOAT32, 4, {16, 16, 3, 3}, f->wdata};
+    f->b = (ir_tensor){WPK_DTYPE_FLOAT32, 1, {16}, f->bdata};
+    f->y = (ir_tensor){WPK_DTYPE_FLOAT32, 4, {1, 16, 10, 10}, NULL};
+    ir_tensor *in[] = {&f->x, &f->w, &f->b}, *out[] = {&f->y};
+    const tune_template *t = tune_template_for(n, in, out);
+    CHECK(t != NULL);
+    if (t) tune_task_init(&f->task, t, &f->g->nodes[k], in, out);
+}
+
+static void fixture_free(fixture *f) {
+    ir_graph_free(f->g);
+    free(f->wdata);
+    free(f->bdata);
+}
+
+/* ---- breaking candidates: what to put at the start of the kernel's body, by config ---- */
+
+typedef struct breaker {
+    char config[8][512];
+    const char *code[8];
+    int n;
+} breaker;
+
+static void edit(void *user, const char *config, strbuf *src) {
+    breaker *b = user;
+    const char *code = NULL;
+    for (int i = 0; i < b->n; i++)
+        if (!strcmp(b->config[i], config)) code = b->code[i];
+    if (!code || !src->s) return;
+    const char *at = strstr(src->s, "void k0(void *const *args) {\n");
+    if (!at) {
+        fprintf(stderr, "test_measure: kernel signature not found\n");
+        return;
+    }
+    size_t cut = (size_t)(at - src->s) + strlen("void k0(void *const *args) {\n");
+    strbuf out = {0};
+    sb_printf(&out, "%.*s%s\n%s", (int)cut, src->s, code, src->s + cut);
+    sb_free(src);
+    *src = out;
+}
+
+/* ---- collecting results ---- */
+
+typedef struct heard {
+    tune_measurement r[16];
+    int times[16];
+} heard;
+
+static void on_result(void *user, int i, const tune_config *cfg, const tune_measurement *r) {
+    (void)cfg;
+    heard *h = user;
+    if (i < 0 || i >= 16) {
+        CHECK(!"index out of range");
+        return;
+    }
+    h->r[i] = *r;
+    h->times[i]++;
+}
+
+static void check_ok(const tune_measurement *r, const tune_measure_params *p) {
+    CHECK(r->status == TUNE_OK);
+    if (r->status != TUNE_OK) fprintf(stderr, "  not OK: %s: %s\n", tune_status_name(r->status),
+                                      r->message);
+    CHECK(r->nsamples >= 3 && r->nsamples <= p->max_samples);
+    CHECK(r->median > 0 && r->median < 1);
+    CHECK(r->calls_per_sample >= 1);
+    CHECK(r->error >= 0 && r->error <= p->tolerance);
+    for (int s = 0; s < r->nsamples; s++) CHECK(r->samples[s] > 0);
+    CHECK(fabs(r->median - tune_median(r->samples, r->nsamples)) < 1e-12);
+}
+
+static void check_fail(const tune_measurement *r, tune_status want, const char *needle) {
+    if (r->status != want || !strstr(r->message, needle)) {
+        fprintf(stderr, "  expected %s with \"%s\", got %s: \"%s\"\n", tune_status_name(want),
+                needle, tune_status_name(r->status), r->message);
+        check_failures++;
+    }
+    CHECK(r->median == 0);
+}
+
+/* Distinct configs of the task's space: the default, then seeded random ones. */
+static int distinct_configs(const tune_task *t, tune_config *out, int n, char text[][512]) {
+    tune_space s;
+    t->tmpl->space(t, &s);
+    t->tmpl->default_config(t, &s, &out[0]);
+    uint64_t rng = 7;
+    int have = 0;
+    for (int tries = 0; have < n && tries < 10000; tries++) {
+        tune_config c;
+        if (have == 0) c = out[0];
+        else tune_config_random(&s, &rng, &c);
+        strbuf b = {0};
+        tune_config_print(&s, &c, &b);
+        bool dup = false;
+        for (int i = 0; i < have; i++) dup |= !strcmp(text[i], b.s);
+        if (!dup) {
+            out[have] = c;
+            snprintf(text[have++], 512, "%s", b.s);
+        }
+        sb_free(&b);
+    }
+    return have;
+}
+
+static void test_helpers(void) {
+    double v[] = {5, 1, 4, 2, 3};
+    CHECK(tune_median(v, 5) == 3);
+    CHECK(v[0] == 5); /* not sorted in place */
+    CHECK(fabs(tune_spread(v, 5) - (4.0 - 2.0) / 3.0) < 1e-12);
+    double w[] = {2, 2, 2, 2};
+    CHECK(tune_spread(w, 4) == 0);
+    CHECK(isinf(tune_spread(w, 1)));
+    CHECK(!strcmp(tune_status_name(TUNE_TIMEOUT), "TIMEOUT"));
+    CHECK(strstr(tune_toolchain(), "-O3") != NULL);
+
+    tune_parallelism p;
+    tune_parallelism_init(&p, 3, 1);
+    CHECK(!p.automatic && p.builds == 3 && p.level == 0 && p.max_level == 0);
+    tune_parallelism_init(&p, 0, 0);
+    CHECK(p.automatic && p.builds >= 1 && p.level == 0 && p.max_level == 1);
+}
+
+static void test_must_fail(wpk_context *ctx) {
+    /* a node with more inputs than a kernel takes is refused, naming it */
+    fixture f;
+    fixture_init(&f);
+    tune_task t = f.task;
+    int k = ir_graph_add_node(f.g, "wide", "Concat", "", 1, 9, 1);
+    t.node = &f.g->nodes[k];
+    tune_measurer *m = NULL;
+    CHECK_ERR(ctx, tune_measurer_create(ctx, &t, NULL, &m), WPK_ERR_UNSUPPORTED, "'wide'");
+    CHECK(m == NULL);
+    fixture_free(&f);
+}
+
+static void test_batch(wpk_context *ctx, int builds) {
+    fixture f;
+    fixture_init(&f);
+    tune_config cfg[9];
+    char text[9][512];
+    int n = distinct_configs(&f.task, cfg, 9, text);
+    CHECK(n == 9);
+    /* 0: the default, good; 1..6 broken; 7, 8 good after them */
+    breaker br = {.n = 6};
+    const char *codes[6] = {
+        "return;",                                             /* no output: wrong result */
+        "*(volatile int *)0 = 1;",                              /* crash */
+        "for (volatile int spin = 1; spin;) {}",                /* hang: timeout */
+        "this is not C;",                                       /* compile error */
+        "{ volatile char *big = __builtin_malloc((unsigned long)1 << 30); big[0] = 1; }",
+        "{ volatile char *big = __builtin_malloc((unsigned long)1 << 30); big[0] = 1;"
+        " __builtin_free((void *)big); }",
+    };
+    for (int i = 0; i < 6; i++) {
+        snprintf(br.config[i], sizeof br.config[i], "%s", text[i + 1]);
+        br.code[i] = codes[i];
+    }
+    tune_parallelism par;
+    tune_parallelism_init(&par, builds, 0);
+    tune_measure_params p = tune_measure_default_params();
+    p.parallel = &par;
+    p.run_timeout_s = 3;
+    p.min_repeat_ms = 10;
+    p.max_repeat_ms = 100;
+    p.mem_cap_bytes = (int64_t)256 << 20;
+    p.edit_source = edit;
+    p.edit_user = &br;
+    tune_measurer *m = NULL;
+    wpk_status st = tune_measurer_create(ctx, &f.task, &p, &m);
+    CHECK(st == WPK_OK);
+    if (st) {
+        fprintf(stderr, "  %s\n", wpk_context_error(ctx));
+        fixture_free(&f);
+        return;
+    }
+    heard h;
+    memset(&h, 0, sizeof h);
+    /* the uncapped allocation needs a measurer without the cap: measured separately below */
+    CHECK(tune_measure_batch(m, cfg, 6, 0, on_result, &h) == WPK_OK);
+    heard h2;
+    memset(&h2, 0, sizeof h2);
+    CHECK(tune_measure_batch(m, cfg + 7, 2, 0, on_result, &h2) == WPK_OK);
+    for (int i = 0; i < 2; i++) {
+        h.r[7 + i] = h2.r[i];
+        h.times[7 + i] = h2.times[i];
+    }
+    CHECK(h2.times[2] == 0);
+    for (int i = 0; i < 9; i++) CHECK(h.times[i] == (i == 6 ? 0 : 1));
+    check_ok(&h.r[0], &p);
+    check_fail(&h.r[1], TUNE_WRONG_RESULT, "differs from the reference");
+    check_fail(&h.r[2], TUNE_CRASH, "signal 11");
+    check_fail(&h.r[3], TUNE_TIMEOUT, "timed out");
+    check_fail(&h.r[4], TUNE_COMPILE_ERROR, "error");
+    check_fail(&h.r[5], TUNE_CRASH, "signal");
+    check_ok(&h.r[7], &p);
+    check_ok(&h.r[8], &p);
+    for (int i = 0; i < 9; i++) CHECK(h.times[i] == 0 || h.r[i].level == 0);
+
+    /* alone, again: the same results for the good ones, nothing stored anywhere */
+    memset(&h, 0, sizeof h);
+    CHECK(tune_measure_batch(m, cfg, 1, TUNE_MEASURE_ALONE, on_result, &h) == WPK_OK);
+    CHECK(h.times[0] == 1);
+    check_ok(&h.r[0], &p);
+    tune_measurer_free(m);
+
+    /* without the memory cap the 1 GiB allocation is fine */
+    p.mem_cap_bytes = 0;
+    CHECK(tune_measurer_create(ctx, &f.task, &p, &m) == WPK_OK);
+    memset(&h, 0, sizeof h);
+    CHECK(tune_measure_batch(m, cfg + 6, 1, 0, on_result, &h) == WPK_OK);
+    CHECK(h.times[0] == 1);
+    check_ok(&h.r[0], &p);
+    tune_measurer_free(m);
+    fixture_free(&f);
+}
+
+/* The automatic policy on kernels of one thread (so a second measurement slot exists): six
+ * configs measured five times over (cached builds after the first round), enough windows for
+ * a promotion to be tried; every candidate is heard once whatever the policy decides, and its
+ * counters add up. */
+static void test_auto(wpk_context *ctx) {
+    fixture f;
+    fixture_init(&f);
+    tune_config cfg[6];
+    char text[6][512];
+    int n = distinct_configs(&f.task, cfg, 6, text);
+    tune_parallelism par;
+    tune_parallelism_init(&par, 0, 1);
+    CHECK(par.max_level >= 1);
+    tune_measure_params p = tune_measure_default_params();
+    p.parallel = &par;
+    p.threads = 1;
+    p.min_repeat_ms = 10;
+    p.max_repeat_ms = 60;
+    tune_measurer *m = NULL;
+    CHECK(tune_measurer_create(ctx, &f.task, &p, &m) == WPK_OK);
+    if (!m) {
+        fixture_free(&f);
+        return;
+    }
+    tune_measurer_set_control(m, &cfg[0]);
+    for (int round = 0; round < 5; round++) {
+        heard h;
+        memset(&h, 0, sizeof h);
+        CHECK(tune_measure_batch(m, cfg, n, 0, on_result, &h) == WPK_OK);
+        for (int i = 0; i < n; i++) {
+            CHECK(h.times[i] == 1);
+            check_ok(&h.r[i], &p);
+            CHECK(h.r[i].level >= 0 && h.r[i].level <= par.max_level);
+        }
+    }
+    CHECK(par.level >= 0 && par.level <= par.max_level);
+    CHECK(par.promotions + par.demotions >= 1); /* a promotion was tried */
+    CHECK(par.level <= par.promotions);
+    fprintf(stderr, "auto policy: level %d, %d promotions, %d demotions, %d re-measured, last "
+            "control error %.3f\n", par.level, par.promotions, par.demotions, par.remeasured,
+            par.last_error);
+    tune_measurer_free(m);
+    fixture_free(&f);
+}
+
+int main(void) {
+    char dir[] = "/tmp/wpk_test_measure_XXXXXX";
+    if (!getenv("WPK_CACHE_DIR")) {
+        if (!mkdtemp(dir)) return 1;
+        setenv("WPK_CACHE_DIR", dir, 1);
+    }
+    wpk_context *ctx = wpk_context_create();
+    test_helpers();
+    test_must_fail(ctx);
+    test_batch(ctx, 2);
+    test_batch(ctx, 1);
+    test_auto(ctx);
+    wpk_context_free(ctx);
+    CHECK_DONE();
+}
