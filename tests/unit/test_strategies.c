@@ -1,0 +1,543 @@
+/* test_strategies.c -- the search strategies (src/tune/strategy*.c) on synthetic objectives, no
+ * compiling: a conv-template-like space (8 knobs of 4-12 values, 1.6M configs) whose run time is
+ * a smooth function of the knobs with interactions (register tiles that spill, cache-sized
+ * blocks, loop orders that pay only with big blocks, parallel chunks) and 1% noise, with failing
+ * regions: a compile error, a timeout, and a wrong-result trap whose reported seconds are tiny.
+ * For every strategy: no duplicate proposals, legality (pruning), records told first are never
+ * proposed, a tiny space exhausted exactly once, reproducibility (same seed and tells, same
+ * proposals), failures never the best, out-of-memory at every allocation. Then GA convergence,
+ * the model's cold start from prior records, and the search-quality table: trials to reach
+ * within 5% of the optimum (known by brute force) per strategy over several seeds, where ga
+ * and model must need clearly fewer trials than random. WPK_TEST_SEEDS=N runs N seeds. */
+#include <math.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "base/alloc.h"
+#include "check.h"
+#include "tune/strategy.h"
+
+static const char *const names[] = {"random", "grid", "ga", "rl", "anneal", "model"};
+#define NSTRAT (int)(sizeof names / sizeof names[0])
+
+/* ---- the synthetic conv space and its run time ---- */
+
+static const int64_t K_OC[] = {1, 2, 4, 8, 16, 32, 64},
+                     K_OW[] = {1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16},
+                     K_OH[] = {1, 2, 3, 4}, K_VEC[] = {1, 2, 4, 8, 16},
+                     K_IC[] = {1, 2, 4, 8, 16, 32, 64, 128}, K_UNROLL[] = {0, 1, 2, 4, 8},
+                     K_ORDER[] = {0, 1, 2, 3, 4, 5}, K_PAR[] = {0, 1, 2, 3};
+#define NV(a) (int)(sizeof a / sizeof a[0])
+
+static tune_space conv_space(void) {
+    tune_space s = {0};
+    tune_space_add(&s, "tile_oc", NV(K_OC), K_OC);
+    tune_space_add(&s, "tile_ow", NV(K_OW), K_OW);
+    tune_space_add(&s, "tile_oh", NV(K_OH), K_OH);
+    tune_space_add(&s, "vec", NV(K_VEC), K_VEC);
+    tune_space_add(&s, "ic_block", NV(K_IC), K_IC);
+    tune_space_add(&s, "unroll", NV(K_UNROLL), K_UNROLL);
+    tune_space_add(&s, "order", NV(K_ORDER), K_ORDER);
+    tune_space_add(&s, "parallel", NV(K_PAR), K_PAR);
+    return s;
+}
+
+typedef struct knobs {
+    double oc, ow, oh, vec, ic, unroll;
+    int order, par;
+} knobs;
+
+static knobs knobs_of(const tune_config *c) {
+    return (knobs){(double)K_OC[c->choice[0]], (double)K_OW[c->choice[1]],
+                   (double)K_OH[c->choice[2]], (double)K_VEC[c->choice[3]],
+                   (double)K_IC[c->choice[4]], (double)K_UNROLL[c->choice[5]],
+                   (int)K_ORDER[c->choice[6]], (int)K_PAR[c->choice[7]]};
+}
+
+static double acc_regs(knobs k) {
+    return k.oc / k.vec * k.ow * k.oh;
+}
+
+static double tile_bytes(knobs k) {
+    return k.ic * (k.ow + 2) * (k.oh + 2) * 4 + k.ic * k.oc * 9 * 4;
+}
+
+/* Noise-free seconds of a config (scaled by `scale`), or the class of its failure. */
+static tune_status true_time(const tune_config *c, double scale, double *sec) {
+    knobs k = knobs_of(c);
+    if (k.vec > k.oc) return TUNE_COMPILE_ERROR;              /* vector wider than the tile */
+    if (k.oh == 3 && k.unroll == 8) return TUNE_WRONG_RESULT; /* a miscompiling region */
+    if (k.ic == 128 && k.ow == 1) return TUNE_TIMEOUT;
+    double acc = acc_regs(k), t = 1.0;
+    t *= acc > 16 ? 1 + 0.08 * (acc - 16) : 1 + 0.8 / acc; /* spills vs. load-bound */
+    static const double vec_eff[] = {4.0, 2.2, 1.4, 1.0, 1.12};
+    t *= vec_eff[c->choice[3]];
+    double ws = tile_bytes(k);
+    t *= ws > 32768 ? 1 + 0.3 * log2(ws / 32768) : 1; /* the tile leaves L1 */
+    t *= 1 + 0.2 / k.ic;
+    static const double order_eff[] = {1.0, 1.03, 1.25, 1.02, 1.4, 1.18};
+    double o = order_eff[k.order];
+    if (k.order == 3 && k.ic >= 16) o *= 0.93; /* reduction-outer pays with big ic blocks */
+    if (k.order == 1 && k.oh >= 2) o *= 0.93;
+    t *= o;
+    static const double par_eff[] = {4.0, 1.0, 1.02, 1.01};
+    double p = par_eff[k.par];
+    if (k.par == 1 && 64 / k.oc < 4) p *= 4.0 / (64 / k.oc) * 0.8; /* too few chunks for 4 cores */
+    if (k.par == 3 && 64 / k.oc * (56 / k.oh) > 200) p *= 1.05;
+    t *= p;
+    static const double unroll_eff[] = {1.0, 0.98, 0.97, 0.98, 1.12};
+    double u = unroll_eff[c->choice[5]];
+    if (k.unroll >= 4 && k.ow > 8) u *= 1.1; /* the i-cache */
+    t *= u;
+    *sec = 1e-4 * scale * t;
+    return TUNE_OK;
+}
+
+static int64_t index_of(const tune_space *s, const tune_config *c) {
+    int64_t i = 0;
+    for (int k = 0; k < s->nknobs; k++) i = i * s->knobs[k].nvalues + c->choice[k];
+    return i;
+}
+
+/* A measurement: the true time with 1% noise that is fixed per config (a re-measure agrees);
+ * a wrong result comes with a tiny time, so a strategy that trusted it would pick it. */
+static tune_result measure(const tune_space *s, const tune_config *c) {
+    double t;
+    tune_result r = {true_time(c, 1.0, &t), 0};
+    if (r.status == TUNE_WRONG_RESULT) r.seconds = 1e-9;
+    if (r.status != TUNE_OK) return r;
+    uint64_t h = (uint64_t)index_of(s, c) * 0x9E3779B97F4A7C15ull;
+    double u = 0;
+    for (int i = 0; i < 3; i++, h = h * 6364136223846793005ull + 1442695040888963407ull)
+        u += (double)(h >> 11) / 9007199254740992.0 - 0.5;
+    r.seconds = t * exp(0.01 * 2 * u);
+    return r;
+}
+
+/* Hardware limits as a template would state them: at most 32 accumulator registers, the
+ * vector no wider than the channel tile, a tile within L2 (256 KiB). */
+static bool conv_legal(void *user, const tune_config *c) {
+    (void)user;
+    knobs k = knobs_of(c);
+    return k.vec <= k.oc && acc_regs(k) <= 32 && tile_bytes(k) <= 256 * 1024;
+}
+
+/* Features as the tuner extracts them from the lowered loop IR: tile extents, vector width,
+ * block sizes, register and cache footprints, loop order and parallel axis. */
+static int conv_features(void *user, const tune_config *c, float *out, int max) {
+    (void)user;
+    knobs k = knobs_of(c);
+    float f[] = {(float)log2(k.oc), (float)k.ow, (float)k.oh, (float)log2(k.vec),
+                 (float)log2(k.ic), (float)k.unroll, (float)k.order, (float)k.par,
+                 (float)acc_regs(k), (float)log2(tile_bytes(k)), (float)(k.oc / k.vec),
+                 (float)(64 / k.oc)};
+    int n = NV(f) < max ? NV(f) : max;
+    for (int i = 0; i < n; i++) out[i] = f[i];
+    return n;
+}
+
+/* ---- the ask/tell loop ---- */
+
+typedef struct run {
+    const tune_space *space;
+    int budget, batch;
+    double target;        /* a trial at or under this true time "reached" */
+    uint8_t *proposed;    /* bitmap over config indices (NULL: not checked) */
+    bool (*legal)(void *, const tune_config *);
+    /* results */
+    int trials, dups, illegal, reached_at; /* reached_at: 1-based trial, 0 if never */
+    bool stopped;         /* propose returned 0 */
+    int64_t *log;         /* config index per trial (NULL: not kept) */
+} run;
+
+static void drive(tune_strategy *st, run *r) {
+    tune_config cfg[64];
+    tune_result res[64];
+    while (r->trials < r->budget) {
+        int want = r->batch < r->budget - r->trials ? r->batch : r->budget - r->trials;
+        int n = tune_strategy_propose(st, cfg, want);
+        if (!n) {
+            r->stopped = true;
+            break;
+        }
+        for (int i = 0; i < n; i++) {
+            int64_t idx = index_of(r->space, &cfg[i]);
+            if (r->proposed) {
+                if (r->proposed[idx / 8] & (1 << idx % 8)) r->dups++;
+                r->proposed[idx / 8] |= (uint8_t)(1 << idx % 8);
+            }
+            if (r->legal && !r->legal(NULL, &cfg[i])) r->illegal++;
+            if (r->log) r->log[r->trials] = idx;
+            res[i] = measure(r->space, &cfg[i]);
+            double t;
+            r->trials++;
+            if (!r->reached_at && true_time(&cfg[i], 1.0, &t) == TUNE_OK && t <= r->target)
+                r->reached_at = r->trials;
+        }
+        tune_strategy_tell(st, cfg, res, n);
+    }
+}
+
+static tune_strategy *make(wpk_context *ctx, const char *name, const tune_space *s, uint64_t seed,
+                           int64_t budget, bool legal) {
+    tune_strategy_params p = {.seed = seed, .budget = budget, .featurize = conv_features};
+    if (legal) p.legal = conv_legal;
+    tune_strategy *st = tune_strategy_create(ctx, name, s, &p);
+    CHECK(st != NULL);
+    return st;
+}
+
+/* The optimum by brute force, and how many configs lie within 5% of it. */
+static double optimum(const tune_space *s, int64_t *within5) {
+    double best = INFINITY;
+    int64_t n = tune_space_size(s);
+    double *t = malloc((size_t)n * sizeof *t);
+    for (int64_t i = 0; i < n; i++) {
+        tune_config c = {0};
+        tune_config_from_index(s, i, &c);
+        if (true_time(&c, 1.0, &t[i]) != TUNE_OK) t[i] = INFINITY;
+        if (t[i] < best) best = t[i];
+    }
+    *within5 = 0;
+    for (int64_t i = 0; i < n; i++) *within5 += t[i] <= best * 1.05;
+    free(t);
+    return best;
+}
+
+/* ---- the tests ---- */
+
+static void test_create_errors(wpk_context *ctx) {
+    tune_space s = conv_space();
+    tune_strategy_params p = {.seed = 1};
+    CHECK(tune_strategy_create(ctx, "hill", &s, &p) == NULL);
+    CHECK(strstr(wpk_context_error(ctx), "unknown tuning strategy 'hill'"));
+    tune_space bad = s;
+    bad.knobs[2].nvalues = 0;
+    CHECK(tune_strategy_create(ctx, "ga", &bad, &p) == NULL);
+    CHECK(strstr(wpk_context_error(ctx), "knob 'tile_oh' has 0 values"));
+    for (int i = 0; i < NSTRAT; i++) {
+        tune_strategy *st = tune_strategy_create(ctx, names[i], &s, NULL); /* params optional */
+        CHECK(st && strcmp(tune_strategy_name(st), names[i]) == 0);
+        tune_config c;
+        CHECK(!tune_strategy_best(st, &c, NULL));
+        CHECK(tune_strategy_propose(st, &c, 0) == 0);
+        tune_strategy_free(st);
+    }
+}
+
+/* No duplicates, only legal configs, a failure never the best, over 600 trials each. */
+static void test_no_dups_legal(wpk_context *ctx) {
+    tune_space s = conv_space();
+    int64_t size = tune_space_size(&s);
+    for (int i = 0; i < NSTRAT; i++) {
+        for (int legal = 0; legal < 2; legal++) {
+            tune_strategy *st = make(ctx, names[i], &s, 7, 600, legal);
+            uint8_t *bits = calloc((size_t)size / 8 + 1, 1);
+            run r = {&s, 600, 8, 0, bits, legal ? conv_legal : NULL, 0, 0, 0, 0, false, NULL};
+            drive(st, &r);
+            if (r.dups || r.illegal || r.trials != 600)
+                fprintf(stderr, "%s legal=%d: %d trials, %d duplicates, %d illegal\n", names[i],
+                        legal, r.trials, r.dups, r.illegal);
+            CHECK(r.trials == 600 && r.dups == 0 && r.illegal == 0);
+            tune_config best;
+            tune_result br;
+            CHECK(tune_strategy_best(st, &best, &br));
+            CHECK(br.status == TUNE_OK && br.seconds > 1e-6);
+            tune_result again = measure(&s, &best);
+            CHECK(again.status == TUNE_OK && again.seconds == br.seconds);
+            tune_strategy_free(st);
+            free(bits);
+        }
+    }
+}
+
+/* A failing config told with a tiny time, and a re-measured best that got slower: the best
+ * follows the latest OK results only. */
+static void test_best_bookkeeping(wpk_context *ctx) {
+    tune_space s = conv_space();
+    tune_strategy *st = make(ctx, "random", &s, 3, 100, false);
+    tune_config c[3] = {{{0}}, {{0}}, {{0}}};
+    c[1].choice[0] = 1;
+    c[2].choice[0] = 2;
+    tune_result r[3] = {{TUNE_WRONG_RESULT, 1e-9}, {TUNE_OK, 2.0}, {TUNE_OK, 3.0}};
+    tune_strategy_tell(st, c, r, 3);
+    tune_config b;
+    tune_result br;
+    CHECK(tune_strategy_best(st, &b, &br) && b.choice[0] == 1 && br.seconds == 2.0);
+    tune_result slower = {TUNE_OK, 5.0}, crash = {TUNE_CRASH, 0};
+    tune_strategy_tell(st, &c[1], &slower, 1);
+    CHECK(tune_strategy_best(st, &b, &br) && b.choice[0] == 2 && br.seconds == 3.0);
+    tune_strategy_tell(st, &c[2], &crash, 1);
+    CHECK(tune_strategy_best(st, &b, &br) && b.choice[0] == 1 && br.seconds == 5.0);
+    tune_strategy_free(st);
+}
+
+/* Records told before the first proposal are never proposed. */
+static void test_told_first(wpk_context *ctx) {
+    tune_space s = conv_space();
+    for (int i = 0; i < NSTRAT; i++) {
+        tune_strategy *st = make(ctx, names[i], &s, 11, 400, false);
+        int64_t size = tune_space_size(&s);
+        uint8_t *bits = calloc((size_t)size / 8 + 1, 1);
+        /* the grid's first 50 and 50 random ones */
+        tune_config told[100];
+        tune_result res[100];
+        uint64_t rng = 99;
+        for (int j = 0; j < 100; j++) {
+            memset(&told[j], 0, sizeof told[j]);
+            if (j < 50) tune_config_from_index(&s, j, &told[j]);
+            else tune_config_random(&s, &rng, &told[j]);
+            res[j] = measure(&s, &told[j]);
+            int64_t idx = index_of(&s, &told[j]);
+            bits[idx / 8] |= (uint8_t)(1 << idx % 8);
+        }
+        tune_strategy_tell(st, told, res, 100);
+        run r = {&s, 300, 8, 0, bits, NULL, 0, 0, 0, 0, false, NULL};
+        drive(st, &r);
+        if (r.dups) fprintf(stderr, "%s re-proposed %d told configs\n", names[i], r.dups);
+        CHECK(r.dups == 0 && r.trials == 300);
+        tune_strategy_free(st);
+        free(bits);
+    }
+}
+
+static bool tiny_legal(void *user, const tune_config *c) {
+    (void)user;
+    return !(c->choice[0] == 1 && c->choice[1] >= 1); /* 4 of 12 pruned */
+}
+
+/* A 12-config space: every strategy proposes each legal config exactly once, then 0. */
+static void test_exhaust_tiny(wpk_context *ctx) {
+    tune_space s = {0};
+    tune_space_add(&s, "a", 2, (const int64_t[]){1, 2});
+    tune_space_add(&s, "b", 3, (const int64_t[]){4, 8, 16});
+    tune_space_add(&s, "c", 2, (const int64_t[]){0, 1});
+    tune_space_add(&s, "one", 1, (const int64_t[]){7}); /* a knob with a single value */
+    for (int i = 0; i < NSTRAT; i++) {
+        for (int legal = 0; legal < 2; legal++) {
+            tune_strategy_params p = {.seed = 5, .budget = 100};
+            if (legal) p.legal = tiny_legal;
+            tune_strategy *st = tune_strategy_create(ctx, names[i], &s, &p);
+            int count[12] = {0}, total = 0, n;
+            tune_config c[5];
+            for (int round = 0; round < 50 && (n = tune_strategy_propose(st, c, 5)) > 0; round++) {
+                tune_result r[5];
+                for (int j = 0; j < n; j++) {
+                    count[index_of(&s, &c[j])]++;
+                    r[j] = (tune_result){TUNE_OK, 1.0 + c[j].choice[1] + 0.5 * c[j].choice[0]};
+                }
+                total += n;
+                tune_strategy_tell(st, c, r, n);
+            }
+            int want = legal ? 8 : 12, bad = 0;
+            for (int j = 0; j < 12; j++) {
+                tune_config cj = {0};
+                tune_config_from_index(&s, j, &cj);
+                bad += count[j] != (legal && !tiny_legal(NULL, &cj) ? 0 : 1);
+            }
+            if (bad || total != want)
+                fprintf(stderr, "%s legal=%d: %d proposals\n", names[i], legal, total);
+            CHECK(bad == 0 && total == want);
+            CHECK(tune_strategy_propose(st, c, 5) == 0); /* stays exhausted */
+            tune_strategy_free(st);
+        }
+    }
+}
+
+/* Grid: mixed-radix order, the pruned configs skipped. */
+static void test_grid_order(wpk_context *ctx) {
+    tune_space s = conv_space();
+    tune_strategy_params p = {.seed = 1, .legal = conv_legal};
+    tune_strategy *st = tune_strategy_create(ctx, "grid", &s, &p);
+    tune_config c[16];
+    int64_t next = 0;
+    bool ok = true;
+    for (int round = 0; round < 40; round++) {
+        int n = tune_strategy_propose(st, c, 16);
+        CHECK(n == 16);
+        for (int j = 0; j < n; j++) {
+            tune_config want = {0};
+            do tune_config_from_index(&s, next++, &want);
+            while (!conv_legal(NULL, &want));
+            ok &= index_of(&s, &c[j]) == index_of(&s, &want);
+        }
+    }
+    CHECK(ok);
+    tune_strategy_free(st);
+}
+
+/* Same seed and same tells give the same proposals; another seed others. */
+static void test_reproducible(wpk_context *ctx) {
+    tune_space s = conv_space();
+    for (int i = 0; i < NSTRAT; i++) {
+        int64_t *log[3];
+        for (int k = 0; k < 3; k++) {
+            tune_strategy *st = make(ctx, names[i], &s, k == 2 ? 8 : 4, 400, true);
+            log[k] = calloc(400, sizeof *log[k]);
+            run r = {&s, 400, 8, 0, NULL, NULL, 0, 0, 0, 0, false, log[k]};
+            drive(st, &r);
+            tune_strategy_free(st);
+        }
+        CHECK(memcmp(log[0], log[1], 400 * sizeof *log[0]) == 0);
+        if (strcmp(names[i], "grid") != 0) CHECK(memcmp(log[0], log[2], 400 * sizeof *log[0]) != 0);
+        for (int k = 0; k < 3; k++) free(log[k]);
+    }
+}
+
+/* Every allocation failing in turn: no crash, no leak (ASan), a NOMEM message. */
+static void test_out_of_memory(wpk_context *ctx) {
+    tune_space s = conv_space();
+    for (int i = 0; i < NSTRAT; i++) {
+        bool finished = false;
+        for (long n = 1; !finished && n < 400; n++) {
+            wpk_alloc_fail_at(n);
+            tune_strategy_params p = {.seed = 2, .budget = 80, .featurize = conv_features};
+            tune_strategy *st = tune_strategy_create(ctx, names[i], &s, &p);
+            if (st) {
+                /* 5 batches: the config set grows twice, every strategy breeds/fits/moves */
+                run r = {&s, 80, 16, 0, NULL, NULL, 0, 0, 0, 0, false, NULL};
+                drive(st, &r);
+                tune_strategy_free(st);
+            } else {
+                CHECK(strstr(wpk_context_error(ctx), "out of memory"));
+            }
+            finished = wpk_alloc_count() < n; /* the n-th allocation never happened */
+        }
+        wpk_alloc_fail_at(0);
+        CHECK(finished);
+    }
+}
+
+/* With a flat objective the best never improves: GA stops after its stall limit, long before
+ * the space or the budget runs out. */
+static void test_ga_converges(wpk_context *ctx) {
+    tune_space s = conv_space();
+    tune_strategy_params p = {.seed = 3, .budget = 100000};
+    tune_strategy *st = tune_strategy_create(ctx, "ga", &s, &p);
+    tune_config c[16];
+    tune_result r[16];
+    int trials = 0, n;
+    while (trials < 100000 && (n = tune_strategy_propose(st, c, 16)) > 0) {
+        for (int j = 0; j < n; j++) r[j] = (tune_result){TUNE_OK, 1.0};
+        tune_strategy_tell(st, c, r, n);
+        trials += n;
+    }
+    CHECK(trials > 64 && trials < 2000);
+    CHECK(tune_strategy_propose(st, c, 16) == 0);
+    tune_strategy_free(st);
+}
+
+/* Cold start: records of another workload (10x slower, same shape of landscape) make the
+ * model's first batches better than random ones. */
+static void test_model_prior(wpk_context *ctx) {
+    tune_space s = conv_space();
+    enum { NPRIOR = 400, DIM = 12, FIRST = 32 };
+    float *pf = malloc(NPRIOR * DIM * sizeof *pf);
+    double *ps = malloc(NPRIOR * sizeof *ps);
+    uint64_t rng = 12345;
+    for (int i = 0; i < NPRIOR; i++) {
+        tune_config c = {0};
+        tune_config_random(&s, &rng, &c);
+        CHECK(conv_features(NULL, &c, &pf[i * DIM], DIM) == DIM);
+        double t;
+        ps[i] = true_time(&c, 10.0, &t) == TUNE_OK ? t : -1; /* failures: no time */
+    }
+    double mean[2];
+    for (int prior = 0; prior < 2; prior++) {
+        double sum = 0;
+        int nsum = 0;
+        for (uint64_t seed = 1; seed <= 4; seed++) {
+            tune_strategy_params p = {.seed = seed, .budget = 500, .featurize = conv_features};
+            if (prior) p.prior_features = pf, p.prior_seconds = ps, p.prior_count = NPRIOR,
+                p.prior_dim = DIM;
+            tune_strategy *st = tune_strategy_create(ctx, "model", &s, &p);
+            tune_config c[FIRST];
+            int n = tune_strategy_propose(st, c, FIRST);
+            CHECK(n == FIRST);
+            for (int j = 0; j < n; j++) {
+                double t;
+                sum += true_time(&c[j], 1.0, &t) == TUNE_OK ? log(t) : log(1e-3);
+                nsum++;
+            }
+            tune_strategy_free(st);
+        }
+        mean[prior] = sum / nsum;
+    }
+    printf("model cold start: mean log-seconds of the first %d proposals: %.3f without prior "
+           "records, %.3f with\n", FIRST, mean[0], mean[1]);
+    CHECK(mean[1] < mean[0] - 0.3);
+    free(pf);
+    free(ps);
+}
+
+/* Trials to reach within 5% of the optimum, per strategy, over several seeds. */
+static void test_search_quality(wpk_context *ctx) {
+    tune_space s = conv_space();
+    int64_t within5;
+    double best = optimum(&s, &within5);
+    int seeds = 5;
+    const char *env = getenv("WPK_TEST_SEEDS");
+    if (env && atoi(env) > 0) seeds = atoi(env);
+    enum { CAP = 6000, BATCH = 8 };
+    printf("search quality: %lld configs, %lld within 5%% of the optimum (random needs ~%lld "
+           "trials); batch %d, cap %d trials, %d seeds\n",
+           (long long)tune_space_size(&s), (long long)within5,
+           (long long)(tune_space_size(&s) / within5), BATCH, CAP, seeds);
+    printf("  %-8s %12s %12s %10s %12s\n", "strategy", "mean trials", "median", "success",
+           "ms/run");
+    double mean[NSTRAT], rate[NSTRAT];
+    for (int i = 0; i < NSTRAT; i++) {
+        int *reached = calloc((size_t)seeds, sizeof *reached);
+        int ok = 0;
+        double sum = 0;
+        clock_t t0 = clock();
+        for (int k = 0; k < seeds; k++) {
+            tune_strategy *st = make(ctx, names[i], &s, 1000 + (uint64_t)k, CAP, false);
+            run r = {&s, CAP, BATCH, best * 1.05, NULL, NULL, 0, 0, 0, 0, false, NULL};
+            /* stop at the goal: the table counts trials to reach it */
+            while (!r.reached_at && !r.stopped && r.budget - r.trials > 0) {
+                int budget = r.budget;
+                r.budget = r.trials + BATCH < budget ? r.trials + BATCH : budget;
+                drive(st, &r);
+                r.budget = budget;
+            }
+            reached[k] = r.reached_at ? r.reached_at : CAP; /* a miss counts as the cap */
+            ok += r.reached_at != 0;
+            sum += reached[k];
+            tune_strategy_free(st);
+        }
+        double ms = 1000.0 * (double)(clock() - t0) / CLOCKS_PER_SEC / seeds;
+        for (int a = 1; a < seeds; a++)
+            for (int b = a; b > 0 && reached[b] < reached[b - 1]; b--) {
+                int t = reached[b];
+                reached[b] = reached[b - 1];
+                reached[b - 1] = t;
+            }
+        mean[i] = sum / seeds;
+        rate[i] = (double)ok / seeds;
+        printf("  %-8s %12.0f %12d %9.0f%% %12.1f\n", names[i], mean[i], reached[seeds / 2],
+               100 * rate[i], ms);
+        free(reached);
+    }
+    /* ga = 2, model = 5, random = 0 in names[] */
+    printf("  ratio to random: ga %.2f, model %.2f\n", mean[2] / mean[0], mean[5] / mean[0]);
+    CHECK(mean[2] <= 0.5 * mean[0] && rate[2] >= 0.8);
+    CHECK(mean[5] <= 0.5 * mean[0] && rate[5] >= 0.8);
+}
+
+int main(void) {
+    wpk_context *ctx = wpk_context_create();
+    test_create_errors(ctx);
+    test_no_dups_legal(ctx);
+    test_best_bookkeeping(ctx);
+    test_told_first(ctx);
+    test_exhaust_tiny(ctx);
+    test_grid_order(ctx);
+    test_reproducible(ctx);
+    test_out_of_memory(ctx);
+    test_ga_converges(ctx);
+    test_model_prior(ctx);
+    test_search_quality(ctx);
+    wpk_context_free(ctx);
+    CHECK_DONE();
+}
