@@ -1,5 +1,6 @@
 /* conv.c -- Conv and ConvTranspose over any number of spatial dims: attribute checking, output
- * shapes (explicit pads, auto_pad, output_shape/output_padding) and the reference kernels.
+ * shapes (explicit pads, auto_pad, output_shape/output_padding) and the reference kernels. The
+ * attributes and the window rules shared with the pools are ops/spatial.h's.
  *
  * Both kernels work one output-channel plane at a time (the parallel loop), and reduce every
  * spatial rank to a loop over "outer" spatial dims around a 2-D core whose innermost loop runs
@@ -8,65 +9,16 @@
 #include <string.h>
 
 #include "ops/op_util.h"
-
-#define MAX_SP (WPK_MAX_DIMS - 2)
-/* Attribute values above this are rejected so that sizes computed from them cannot overflow. */
-#define ATTR_MAX ((int64_t)1 << 30)
-
-typedef enum pad_mode { PAD_NOTSET, PAD_SAME_UPPER, PAD_SAME_LOWER, PAD_VALID } pad_mode;
-
-/* The geometry of one Conv/ConvTranspose node. in/out are spatial sizes; -1 where unknown
- * during static shape inference. pad0 is the begin padding (the only one the kernels use:
- * the end padding is implied by out). */
-typedef struct conv_geom {
-    int nsp;
-    int64_t group;
-    int64_t in[MAX_SP], out[MAX_SP], kernel[MAX_SP], stride[MAX_SP], dil[MAX_SP];
-    int64_t pad0[MAX_SP];
-} conv_geom;
-
-/* Ints attribute `name` with exactly `count` values, each in [lo, ATTR_MAX]; every value is
- * `def` when absent (an empty list counts as absent, as some exporters write one). */
-static wpk_status attr_ints(wpk_context *ctx, const ir_node *n, const char *name, int count,
-                            int64_t def, int64_t lo, int64_t *out) {
-    const ir_attr *a = ir_attr_find(n, name);
-    if (!a || (a->kind == IR_ATTR_INTS && a->n == 0)) {
-        for (int i = 0; i < count; i++) out[i] = def;
-        return WPK_OK;
-    }
-    if (a->kind != IR_ATTR_INTS)
-        return op_fail(ctx, n, "attribute '%s' must be a list of ints", name);
-    if (a->n != count)
-        return op_fail(ctx, n, "attribute '%s' has %d values, expected %d", name, a->n, count);
-    for (int i = 0; i < count; i++) {
-        if (a->ints[i] < lo || a->ints[i] > ATTR_MAX)
-            return op_fail(ctx, n,
-                           "attribute '%s' value %lld at index %d is out of range [%lld, %lld]",
-                           name, (long long)a->ints[i], i, (long long)lo, (long long)ATTR_MAX);
-        out[i] = a->ints[i];
-    }
-    return WPK_OK;
-}
-
-static wpk_status read_auto_pad(wpk_context *ctx, const ir_node *n, pad_mode *mode) {
-    const char *s = ir_attr_str(n, "auto_pad", "NOTSET");
-    if (!strcmp(s, "NOTSET") || !s[0]) *mode = PAD_NOTSET;
-    else if (!strcmp(s, "SAME_UPPER")) *mode = PAD_SAME_UPPER;
-    else if (!strcmp(s, "SAME_LOWER")) *mode = PAD_SAME_LOWER;
-    else if (!strcmp(s, "VALID")) *mode = PAD_VALID;
-    else return op_fail(ctx, n, "attribute 'auto_pad' is '%s', expected NOTSET, SAME_UPPER, "
-                        "SAME_LOWER or VALID", s);
-    return WPK_OK;
-}
+#include "ops/spatial.h"
 
 /* floor(v / 2) for negative v too (C division truncates): ConvTranspose's padding split
  * follows the spec's Python arithmetic, and its total padding may be negative. */
 static int64_t floor_half(int64_t v) { return v >= 0 ? v / 2 : -((-v + 1) / 2); }
 
 /* X (N, C, spatial...) and W: checks shared by Conv and ConvTranspose, then the attributes
- * both have. Fills g->nsp, in, kernel, stride, dil, group; *pads gets the explicit pads. */
+ * both have. Fills g->nsp, in, kernel, stride, dil, the explicit pads, *group and *mode. */
 static wpk_status read_common(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
-                              conv_geom *g, pad_mode *mode, int64_t *pads) {
+                              sp_geom *g, int64_t *group, sp_pad_mode *mode) {
     wpk_status st;
     if ((st = op_need_input(ctx, n, in, 0, "X")) || (st = op_need_input(ctx, n, in, 1, "W")) ||
         (st = op_need_f32(ctx, n, in, 0)) || (st = op_need_f32(ctx, n, in, 1)))
@@ -84,6 +36,7 @@ static wpk_status read_common(wpk_context *ctx, const ir_node *n, ir_tensor *con
         g->in[i] = x->dims[2 + i];
         g->kernel[i] = w->dims[2 + i];
     }
+    /* kernel_shape is optional here: W has the kernel; a kernel_shape must agree with it */
     int nk;
     const int64_t *ks = ir_attr_ints(n, "kernel_shape", &nk);
     if (ks && nk) {
@@ -91,7 +44,7 @@ static wpk_status read_common(wpk_context *ctx, const ir_node *n, ir_tensor *con
             return op_fail(ctx, n, "attribute 'kernel_shape' has %d values, expected %d", nk,
                            g->nsp);
         for (int i = 0; i < nk; i++) {
-            if (ks[i] < 1 || ks[i] > ATTR_MAX)
+            if (ks[i] < 1 || ks[i] > SP_ATTR_MAX)
                 return op_fail(ctx, n, "attribute 'kernel_shape' value %lld at index %d is out of "
                                "range", (long long)ks[i], i);
             if (g->kernel[i] >= 0 && ks[i] != g->kernel[i])
@@ -101,19 +54,15 @@ static wpk_status read_common(wpk_context *ctx, const ir_node *n, ir_tensor *con
         }
     }
     for (int i = 0; i < g->nsp; i++)
-        if (g->kernel[i] == 0 || g->kernel[i] > ATTR_MAX)
+        if (g->kernel[i] == 0 || g->kernel[i] > SP_ATTR_MAX)
             return op_fail(ctx, n,
                            "weight W has kernel size %lld in spatial dim %d; it must be positive",
                            (long long)g->kernel[i], i);
-    if ((st = attr_ints(ctx, n, "strides", g->nsp, 1, 1, g->stride)) ||
-        (st = attr_ints(ctx, n, "dilations", g->nsp, 1, 1, g->dil)) ||
-        (st = attr_ints(ctx, n, "pads", 2 * g->nsp, 0, 0, pads)) ||
-        (st = read_auto_pad(ctx, n, mode)))
-        return st;
-    g->group = ir_attr_int(n, "group", 1);
-    if (g->group < 1 || g->group > ATTR_MAX)
+    if ((st = sp_read_attrs(ctx, n, g, mode))) return st;
+    *group = ir_attr_int(n, "group", 1);
+    if (*group < 1 || *group > SP_ATTR_MAX)
         return op_fail(ctx, n, "attribute 'group' is %lld, expected a positive count",
-                       (long long)g->group);
+                       (long long)*group);
     return WPK_OK;
 }
 
@@ -127,79 +76,61 @@ static wpk_status check_bias(wpk_context *ctx, const ir_node *n, ir_tensor *cons
     return WPK_OK;
 }
 
-/* Conv: checks, then output channels in *m and the spatial output and begin pads in g. */
+/* Conv: checks, then output channels in *m and the spatial output and pads in g. */
 static wpk_status conv_setup(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
-                             conv_geom *g, int64_t *m) {
-    pad_mode mode = PAD_NOTSET;
-    int64_t pads[2 * MAX_SP];
-    wpk_status st = read_common(ctx, n, in, g, &mode, pads);
+                             sp_geom *g, int64_t *group, int64_t *m) {
+    sp_pad_mode mode = SP_PAD_NOTSET;
+    wpk_status st = read_common(ctx, n, in, g, group, &mode);
     if (st) return st;
     const ir_tensor *x = in[0], *w = in[1];
     int64_t c = x->dims[1], cg = w->dims[1];
     *m = w->dims[0];
-    if (*m >= 0 && *m % g->group)
+    if (*m >= 0 && *m % *group)
         return op_fail(ctx, n, "attribute 'group' (%lld) does not divide the %lld output channels "
-                       "of W", (long long)g->group, (long long)*m);
-    if (c >= 0 && cg >= 0 && c != cg * g->group)
+                       "of W", (long long)*group, (long long)*m);
+    if (c >= 0 && cg >= 0 && c != cg * *group)
         return op_fail(ctx, n, "input X has %lld channels but W expects %lld x group %lld = %lld",
-                       (long long)c, (long long)cg, (long long)g->group,
-                       (long long)(cg * g->group));
+                       (long long)c, (long long)cg, (long long)*group,
+                       (long long)(cg * *group));
     if ((st = check_bias(ctx, n, in, *m))) return st;
-    for (int i = 0; i < g->nsp; i++) {
-        int64_t s = g->stride[i], span = (g->kernel[i] - 1) * g->dil[i] + 1, len = g->in[i];
-        if (len < 0 || g->kernel[i] < 0) {
-            g->out[i] = -1;
-            g->pad0[i] = 0;
-            continue;
-        }
-        if (mode == PAD_SAME_UPPER || mode == PAD_SAME_LOWER) {
-            g->out[i] = (len + s - 1) / s;
-            int64_t total = (g->out[i] - 1) * s + span - len;
-            if (total < 0) total = 0;
-            /* SAME_UPPER puts the odd extra pad at the end, SAME_LOWER at the beginning. */
-            g->pad0[i] = mode == PAD_SAME_UPPER ? total / 2 : total - total / 2;
-            continue;
-        }
-        int64_t p0 = mode == PAD_VALID ? 0 : pads[i], p1 = mode == PAD_VALID ? 0 : pads[g->nsp + i];
-        if (len + p0 + p1 < span)
+    for (int i = 0; i < g->nsp; i++)
+        if (!sp_resolve(g, i, mode, false))
             return op_fail(ctx, n,
                            "spatial dim %d: the kernel spans %lld (with dilation) but the "
                            "padded input is only %lld",
-                           i, (long long)span, (long long)(len + p0 + p1));
-        g->out[i] = (len + p0 + p1 - span) / s + 1;
-        g->pad0[i] = p0;
-    }
+                           i, (long long)sp_span(g, i),
+                           (long long)(g->in[i] + g->pad0[i] + g->pad1[i]));
     return WPK_OK;
 }
 
 /* ConvTranspose: checks, then output channels in *m and the spatial output and begin pads. */
 static wpk_status conv_transpose_setup(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
-                                       conv_geom *g, int64_t *m) {
-    pad_mode mode = PAD_NOTSET;
-    int64_t pads[2 * MAX_SP], opad[MAX_SP], oshape[MAX_SP + 2];
-    wpk_status st = read_common(ctx, n, in, g, &mode, pads);
+                                       sp_geom *g, int64_t *group, int64_t *m) {
+    sp_pad_mode mode = SP_PAD_NOTSET;
+    int64_t opad[SP_MAX], oshape[SP_MAX + 2];
+    wpk_status st = read_common(ctx, n, in, g, group, &mode);
     if (st) return st;
     const ir_tensor *x = in[0], *w = in[1];
     int64_t c = x->dims[1], wc = w->dims[0];
     if (c >= 0 && wc >= 0 && c != wc)
         return op_fail(ctx, n, "input X has %lld channels but W (C, M/group, kernel...) has %lld",
                        (long long)c, (long long)wc);
-    if (wc >= 0 && wc % g->group)
+    if (wc >= 0 && wc % *group)
         return op_fail(ctx, n, "attribute 'group' (%lld) does not divide the %lld input channels",
-                       (long long)g->group, (long long)wc);
-    *m = w->dims[1] < 0 ? -1 : w->dims[1] * g->group;
+                       (long long)*group, (long long)wc);
+    *m = w->dims[1] < 0 ? -1 : w->dims[1] * *group;
     if ((st = check_bias(ctx, n, in, *m))) return st;
-    if ((st = attr_ints(ctx, n, "output_padding", g->nsp, 0, 0, opad))) return st;
+    if ((st = sp_attr_ints(ctx, n, "output_padding", g->nsp, 0, 0, opad))) return st;
     /* output_shape lists the spatial sizes; older exporters also wrote N and C in front. */
     const ir_attr *osa = ir_attr_find(n, "output_shape");
     bool have_oshape = osa && osa->kind == IR_ATTR_INTS && osa->n > 0;
     if (have_oshape) {
         int skip = osa->n == g->nsp + 2 ? 2 : 0;
-        if ((st = attr_ints(ctx, n, "output_shape", g->nsp + skip, 0, 1, oshape))) return st;
+        if ((st = sp_attr_ints(ctx, n, "output_shape", g->nsp + skip, 0, 1, oshape))) return st;
         memmove(oshape, oshape + skip, sizeof(int64_t) * (size_t)g->nsp);
     }
     for (int i = 0; i < g->nsp; i++) {
-        int64_t s = g->stride[i], span = (g->kernel[i] - 1) * g->dil[i] + 1, len = g->in[i];
+        int64_t s = g->stride[i], len = g->in[i];
         if (opad[i] >= s && opad[i] >= g->dil[i])
             return op_fail(ctx, n,
                            "attribute 'output_padding' value %lld in spatial dim %d must be "
@@ -210,16 +141,14 @@ static wpk_status conv_transpose_setup(wpk_context *ctx, const ir_node *n, ir_te
             g->pad0[i] = 0;
             continue;
         }
-        int64_t full = s * (len - 1) + opad[i] + span; /* the output size without padding */
-        if (have_oshape || mode == PAD_SAME_UPPER || mode == PAD_SAME_LOWER) {
+        int64_t full = s * (len - 1) + opad[i] + sp_span(g, i); /* the output without padding */
+        if (have_oshape || mode == SP_PAD_SAME_UPPER || mode == SP_PAD_SAME_LOWER) {
             g->out[i] = have_oshape ? oshape[i] : len * s;
             int64_t total = full - g->out[i];
-            g->pad0[i] = mode == PAD_SAME_UPPER ? floor_half(total) : total - floor_half(total);
+            g->pad0[i] = mode == SP_PAD_SAME_UPPER ? floor_half(total) : total - floor_half(total);
         } else {
-            int64_t p0 = mode == PAD_VALID ? 0 : pads[i],
-                    p1 = mode == PAD_VALID ? 0 : pads[g->nsp + i];
-            g->out[i] = full - p0 - p1;
-            g->pad0[i] = p0;
+            if (mode == SP_PAD_VALID) g->pad0[i] = g->pad1[i] = 0;
+            g->out[i] = full - g->pad0[i] - g->pad1[i];
             if (g->out[i] < 1)
                 return op_fail(ctx, n, "attribute 'pads' leaves spatial dim %d with %lld outputs",
                                i, (long long)g->out[i]);
@@ -228,47 +157,29 @@ static wpk_status conv_transpose_setup(wpk_context *ctx, const ir_node *n, ir_te
     return WPK_OK;
 }
 
-static void set_output(ir_tensor *y, const ir_tensor *x, int64_t m, const conv_geom *g) {
-    int64_t dims[WPK_MAX_DIMS];
-    dims[0] = x->dims[0];
-    dims[1] = m;
-    memcpy(dims + 2, g->out, sizeof(int64_t) * (size_t)g->nsp);
-    op_set_shape(y, WPK_DTYPE_FLOAT32, g->nsp + 2, dims);
-}
-
 wpk_status op_conv_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
                          ir_tensor *const *out) {
-    conv_geom g;
-    int64_t m;
-    wpk_status st = conv_setup(ctx, n, in, &g, &m);
+    sp_geom g;
+    int64_t group, m;
+    wpk_status st = conv_setup(ctx, n, in, &g, &group, &m);
     if (st) return st;
-    set_output(out[0], in[0], m, &g);
+    int64_t dims[WPK_MAX_DIMS];
+    op_set_shape(out[0], WPK_DTYPE_FLOAT32, sp_out_dims(&g, in[0]->dims[0], m, dims), dims);
     return WPK_OK;
 }
 
 wpk_status op_conv_transpose_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
                                    ir_tensor *const *out) {
-    conv_geom g;
-    int64_t m;
-    wpk_status st = conv_transpose_setup(ctx, n, in, &g, &m);
+    sp_geom g;
+    int64_t group, m;
+    wpk_status st = conv_transpose_setup(ctx, n, in, &g, &group, &m);
     if (st) return st;
-    set_output(out[0], in[0], m, &g);
+    int64_t dims[WPK_MAX_DIMS];
+    op_set_shape(out[0], WPK_DTYPE_FLOAT32, sp_out_dims(&g, in[0]->dims[0], m, dims), dims);
     return WPK_OK;
 }
 
 /* ---- kernels ---- */
-
-/* [*lo, *hi): the indices i in [0, count) whose position i*s + off lies in [0, bound). */
-static void tap_range(int64_t count, int64_t bound, int64_t s, int64_t off, int64_t *lo,
-                      int64_t *hi) {
-    int64_t l = off >= 0 ? 0 : (-off + s - 1) / s;
-    int64_t last = bound - 1 - off;
-    int64_t h = last < 0 ? 0 : last / s + 1;
-    if (h > count) h = count;
-    if (l > h) l = h;
-    *lo = l;
-    *hi = h;
-}
 
 /* The last two spatial dims of a geometry: the 2-D core's view. */
 typedef struct plane {
@@ -281,10 +192,10 @@ static void conv_plane(float *restrict y, const float *restrict x, const float *
                        const plane *p) {
     for (int64_t kh = 0; kh < p->kh; kh++) {
         int64_t offh = kh * p->dh - p->ph, oh0, oh1;
-        tap_range(p->oh, p->ih, p->sh, offh, &oh0, &oh1);
+        sp_tap_range(p->oh, p->sh, offh, p->ih, &oh0, &oh1);
         for (int64_t kw = 0; kw < p->kw; kw++) {
             int64_t offw = kw * p->dw - p->pw, ow0, ow1;
-            tap_range(p->ow, p->iw, p->sw, offw, &ow0, &ow1);
+            sp_tap_range(p->ow, p->sw, offw, p->iw, &ow0, &ow1);
             const float wv = w[kh * p->kw + kw];
             if (p->sh == 1 && p->sw == 1 && offw == 0 && p->iw == p->ow) {
                 /* Whole rows on both sides, consecutive in memory: one long loop instead of
@@ -318,10 +229,10 @@ static void conv_transpose_plane(float *restrict y, const float *restrict x,
                                  const float *restrict w, const plane *p) {
     for (int64_t kh = 0; kh < p->kh; kh++) {
         int64_t offh = kh * p->dh - p->ph, ih0, ih1;
-        tap_range(p->ih, p->oh, p->sh, offh, &ih0, &ih1);
+        sp_tap_range(p->ih, p->sh, offh, p->oh, &ih0, &ih1);
         for (int64_t kw = 0; kw < p->kw; kw++) {
             int64_t offw = kw * p->dw - p->pw, iw0, iw1;
-            tap_range(p->iw, p->ow, p->sw, offw, &iw0, &iw1);
+            sp_tap_range(p->iw, p->sw, offw, p->ow, &iw0, &iw1);
             const float wv = w[kh * p->kw + kw];
             const int64_t sw = p->sw;
             if (p->sh == 1 && sw == 1 && offw == 0 && p->iw == p->ow) {
@@ -345,14 +256,15 @@ static void conv_transpose_plane(float *restrict y, const float *restrict x,
 
 /* A geometry with at least two spatial dims (a 1-D one gets a unit dim in front), so every
  * rank runs through the 2-D core. */
-static conv_geom as_2d(const conv_geom *g) {
+static sp_geom as_2d(const sp_geom *g) {
     if (g->nsp >= 2) return *g;
-    conv_geom r = *g;
+    sp_geom r = *g;
     r.nsp = 2;
     r.in[1] = g->in[0], r.out[1] = g->out[0], r.kernel[1] = g->kernel[0];
-    r.stride[1] = g->stride[0], r.dil[1] = g->dil[0], r.pad0[1] = g->pad0[0];
+    r.stride[1] = g->stride[0], r.dil[1] = g->dil[0];
+    r.pad0[1] = g->pad0[0], r.pad1[1] = g->pad1[0];
     r.in[0] = r.out[0] = r.kernel[0] = r.stride[0] = r.dil[0] = 1;
-    r.pad0[0] = 0;
+    r.pad0[0] = r.pad1[0] = 0;
     return r;
 }
 
@@ -374,7 +286,7 @@ static void next_index(int64_t *idx, const int64_t *dims, int count) {
  * last two are walked here, the last two go to the 2-D core. Conv walks output positions
  * and gathers; ConvTranspose walks input positions and scatters. The position on the other
  * side is idx*stride + k*dilation - pad0 in both. */
-static void accumulate(float *y, const float *x, const float *w, const conv_geom *g,
+static void accumulate(float *y, const float *x, const float *w, const sp_geom *g,
                        bool transpose) {
     int no = g->nsp - 2;
     plane p = {g->in[no], g->in[no + 1], g->out[no], g->out[no + 1], g->kernel[no],
@@ -382,9 +294,9 @@ static void accumulate(float *y, const float *x, const float *w, const conv_geom
                g->pad0[no], g->pad0[no + 1]};
     int64_t ysz = p.oh * p.ow, xsz = p.ih * p.iw, wsz = p.kh * p.kw;
     const int64_t *walk = transpose ? g->in : g->out, *other = transpose ? g->out : g->in;
-    int64_t kidx[MAX_SP] = {0}, kcount = prod(g->kernel, no), wcount = prod(walk, no);
+    int64_t kidx[SP_MAX] = {0}, kcount = prod(g->kernel, no), wcount = prod(walk, no);
     for (int64_t kf = 0; kf < kcount; kf++, next_index(kidx, g->kernel, no)) {
-        int64_t idx[MAX_SP] = {0};
+        int64_t idx[SP_MAX] = {0};
         for (int64_t wf = 0; wf < wcount; wf++, next_index(idx, walk, no)) {
             int64_t of = 0;
             bool inside = true;
@@ -400,48 +312,67 @@ static void accumulate(float *y, const float *x, const float *w, const conv_geom
     }
 }
 
-/* Fill every output plane with its bias (or 0), then accumulate each output channel from the
- * input channels of its group. Conv's W is (M, C/group, k...), ConvTranspose's
- * (C, M/group, k...). */
-static void run(const conv_geom *g0, const ir_tensor *x, const ir_tensor *w, const ir_tensor *b,
-                ir_tensor *y, bool transpose) {
-    conv_geom g = as_2d(g0);
-    int64_t nb = x->dims[0], c = x->dims[1], m = y->dims[1];
-    int64_t cg = c / g.group, mg = m / g.group;
-    int64_t xsz = prod(g.in, g.nsp), ysz = prod(g.out, g.nsp), wsz = prod(g.kernel, g.nsp);
-    const float *xd = x->data, *wd = w->data, *bd = b ? b->data : NULL;
-    float *yd = y->data;
+/* One Conv/ConvTranspose node's data and sizes, for the per-plane tasks. */
+typedef struct conv_job {
+    sp_geom g; /* as_2d */
+    bool transpose;
+    int64_t c, m, cg, mg, xsz, ysz, wsz;
+    const float *x, *w, *b;
+    float *y;
+} conv_job;
+
+/* Task t: output plane t (image t / m, output channel t % m), filled with its bias (or 0),
+ * then accumulated from the input channels of its group. Conv's W is (M, C/group, k...),
+ * ConvTranspose's (C, M/group, k...). */
+static void conv_task(const conv_job *j, int64_t t) {
+    int64_t bi = t / j->m, oc = t % j->m, grp = oc / j->mg;
+    float *yp = j->y + t * j->ysz;
+    const float bias = j->b ? j->b[oc] : 0.0f;
+    for (int64_t i = 0; i < j->ysz; i++) yp[i] = bias;
+    for (int64_t k = 0; k < j->cg; k++) {
+        int64_t ic = grp * j->cg + k;
+        const float *xp = j->x + (bi * j->c + ic) * j->xsz;
+        const float *wp =
+            j->w + (j->transpose ? ic * j->mg + oc % j->mg : oc * j->cg + k) * j->wsz;
+        accumulate(yp, xp, wp, &j->g, j->transpose);
+    }
+}
+
+/* Every output plane is a task, handed out one at a time. */
+static void run(const sp_geom *g0, int64_t group, const ir_tensor *x, const ir_tensor *w,
+                const ir_tensor *b, ir_tensor *y, bool transpose) {
+    conv_job j = {.g = as_2d(g0), .transpose = transpose, .c = x->dims[1], .m = y->dims[1],
+                  .x = x->data, .w = w->data, .b = b ? b->data : NULL, .y = y->data};
+    j.cg = j.c / group;
+    j.mg = j.m / group;
+    j.xsz = prod(j.g.in, j.g.nsp);
+    j.ysz = prod(j.g.out, j.g.nsp);
+    j.wsz = prod(j.g.kernel, j.g.nsp);
+    int64_t tasks = x->dims[0] * j.m;
+    if (op_parallel(tasks, 2)) {
 #pragma omp parallel for schedule(dynamic, 1)
-    for (int64_t t = 0; t < nb * m; t++) {
-        int64_t bi = t / m, oc = t % m, grp = oc / mg;
-        float *yp = yd + t * ysz;
-        const float bias = bd ? bd[oc] : 0.0f;
-        for (int64_t i = 0; i < ysz; i++) yp[i] = bias;
-        for (int64_t j = 0; j < cg; j++) {
-            int64_t ic = grp * cg + j;
-            const float *xp = xd + (bi * c + ic) * xsz;
-            const float *wp = wd + (transpose ? ic * mg + oc % mg : oc * cg + j) * wsz;
-            accumulate(yp, xp, wp, &g, transpose);
-        }
+        for (int64_t t = 0; t < tasks; t++) conv_task(&j, t);
+    } else {
+        for (int64_t t = 0; t < tasks; t++) conv_task(&j, t);
     }
 }
 
 wpk_status op_conv_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
                        ir_tensor *const *out) {
-    conv_geom g;
-    int64_t m;
-    wpk_status st = conv_setup(ctx, n, in, &g, &m);
+    sp_geom g;
+    int64_t group, m;
+    wpk_status st = conv_setup(ctx, n, in, &g, &group, &m);
     if (st) return st;
-    run(&g, in[0], in[1], n->nin > 2 ? in[2] : NULL, out[0], false);
+    run(&g, group, in[0], in[1], n->nin > 2 ? in[2] : NULL, out[0], false);
     return WPK_OK;
 }
 
 wpk_status op_conv_transpose_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
                                  ir_tensor *const *out) {
-    conv_geom g;
-    int64_t m;
-    wpk_status st = conv_transpose_setup(ctx, n, in, &g, &m);
+    sp_geom g;
+    int64_t group, m;
+    wpk_status st = conv_transpose_setup(ctx, n, in, &g, &group, &m);
     if (st) return st;
-    run(&g, in[0], in[1], n->nin > 2 ? in[2] : NULL, out[0], true);
+    run(&g, group, in[0], in[1], n->nin > 2 ? in[2] : NULL, out[0], true);
     return WPK_OK;
 }

@@ -8,15 +8,9 @@
 #include <string.h>
 
 /* Loops over fewer elements than this run on one thread: below it, waking the pool costs more
- * than the work. (The pragmas spell it out as 32768: they are not macro-expanded everywhere.)
- * The loops are `simd`: an output aliases its input only element for element (in place). */
+ * than the work. The loops are `simd`: an output aliases its input only element for element
+ * (in place). */
 #define PAR_MIN 32768
-
-static wpk_status need_output(wpk_context *ctx, const ir_node *n, ir_tensor *const *out,
-                              int i) {
-    if (i >= n->nout || !out[i]) return op_fail(ctx, n, "output %d is missing", i);
-    return WPK_OK;
-}
 
 static const ir_tensor *opt_input(const ir_node *n, ir_tensor *const *in, int i) {
     return i < n->nin ? in[i] : NULL;
@@ -67,7 +61,7 @@ static wpk_status clip_check(wpk_context *ctx, const ir_node *n, ir_tensor *cons
 wpk_status op_unary_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
                           ir_tensor *const *out) {
     wpk_status st = op_need_input(ctx, n, in, 0, "X");
-    if (!st) st = need_output(ctx, n, out, 0);
+    if (!st) st = op_need_output(ctx, n, out, 0);
     if (st) return st;
     const ir_tensor *x = in[0];
     if (n->op == IR_OP_CLIP) {
@@ -90,19 +84,44 @@ wpk_status op_unary_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const *
     return WPK_OK;
 }
 
+/* ---- element ranges ---- */
+
+/* The unary, Clip and Cast kernels: elements [i0, i1) of node n. False when there is no
+ * kernel for the node (then nothing is written; an empty range asks just that). */
+typedef bool (*range_fn)(const ir_node *n, ir_tensor *const *in, ir_tensor *const *out,
+                         int64_t i0, int64_t i1);
+
+/* fn over the `count` elements of out[0]: in blocks spread over the threads when there are
+ * enough, else as one range on this thread (no OpenMP region: see op_parallel). Checks first,
+ * with an empty range, that fn has a kernel for n; false (nothing run) when it has none. */
+static bool run_ranges(range_fn fn, const ir_node *n, ir_tensor *const *in,
+                       ir_tensor *const *out, int64_t count) {
+    if (!fn(n, in, out, 0, 0)) return false;
+    const int64_t block = 16384, nblock = (count + block - 1) / block;
+    if (op_parallel(count, PAR_MIN)) {
+#pragma omp parallel for schedule(static)
+        for (int64_t b = 0; b < nblock; b++)
+            fn(n, in, out, b * block, b == nblock - 1 ? count : (b + 1) * block);
+    } else {
+        fn(n, in, out, 0, count);
+    }
+    return true;
+}
+
+/* y = EXPR(v) for each element v of x in [i0, i1). */
 #define MAP(T, EXPR)                                                               \
     do {                                                                           \
         const T *x_ = in[0]->data;                                                 \
         T *y_ = out[0]->data;                                                      \
-        _Pragma("omp parallel for simd if (count > 32768) schedule(static)")      \
-        for (int64_t i = 0; i < count; i++) {                                      \
+        _Pragma("omp simd")                                                        \
+        for (int64_t i = i0; i < i1; i++) {                                        \
             T v = x_[i];                                                           \
             y_[i] = (EXPR);                                                        \
         }                                                                          \
     } while (0)
 
-static wpk_status unary_f32(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
-                            ir_tensor *const *out, int64_t count) {
+static bool unary_f32(const ir_node *n, ir_tensor *const *in, ir_tensor *const *out, int64_t i0,
+                      int64_t i1) {
     switch (n->op) {
     case IR_OP_RELU: MAP(float, act_relu(v)); break;
     case IR_OP_LEAKY_RELU: {
@@ -131,9 +150,9 @@ static wpk_status unary_f32(wpk_context *ctx, const ir_node *n, ir_tensor *const
     case IR_OP_NEG: MAP(float, -v); break;
     case IR_OP_ABS: MAP(float, fabsf(v)); break;
     case IR_OP_RECIPROCAL: MAP(float, 1.0f / v); break;
-    default: return op_unsupported(ctx, n, "no unary kernel for this op");
+    default: return false;
     }
-    return WPK_OK;
+    return true;
 }
 
 /* Negation and absolute value through the unsigned type, so the most negative value wraps
@@ -143,21 +162,31 @@ static wpk_status unary_f32(wpk_context *ctx, const ir_node *n, ir_tensor *const
     case IR_OP_RELU: MAP(T, v < 0 ? (T)0 : v); break;                              \
     case IR_OP_NEG: MAP(T, (T)((U)0 - (U)v)); break;                               \
     case IR_OP_ABS: MAP(T, v < 0 ? (T)((U)0 - (U)v) : v); break;                   \
-    default: return op_unsupported(ctx, n, "no integer kernel for this op");       \
+    default: return false;                                                         \
     }
+
+static bool unary_int(const ir_node *n, ir_tensor *const *in, ir_tensor *const *out, int64_t i0,
+                      int64_t i1) {
+    switch (in[0]->dtype) {
+    case WPK_DTYPE_INT8: UNARY_INT(int8_t, uint8_t) break;
+    case WPK_DTYPE_INT32: UNARY_INT(int32_t, uint32_t) break;
+    case WPK_DTYPE_INT64: UNARY_INT(int64_t, uint64_t) break;
+    default: return false;
+    }
+    return true;
+}
 
 wpk_status op_unary_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
                         ir_tensor *const *out) {
     int64_t count = ir_numel(out[0]);
     if (count == 0) return WPK_OK;
-    switch (in[0]->dtype) {
-    case WPK_DTYPE_FLOAT32: return unary_f32(ctx, n, in, out, count);
-    case WPK_DTYPE_INT8: UNARY_INT(int8_t, uint8_t) break;
-    case WPK_DTYPE_INT32: UNARY_INT(int32_t, uint32_t) break;
-    case WPK_DTYPE_INT64: UNARY_INT(int64_t, uint64_t) break;
-    default:
-        return op_unsupported(ctx, n, "input has dtype %s", wpk_dtype_name(in[0]->dtype));
-    }
+    wpk_dtype dt = in[0]->dtype;
+    if (dt != WPK_DTYPE_FLOAT32 && !is_signed_int(dt))
+        return op_unsupported(ctx, n, "input has dtype %s", wpk_dtype_name(dt));
+    bool f32 = dt == WPK_DTYPE_FLOAT32;
+    if (!run_ranges(f32 ? unary_f32 : unary_int, n, in, out, count))
+        return op_unsupported(ctx, n, f32 ? "no unary kernel for this op"
+                                          : "no integer kernel for this op");
     return WPK_OK;
 }
 
@@ -171,13 +200,9 @@ wpk_status op_unary_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *in
         MAP(T, v < lo ? (lo > hi ? hi : lo) : (v > hi ? hi : v));                  \
     } while (0)
 
-wpk_status op_clip_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
-                       ir_tensor *const *out) {
+static bool clip_range(const ir_node *n, ir_tensor *const *in, ir_tensor *const *out,
+                       int64_t i0, int64_t i1) {
     const ir_tensor *mn = opt_input(n, in, 1), *mx = opt_input(n, in, 2);
-    if ((mn && !mn->data) || (mx && !mx->data))
-        return op_fail(ctx, n, "input 'min' or 'max' has no data");
-    int64_t count = ir_numel(out[0]);
-    if (count == 0) return WPK_OK;
     switch (in[0]->dtype) {
     case WPK_DTYPE_FLOAT32: CLIP(float, -FLT_MAX, FLT_MAX); break;
     case WPK_DTYPE_FLOAT64: CLIP(double, -DBL_MAX, DBL_MAX); break;
@@ -185,9 +210,20 @@ wpk_status op_clip_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
     case WPK_DTYPE_UINT8: CLIP(uint8_t, 0, UINT8_MAX); break;
     case WPK_DTYPE_INT32: CLIP(int32_t, INT32_MIN, INT32_MAX); break;
     case WPK_DTYPE_INT64: CLIP(int64_t, INT64_MIN, INT64_MAX); break;
-    default:
-        return op_unsupported(ctx, n, "input has dtype %s", wpk_dtype_name(in[0]->dtype));
+    default: return false;
     }
+    return true;
+}
+
+wpk_status op_clip_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
+                       ir_tensor *const *out) {
+    const ir_tensor *mn = opt_input(n, in, 1), *mx = opt_input(n, in, 2);
+    if ((mn && !mn->data) || (mx && !mx->data))
+        return op_fail(ctx, n, "input 'min' or 'max' has no data");
+    int64_t count = ir_numel(out[0]);
+    if (count == 0) return WPK_OK;
+    if (!run_ranges(clip_range, n, in, out, count))
+        return op_unsupported(ctx, n, "input has dtype %s", wpk_dtype_name(in[0]->dtype));
     return WPK_OK;
 }
 
@@ -197,7 +233,7 @@ wpk_status op_binary_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const 
                            ir_tensor *const *out) {
     wpk_status st = op_need_input(ctx, n, in, 0, "A");
     if (!st) st = op_need_input(ctx, n, in, 1, "B");
-    if (!st) st = need_output(ctx, n, out, 0);
+    if (!st) st = op_need_output(ctx, n, out, 0);
     if (st) return st;
     const ir_tensor *a = in[0], *b = in[1];
     if (n->op == IR_OP_POW) {
@@ -346,6 +382,34 @@ static const bin_fn pow_fns[4][T_COUNT] = {
     {pow_i64_f32, pow_i64_f64, pow_i64_i8, pow_i64_u8, pow_i64_i32, pow_i64_i64},
 };
 
+/* A broadcast binary op as runs: y's dims merged into m dims (dim), the inputs' element
+ * strides along them (da, db, 0 where broadcast); a task is one block of up to `block` elements
+ * of one run of the innermost dim. */
+typedef struct bin_job {
+    bin_fn fn;
+    int m;
+    int64_t dim[WPK_MAX_DIMS], da[WPK_MAX_DIMS], db[WPK_MAX_DIMS];
+    int64_t inner, block, nblock;
+    size_t ea, eb, ey;
+    const char *pa, *pb;
+    char *py;
+} bin_job;
+
+static void bin_task(const bin_job *j, int64_t t) {
+    int64_t row = t / j->nblock, start = (t % j->nblock) * j->block;
+    int64_t len = j->inner - start < j->block ? j->inner - start : j->block;
+    int64_t ia = j->da[j->m - 1], ib = j->db[j->m - 1];
+    int64_t oa = start * ia, ob = start * ib, rem = row;
+    for (int d = j->m - 2; d >= 0; d--) {
+        int64_t idx = rem % j->dim[d];
+        rem /= j->dim[d];
+        oa += idx * j->da[d];
+        ob += idx * j->db[d];
+    }
+    j->fn(j->pa + oa * (int64_t)j->ea, ia, j->pb + ob * (int64_t)j->eb, ib,
+          j->py + (row * j->inner + start) * (int64_t)j->ey, len);
+}
+
 /* Runs fn over y = f(a, b) with broadcasting. Dims of size 1 are dropped and neighbouring
  * dims that stay contiguous on both sides merge, so a same-shape op is one long run, a scalar
  * operand is a run with stride 0, and [N,C,H,W] + [1,C,1,1] is N*C runs of H*W. The runs
@@ -356,48 +420,38 @@ static void bin_run(const ir_tensor *a, const ir_tensor *b, ir_tensor *y, bin_fn
     int64_t sa[WPK_MAX_DIMS], sb[WPK_MAX_DIMS];
     op_broadcast_strides(a, y->ndim, y->dims, sa);
     op_broadcast_strides(b, y->ndim, y->dims, sb);
-    int64_t dim[WPK_MAX_DIMS], da[WPK_MAX_DIMS], db[WPK_MAX_DIMS];
+    bin_job j = {.fn = fn, .block = 16384, .ea = wpk_dtype_size(a->dtype),
+                 .eb = wpk_dtype_size(b->dtype), .ey = wpk_dtype_size(y->dtype),
+                 .pa = a->data, .pb = b->data, .py = y->data};
     int m = 0;
     for (int i = 0; i < y->ndim; i++) {
         int64_t d = y->dims[i];
         if (d == 1) continue;
-        if (m > 0 && da[m - 1] == sa[i] * d && db[m - 1] == sb[i] * d) {
-            dim[m - 1] *= d;
-            da[m - 1] = sa[i];
-            db[m - 1] = sb[i];
+        if (m > 0 && j.da[m - 1] == sa[i] * d && j.db[m - 1] == sb[i] * d) {
+            j.dim[m - 1] *= d;
+            j.da[m - 1] = sa[i];
+            j.db[m - 1] = sb[i];
         } else {
-            dim[m] = d;
-            da[m] = sa[i];
-            db[m] = sb[i];
+            j.dim[m] = d;
+            j.da[m] = sa[i];
+            j.db[m] = sb[i];
             m++;
         }
     }
     if (m == 0) { /* one element */
-        dim[0] = 1;
-        da[0] = db[0] = 1;
+        j.dim[0] = 1;
+        j.da[0] = j.db[0] = 1;
         m = 1;
     }
-    const int64_t block = 16384;
-    int64_t inner = dim[m - 1], rows = total / inner;
-    int64_t nblock = (inner + block - 1) / block, tasks = rows * nblock;
-    int64_t ia = da[m - 1], ib = db[m - 1];
-    size_t ea = wpk_dtype_size(a->dtype), eb = wpk_dtype_size(b->dtype);
-    size_t ey = wpk_dtype_size(y->dtype);
-    const char *pa = a->data, *pb = b->data;
-    char *py = y->data;
-#pragma omp parallel for if (total > PAR_MIN) schedule(static)
-    for (int64_t t = 0; t < tasks; t++) {
-        int64_t row = t / nblock, start = (t % nblock) * block;
-        int64_t len = inner - start < block ? inner - start : block;
-        int64_t oa = start * ia, ob = start * ib, rem = row;
-        for (int d = m - 2; d >= 0; d--) {
-            int64_t idx = rem % dim[d];
-            rem /= dim[d];
-            oa += idx * da[d];
-            ob += idx * db[d];
-        }
-        fn(pa + oa * (int64_t)ea, ia, pb + ob * (int64_t)eb, ib,
-           py + (row * inner + start) * (int64_t)ey, len);
+    j.m = m;
+    j.inner = j.dim[m - 1];
+    j.nblock = (j.inner + j.block - 1) / j.block;
+    int64_t tasks = total / j.inner * j.nblock;
+    if (op_parallel(total, PAR_MIN)) {
+#pragma omp parallel for schedule(static)
+        for (int64_t t = 0; t < tasks; t++) bin_task(&j, t);
+    } else {
+        for (int64_t t = 0; t < tasks; t++) bin_task(&j, t);
     }
 }
 
@@ -464,7 +518,7 @@ static bool cast_type_ok(int64_t t) {
 wpk_status op_cast_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
                          ir_tensor *const *out) {
     wpk_status st = op_need_input(ctx, n, in, 0, "input");
-    if (!st) st = need_output(ctx, n, out, 0);
+    if (!st) st = op_need_output(ctx, n, out, 0);
     if (st) return st;
     const ir_attr *to = ir_attr_find(n, "to");
     if (!to) return op_fail(ctx, n, "attribute 'to' is missing");
@@ -503,18 +557,17 @@ wpk_status op_cast_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const *i
 #define CAST_LOOP(S, CONV, READ)                                                   \
     {                                                                              \
         const S *x = src;                                                          \
-        _Pragma("omp parallel for if (count > 32768) schedule(static)")           \
-        for (int64_t i = 0; i < count; i++) y[i] = CONV(READ(x[i]));               \
+        for (int64_t i = i0; i < i1; i++) y[i] = CONV(READ(x[i]));                 \
         break;                                                                     \
     }
 
 /* A bool byte other than 0 is true, whatever its value. */
 #define BOOL_BYTE(v) ((v) != 0)
 
-/* cast_to_<D>: convert count elements of any supported dtype to D. FROM_FLOAT converts a
+/* cast_to_<D>: convert elements [i0, i1) of any supported dtype to D. FROM_FLOAT converts a
  * float/double, FROM_INT an integer; bool sources are read as 0/1 and then as integers. */
 #define DEF_CAST_TO(NAME, D, FROM_FLOAT, FROM_INT)                                 \
-    static void NAME(wpk_dtype from, const void *src, void *dst, int64_t count) {  \
+    static void NAME(wpk_dtype from, const void *src, void *dst, int64_t i0, int64_t i1) { \
         D *y = dst;                                                                \
         switch (from) {                                                            \
         case WPK_DTYPE_FLOAT32: CAST_LOOP(float, FROM_FLOAT, AS_IS)                \
@@ -536,6 +589,24 @@ DEF_CAST_TO(cast_to_i32, int32_t, F2I32, CONV_I32)
 DEF_CAST_TO(cast_to_i64, int64_t, F2I64, CONV_I64)
 DEF_CAST_TO(cast_to_bool, uint8_t, TO_BOOL, TO_BOOL)
 
+static bool cast_range(const ir_node *n, ir_tensor *const *in, ir_tensor *const *out,
+                       int64_t i0, int64_t i1) {
+    (void)n;
+    const ir_tensor *x = in[0];
+    ir_tensor *y = out[0];
+    switch (y->dtype) {
+    case WPK_DTYPE_FLOAT32: cast_to_f32(x->dtype, x->data, y->data, i0, i1); break;
+    case WPK_DTYPE_FLOAT64: cast_to_f64(x->dtype, x->data, y->data, i0, i1); break;
+    case WPK_DTYPE_INT8: cast_to_i8(x->dtype, x->data, y->data, i0, i1); break;
+    case WPK_DTYPE_UINT8: cast_to_u8(x->dtype, x->data, y->data, i0, i1); break;
+    case WPK_DTYPE_INT32: cast_to_i32(x->dtype, x->data, y->data, i0, i1); break;
+    case WPK_DTYPE_INT64: cast_to_i64(x->dtype, x->data, y->data, i0, i1); break;
+    case WPK_DTYPE_BOOL: cast_to_bool(x->dtype, x->data, y->data, i0, i1); break;
+    default: return false;
+    }
+    return true;
+}
+
 wpk_status op_cast_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
                        ir_tensor *const *out) {
     const ir_tensor *x = in[0];
@@ -549,15 +620,6 @@ wpk_status op_cast_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
         if (x->data != y->data) memcpy(y->data, x->data, ir_nbytes(y));
         return WPK_OK;
     }
-    switch (y->dtype) {
-    case WPK_DTYPE_FLOAT32: cast_to_f32(x->dtype, x->data, y->data, count); break;
-    case WPK_DTYPE_FLOAT64: cast_to_f64(x->dtype, x->data, y->data, count); break;
-    case WPK_DTYPE_INT8: cast_to_i8(x->dtype, x->data, y->data, count); break;
-    case WPK_DTYPE_UINT8: cast_to_u8(x->dtype, x->data, y->data, count); break;
-    case WPK_DTYPE_INT32: cast_to_i32(x->dtype, x->data, y->data, count); break;
-    case WPK_DTYPE_INT64: cast_to_i64(x->dtype, x->data, y->data, count); break;
-    case WPK_DTYPE_BOOL: cast_to_bool(x->dtype, x->data, y->data, count); break;
-    default: break;
-    }
+    run_ranges(cast_range, n, in, out, count); /* cast_type_ok: every pair has a kernel */
     return WPK_OK;
 }

@@ -72,87 +72,47 @@ static wpk_status check_epilogue(wpk_context *ctx, const ir_node *n, ir_tensor *
     return WPK_OK;
 }
 
+/* An epilogue over Y: a task is up to `row` elements (with a bias, a whole row of it). */
+typedef struct epi_job {
+    float *y;
+    int64_t count, row;
+    const float *bias, *z; /* either may be NULL */
+    const act_params *act;
+} epi_job;
+
+static void epi_task(const epi_job *j, int64_t t) {
+    int64_t start = t * j->row, len = j->count - start < j->row ? j->count - start : j->row;
+    float *restrict yr = j->y + start;
+    if (j->bias) {
+        const float *restrict br = j->bias;
+#pragma omp simd
+        for (int64_t i = 0; i < len; i++) yr[i] += br[i];
+    }
+    if (j->z) {
+        const float *restrict zr = j->z + start;
+#pragma omp simd
+        for (int64_t i = 0; i < len; i++) yr[i] += zr[i];
+    }
+    act_apply(j->act, yr, len);
+}
+
 /* y = act(y + bias[i % cols] + z) over count elements (bias and z optional), in parallel
- * blocks. With a bias, blocks are whole rows of `cols` elements. */
+ * tasks when there is more than a block. With a bias, tasks are whole rows of `cols`. */
 static void epilogue(float *y, int64_t count, const float *bias, int64_t cols, const float *z,
                      const act_params *act) {
     if (count == 0 || (!bias && !z && act->kind == ACT_NONE)) return;
-    int64_t row = bias ? cols : (count < BLOCK ? count : BLOCK);
-    int64_t tasks = (count + row - 1) / row;
-#pragma omp parallel for if (count > BLOCK) schedule(static)
-    for (int64_t t = 0; t < tasks; t++) {
-        int64_t start = t * row, len = count - start < row ? count - start : row;
-        float *restrict yr = y + start;
-        if (bias) {
-#pragma omp simd
-            for (int64_t i = 0; i < len; i++) yr[i] += bias[i];
-        }
-        if (z) {
-            const float *restrict zr = z + start;
-#pragma omp simd
-            for (int64_t i = 0; i < len; i++) yr[i] += zr[i];
-        }
-        act_apply(act, yr, len);
+    epi_job j = {.y = y, .count = count, .row = bias ? cols : (count < BLOCK ? count : BLOCK),
+                 .bias = bias, .z = z, .act = act};
+    int64_t tasks = (count + j.row - 1) / j.row;
+    if (op_parallel(count, BLOCK + 1)) {
+#pragma omp parallel for schedule(static)
+        for (int64_t t = 0; t < tasks; t++) epi_task(&j, t);
+    } else {
+        for (int64_t t = 0; t < tasks; t++) epi_task(&j, t);
     }
 }
 
-/* ---- FusedConv ---- */
-
-wpk_status op_fused_conv_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
-                               ir_tensor *const *out) {
-    ir_node view;
-    ir_attr attrs[MAX_ATTRS];
-    act_params act;
-    wpk_status st = base_view(ctx, n, &view, attrs);
-    if (!st) st = op_conv_shape(ctx, &view, in, out);
-    if (!st) st = check_epilogue(ctx, n, in, out[0], &act);
-    return st;
-}
-
-wpk_status op_fused_conv_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
-                             ir_tensor *const *out) {
-    ir_node view;
-    ir_attr attrs[MAX_ATTRS];
-    act_params act;
-    wpk_status st = base_view(ctx, n, &view, attrs);
-    if (!st) st = check_epilogue(ctx, n, in, out[0], &act);
-    if (!st) st = op_conv_ref(ctx, &view, in, out);
-    if (st) return st;
-    const ir_tensor *z = opt_in(n, in, Z_INPUT);
-    epilogue(out[0]->data, ir_numel(out[0]), NULL, 0, z ? z->data : NULL, &act);
-    return WPK_OK;
-}
-
-/* ---- FusedGemm ---- */
-
-wpk_status op_fused_gemm_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
-                               ir_tensor *const *out) {
-    ir_node view;
-    ir_attr attrs[MAX_ATTRS];
-    act_params act;
-    wpk_status st = base_view(ctx, n, &view, attrs);
-    if (!st) st = op_gemm_shape(ctx, &view, in, out);
-    if (!st) st = check_epilogue(ctx, n, in, out[0], &act);
-    return st;
-}
-
-wpk_status op_fused_gemm_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
-                             ir_tensor *const *out) {
-    ir_node view;
-    ir_attr attrs[MAX_ATTRS];
-    act_params act;
-    wpk_status st = base_view(ctx, n, &view, attrs);
-    if (!st) st = check_epilogue(ctx, n, in, out[0], &act);
-    if (!st) st = op_gemm_ref(ctx, &view, in, out);
-    if (st) return st;
-    const ir_tensor *z = opt_in(n, in, Z_INPUT);
-    epilogue(out[0]->data, ir_numel(out[0]), NULL, 0, z ? z->data : NULL, &act);
-    return WPK_OK;
-}
-
-/* ---- FusedMatMul ---- */
-
-/* The bias: float32, 1-D, as long as Y's last dim. */
+/* The bias of FusedMatMul: float32, 1-D, as long as Y's last dim. */
 static wpk_status check_matmul_bias(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
                                     const ir_tensor *y) {
     const ir_tensor *b = opt_in(n, in, 2);
@@ -170,31 +130,63 @@ static wpk_status check_matmul_bias(wpk_context *ctx, const ir_node *n, ir_tenso
     return WPK_OK;
 }
 
-wpk_status op_fused_matmul_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
-                                 ir_tensor *const *out) {
+/* A fused op's shape function and kernel around its base op's (`base`). With `bias` (the
+ * FusedMatMul case), input 2 is the epilogue's bias; otherwise it is the base op's own. */
+static wpk_status fused_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
+                              ir_tensor *const *out, ir_shape_fn base, bool bias) {
     ir_node view;
     ir_attr attrs[MAX_ATTRS];
     act_params act;
     wpk_status st = base_view(ctx, n, &view, attrs);
-    if (!st) st = op_matmul_shape(ctx, &view, in, out);
-    if (!st) st = check_matmul_bias(ctx, n, in, out[0]);
+    if (!st) st = base(ctx, &view, in, out);
+    if (!st && bias) st = check_matmul_bias(ctx, n, in, out[0]);
     if (!st) st = check_epilogue(ctx, n, in, out[0], &act);
     return st;
 }
 
-wpk_status op_fused_matmul_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
-                               ir_tensor *const *out) {
+static wpk_status fused_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
+                            ir_tensor *const *out, ir_ref_fn base, bool bias) {
     ir_node view;
     ir_attr attrs[MAX_ATTRS];
     act_params act;
     wpk_status st = base_view(ctx, n, &view, attrs);
-    if (!st) st = check_matmul_bias(ctx, n, in, out[0]);
+    if (!st && bias) st = check_matmul_bias(ctx, n, in, out[0]);
     if (!st) st = check_epilogue(ctx, n, in, out[0], &act);
-    if (!st) st = op_matmul_ref(ctx, &view, in, out);
+    if (!st) st = base(ctx, &view, in, out);
     if (st) return st;
-    const ir_tensor *b = opt_in(n, in, 2), *z = opt_in(n, in, Z_INPUT);
+    const ir_tensor *b = bias ? opt_in(n, in, 2) : NULL, *z = opt_in(n, in, Z_INPUT);
     const ir_tensor *y = out[0];
     epilogue(y->data, ir_numel(y), b ? b->data : NULL, b ? y->dims[y->ndim - 1] : 0,
              z ? z->data : NULL, &act);
     return WPK_OK;
+}
+
+wpk_status op_fused_conv_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
+                               ir_tensor *const *out) {
+    return fused_shape(ctx, n, in, out, op_conv_shape, false);
+}
+
+wpk_status op_fused_conv_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
+                             ir_tensor *const *out) {
+    return fused_ref(ctx, n, in, out, op_conv_ref, false);
+}
+
+wpk_status op_fused_gemm_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
+                               ir_tensor *const *out) {
+    return fused_shape(ctx, n, in, out, op_gemm_shape, false);
+}
+
+wpk_status op_fused_gemm_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
+                             ir_tensor *const *out) {
+    return fused_ref(ctx, n, in, out, op_gemm_ref, false);
+}
+
+wpk_status op_fused_matmul_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
+                                 ir_tensor *const *out) {
+    return fused_shape(ctx, n, in, out, op_matmul_shape, true);
+}
+
+wpk_status op_fused_matmul_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
+                               ir_tensor *const *out) {
+    return fused_ref(ctx, n, in, out, op_matmul_ref, true);
 }

@@ -120,6 +120,35 @@ wpk_status op_gemm_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const *i
     return WPK_OK;
 }
 
+/* One Gemm's operands: a task is one ROWS x COLS tile of Y (cb tiles per row of tiles). */
+typedef struct gemm_job {
+    mm p;
+    float alpha, beta;
+    const float *c; /* or NULL */
+    int64_t crs, ccs; /* C's row and column strides within Y, 0 where broadcast */
+    int64_t cb;
+    float *y;
+} gemm_job;
+
+static void gemm_task(const gemm_job *j, int64_t t) {
+    const int64_t m = j->p.m, n = j->p.n;
+    int64_t i0 = (t / j->cb) * ROWS, j0 = (t % j->cb) * COLS;
+    int ni = (int)(m - i0 < ROWS ? m - i0 : ROWS);
+    int64_t nj = n - j0 < COLS ? n - j0 : COLS;
+    float tile[ROWS][COLS];
+    mm_tile(&j->p, i0, ni, j0, nj, tile);
+    for (int r = 0; r < ni; r++) {
+        float *yr = j->y + (i0 + r) * n + j0;
+        if (j->c) {
+            const float *cr = j->c + (i0 + r) * j->crs + j0 * j->ccs;
+            for (int64_t q = 0; q < nj; q++)
+                yr[q] = j->alpha * tile[r][q] + j->beta * cr[q * j->ccs];
+        } else {
+            for (int64_t q = 0; q < nj; q++) yr[q] = j->alpha * tile[r][q];
+        }
+    }
+}
+
 /* Y = alpha * A' B' + beta * C. */
 wpk_status op_gemm_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
                        ir_tensor *const *out) {
@@ -127,34 +156,21 @@ wpk_status op_gemm_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
     wpk_status st = gemm_check(ctx, n, in, &d);
     if (st) return st;
     const ir_tensor *c = has_in(n, in, 2) ? in[2] : NULL;
-    mm p = {in[0]->data, in[1]->data, d.m, d.n, d.k, d.ta ? 1 : d.k, d.ta ? d.m : 1, d.tb};
-    const float alpha = ir_attr_float(n, "alpha", 1.0f), beta = ir_attr_float(n, "beta", 1.0f);
-    /* C broadcast: strides of its row and column within the output (0 where broadcast) */
-    int64_t crs = 0, ccs = 0;
+    gemm_job j = {.p = {in[0]->data, in[1]->data, d.m, d.n, d.k, d.ta ? 1 : d.k, d.ta ? d.m : 1,
+                        d.tb},
+                  .alpha = ir_attr_float(n, "alpha", 1.0f), .beta = ir_attr_float(n, "beta", 1.0f),
+                  .c = c ? c->data : NULL, .cb = (d.n + COLS - 1) / COLS, .y = out[0]->data};
     if (c) {
         int64_t cm = c->ndim == 2 ? c->dims[0] : 1, cn = c->ndim >= 1 ? c->dims[c->ndim - 1] : 1;
-        crs = cm == 1 ? 0 : cn;
-        ccs = cn == 1 ? 0 : 1;
+        j.crs = cm == 1 ? 0 : cn;
+        j.ccs = cn == 1 ? 0 : 1;
     }
-    const float *cd = c ? c->data : NULL;
-    float *yd = out[0]->data;
-    int64_t rb = (d.m + ROWS - 1) / ROWS, cb = (d.n + COLS - 1) / COLS;
+    int64_t tasks = (d.m + ROWS - 1) / ROWS * j.cb;
+    if (op_parallel(tasks, 2)) {
 #pragma omp parallel for schedule(static)
-    for (int64_t t = 0; t < rb * cb; t++) {
-        int64_t i0 = (t / cb) * ROWS, j0 = (t % cb) * COLS;
-        int ni = (int)(d.m - i0 < ROWS ? d.m - i0 : ROWS);
-        int64_t nj = d.n - j0 < COLS ? d.n - j0 : COLS;
-        float tile[ROWS][COLS];
-        mm_tile(&p, i0, ni, j0, nj, tile);
-        for (int r = 0; r < ni; r++) {
-            float *yr = yd + (i0 + r) * d.n + j0;
-            if (cd) {
-                const float *cr = cd + (i0 + r) * crs + j0 * ccs;
-                for (int64_t j = 0; j < nj; j++) yr[j] = alpha * tile[r][j] + beta * cr[j * ccs];
-            } else {
-                for (int64_t j = 0; j < nj; j++) yr[j] = alpha * tile[r][j];
-            }
-        }
+        for (int64_t t = 0; t < tasks; t++) gemm_task(&j, t);
+    } else {
+        for (int64_t t = 0; t < tasks; t++) gemm_task(&j, t);
     }
     return WPK_OK;
 }
@@ -222,6 +238,34 @@ wpk_status op_matmul_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const 
     return WPK_OK;
 }
 
+/* A MatMul's operands: a task is one ROWS x COLS tile of one matrix of Y. */
+typedef struct matmul_job {
+    const matmul_dims *d;
+    int64_t cb, per; /* tiles per row of tiles, per matrix */
+    const float *a, *b;
+    float *y;
+} matmul_job;
+
+static void matmul_task(const matmul_job *j, int64_t t) {
+    const matmul_dims *d = j->d;
+    int64_t bi = t / j->per, i0 = (t % j->per / j->cb) * ROWS, j0 = (t % j->cb) * COLS;
+    int64_t ao = 0, bo = 0, rest = bi;
+    for (int i = d->nb - 1; i >= 0; i--) {
+        int64_t at = rest % d->batch[i];
+        rest /= d->batch[i];
+        ao += at * d->astr[i];
+        bo += at * d->bstr[i];
+    }
+    mm p = {j->a + ao, j->b + bo, d->m, d->n, d->k, d->k, 1, false};
+    int ni = (int)(d->m - i0 < ROWS ? d->m - i0 : ROWS);
+    int64_t nj = d->n - j0 < COLS ? d->n - j0 : COLS;
+    float tile[ROWS][COLS];
+    mm_tile(&p, i0, ni, j0, nj, tile);
+    float *y = j->y + bi * d->m * d->n;
+    for (int r = 0; r < ni; r++)
+        memcpy(y + (i0 + r) * d->n + j0, tile[r], sizeof(float) * (size_t)nj);
+}
+
 wpk_status op_matmul_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
                          ir_tensor *const *out) {
     matmul_dims d;
@@ -229,27 +273,15 @@ wpk_status op_matmul_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *i
     if (st) return st;
     int64_t nbatch = 1;
     for (int i = 0; i < d.nb; i++) nbatch *= d.batch[i];
-    const float *ad = in[0]->data, *bd = in[1]->data;
-    float *yd = out[0]->data;
-    int64_t rb = (d.m + ROWS - 1) / ROWS, cb = (d.n + COLS - 1) / COLS, per = rb * cb;
+    matmul_job j = {.d = &d, .cb = (d.n + COLS - 1) / COLS, .a = in[0]->data, .b = in[1]->data,
+                    .y = out[0]->data};
+    j.per = (d.m + ROWS - 1) / ROWS * j.cb;
+    int64_t tasks = nbatch * j.per;
+    if (op_parallel(tasks, 2)) {
 #pragma omp parallel for schedule(static)
-    for (int64_t t = 0; t < nbatch * per; t++) {
-        int64_t bi = t / per, i0 = (t % per / cb) * ROWS, j0 = (t % cb) * COLS;
-        int64_t ao = 0, bo = 0, rest = bi;
-        for (int i = d.nb - 1; i >= 0; i--) {
-            int64_t at = rest % d.batch[i];
-            rest /= d.batch[i];
-            ao += at * d.astr[i];
-            bo += at * d.bstr[i];
-        }
-        mm p = {ad + ao, bd + bo, d.m, d.n, d.k, d.k, 1, false};
-        int ni = (int)(d.m - i0 < ROWS ? d.m - i0 : ROWS);
-        int64_t nj = d.n - j0 < COLS ? d.n - j0 : COLS;
-        float tile[ROWS][COLS];
-        mm_tile(&p, i0, ni, j0, nj, tile);
-        float *y = yd + bi * d.m * d.n;
-        for (int r = 0; r < ni; r++)
-            memcpy(y + (i0 + r) * d.n + j0, tile[r], sizeof(float) * (size_t)nj);
+        for (int64_t t = 0; t < tasks; t++) matmul_task(&j, t);
+    } else {
+        for (int64_t t = 0; t < tasks; t++) matmul_task(&j, t);
     }
     return WPK_OK;
 }

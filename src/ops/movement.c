@@ -3,17 +3,10 @@
  * Transpose, Slice and Expand are all "copy a strided view densely" and share strided_copy. */
 #include "ops/op_util.h"
 
-#include <stdio.h>
 #include <string.h>
 
 /* Copies of fewer bytes than this stay on one thread. */
 #define PAR_MIN_BYTES (1 << 20)
-
-static wpk_status need_output(wpk_context *ctx, const ir_node *n, ir_tensor *const *out,
-                              int i) {
-    if (i >= n->nout || !out[i]) return op_fail(ctx, n, "output %d is missing", i);
-    return WPK_OK;
-}
 
 static wpk_status need_elem(wpk_context *ctx, const ir_node *n, const ir_tensor *t) {
     if (!wpk_dtype_size(t->dtype))
@@ -23,15 +16,6 @@ static wpk_status need_elem(wpk_context *ctx, const ir_node *n, const ir_tensor 
 
 static bool has_input(const ir_node *n, ir_tensor *const *in, int i) {
     return i < n->nin && in[i];
-}
-
-/* "[2,3,4]" into buf, for messages. */
-static const char *dims_str(char *buf, size_t cap, int ndim, const int64_t *dims) {
-    size_t k = (size_t)snprintf(buf, cap, "[");
-    for (int i = 0; i < ndim && k < cap; i++)
-        k += (size_t)snprintf(buf + k, cap - k, "%s%lld", i ? "," : "", (long long)dims[i]);
-    if (k < cap) snprintf(buf + k, cap - k, "]");
-    return buf;
 }
 
 /* Product of dims[from, to). */
@@ -70,22 +54,44 @@ static void copy_run(char *dst, const char *src, size_t es, int64_t len, int64_t
     }
 }
 
+/* A strided view merged into m dims (d, element strides s), copied densely one row (the
+ * innermost dim, `inner` elements of e bytes) at a time. */
+typedef struct copy_job {
+    int m;
+    int64_t d[WPK_MAX_DIMS], s[WPK_MAX_DIMS], inner, e;
+    const char *src;
+    char *dst;
+} copy_job;
+
+static void copy_row(const copy_job *j, int64_t r) {
+    int64_t off = 0, rem = r, is = j->s[j->m - 1];
+    for (int k = j->m - 2; k >= 0; k--) {
+        off += (rem % j->d[k]) * j->s[k];
+        rem /= j->d[k];
+    }
+    char *o = j->dst + r * j->inner * j->e;
+    const char *p = j->src + off * j->e;
+    if (is == 1) memcpy(o, p, (size_t)(j->inner * j->e));
+    else copy_run(o, p, (size_t)j->e, j->inner, is);
+}
+
 /* Write the view of src with dims[nd] and element strides[nd] (src points at the view's first
  * element) densely to dst. Size-1 dims are dropped and dims that stay contiguous in the view
  * merge, so the innermost run is as long as possible and a memcpy when its stride is 1. */
 static void strided_copy(void *dst, const void *src, size_t es, int nd, const int64_t *dims,
                          const int64_t *strides) {
-    int64_t d[WPK_MAX_DIMS], s[WPK_MAX_DIMS], total = 1;
+    copy_job j = {.e = (int64_t)es, .src = src, .dst = dst};
+    int64_t total = 1;
     int m = 0;
     for (int i = 0; i < nd; i++) {
         total *= dims[i];
         if (dims[i] == 1) continue;
-        if (m > 0 && s[m - 1] == strides[i] * dims[i]) {
-            d[m - 1] *= dims[i];
-            s[m - 1] = strides[i];
+        if (m > 0 && j.s[m - 1] == strides[i] * dims[i]) {
+            j.d[m - 1] *= dims[i];
+            j.s[m - 1] = strides[i];
         } else {
-            d[m] = dims[i];
-            s[m] = strides[i];
+            j.d[m] = dims[i];
+            j.s[m] = strides[i];
             m++;
         }
     }
@@ -94,18 +100,14 @@ static void strided_copy(void *dst, const void *src, size_t es, int nd, const in
         memcpy(dst, src, es);
         return;
     }
-    int64_t inner = d[m - 1], is = s[m - 1], rows = total / inner, e = (int64_t)es;
-#pragma omp parallel for if (total * e > PAR_MIN_BYTES) schedule(static)
-    for (int64_t r = 0; r < rows; r++) {
-        int64_t off = 0, rem = r;
-        for (int k = m - 2; k >= 0; k--) {
-            off += (rem % d[k]) * s[k];
-            rem /= d[k];
-        }
-        char *o = (char *)dst + r * inner * e;
-        const char *p = (const char *)src + off * e;
-        if (is == 1) memcpy(o, p, (size_t)(inner * e));
-        else copy_run(o, p, es, inner, is);
+    j.m = m;
+    j.inner = j.d[m - 1];
+    int64_t rows = total / j.inner;
+    if (op_parallel(total * j.e, PAR_MIN_BYTES)) {
+#pragma omp parallel for schedule(static)
+        for (int64_t r = 0; r < rows; r++) copy_row(&j, r);
+    } else {
+        for (int64_t r = 0; r < rows; r++) copy_row(&j, r);
     }
 }
 
@@ -136,7 +138,7 @@ static wpk_status get_perm(wpk_context *ctx, const ir_node *n, int ndim, int *pe
 wpk_status op_transpose_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
                               ir_tensor *const *out) {
     wpk_status st = op_need_input(ctx, n, in, 0, "data");
-    if (!st) st = need_output(ctx, n, out, 0);
+    if (!st) st = op_need_output(ctx, n, out, 0);
     if (!st) st = need_elem(ctx, n, in[0]);
     if (st) return st;
     int perm[WPK_MAX_DIMS];
@@ -171,7 +173,7 @@ static wpk_status concat_axis(wpk_context *ctx, const ir_node *n, int ndim, int 
 
 wpk_status op_concat_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
                            ir_tensor *const *out) {
-    wpk_status st = need_output(ctx, n, out, 0);
+    wpk_status st = op_need_output(ctx, n, out, 0);
     if (st) return st;
     if (n->nin < 1) return op_fail(ctx, n, "has no inputs");
     for (int i = 0; i < n->nin; i++)
@@ -196,8 +198,8 @@ wpk_status op_concat_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const 
                 ok = false;
         if (!ok)
             return op_fail(ctx, n, "input %d has shape %s, which does not match input 0's %s "
-                           "outside axis %d", i, dims_str(b1, sizeof b1, t->ndim, t->dims),
-                           dims_str(b2, sizeof b2, x->ndim, x->dims), axis);
+                           "outside axis %d", i, op_dims_str(b1, sizeof b1, t->ndim, t->dims),
+                           op_dims_str(b2, sizeof b2, x->ndim, x->dims), axis);
         dims[axis] = dims[axis] < 0 || t->dims[axis] < 0 ? -1 : dims[axis] + t->dims[axis];
     }
     op_set_shape(out[0], x->dtype, x->ndim, dims);
@@ -238,7 +240,7 @@ wpk_status op_split_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const *
     int nout = n->nout;
     if (nout < 1) return op_fail(ctx, n, "has no outputs");
     for (int i = 0; i < nout; i++) {
-        st = need_output(ctx, n, out, i);
+        st = op_need_output(ctx, n, out, i);
         if (st) return st;
     }
     int axis;
@@ -273,7 +275,7 @@ wpk_status op_split_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const *
         }
         if (d >= 0 && sum != d)
             return op_fail(ctx, n, "input 'split' sums to %lld, but axis %d of %s has size %lld",
-                           (long long)sum, axis, dims_str(b1, sizeof b1, x->ndim, x->dims),
+                           (long long)sum, axis, op_dims_str(b1, sizeof b1, x->ndim, x->dims),
                            (long long)d);
         return WPK_OK;
     }
@@ -290,7 +292,7 @@ wpk_status op_split_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const *
     int64_t last = d - chunk * (nout - 1);
     if (num ? last < 0 : d % nout != 0)
         return op_fail(ctx, n, "axis %d of %s (size %lld) cannot be split into %d outputs", axis,
-                       dims_str(b1, sizeof b1, x->ndim, x->dims), (long long)d, nout);
+                       op_dims_str(b1, sizeof b1, x->ndim, x->dims), (long long)d, nout);
     for (int i = 0; i < nout; i++) out[i]->dims[axis] = i < nout - 1 ? chunk : last;
     return WPK_OK;
 }
@@ -403,7 +405,7 @@ wpk_status op_slice_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const *
                           ir_tensor *const *out) {
     int64_t start[WPK_MAX_DIMS], step[WPK_MAX_DIMS], len[WPK_MAX_DIMS];
     wpk_status st = slice_plan(ctx, n, in, start, step, len);
-    if (!st) st = need_output(ctx, n, out, 0);
+    if (!st) st = op_need_output(ctx, n, out, 0);
     if (!st) st = need_elem(ctx, n, in[0]);
     if (st) return st;
     op_set_shape(out[0], in[0]->dtype, in[0]->ndim, len);
@@ -449,7 +451,7 @@ wpk_status op_gather_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const 
                            ir_tensor *const *out) {
     wpk_status st = op_need_input(ctx, n, in, 0, "data");
     if (!st) st = op_need_input(ctx, n, in, 1, "indices");
-    if (!st) st = need_output(ctx, n, out, 0);
+    if (!st) st = op_need_output(ctx, n, out, 0);
     if (!st) st = need_elem(ctx, n, in[0]);
     if (st) return st;
     const ir_tensor *x = in[0], *idx = in[1];
@@ -477,6 +479,25 @@ wpk_status op_gather_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const 
     return WPK_OK;
 }
 
+/* Gather: for each index (count of them, into an axis of d), one slice of `inner` bytes. */
+typedef struct gather_job {
+    const ir_tensor *idx;
+    int64_t d, count;
+    size_t inner;
+    const char *src;
+    char *dst;
+} gather_job;
+
+/* The slices of outer index o. */
+static void gather_rows(const gather_job *j, int64_t o) {
+    for (int64_t k = 0; k < j->count; k++) {
+        int64_t v = op_int_at(j->idx, k);
+        if (v < 0) v += j->d;
+        memcpy(j->dst + (size_t)(o * j->count + k) * j->inner,
+               j->src + (size_t)(o * j->d + v) * j->inner, j->inner);
+    }
+}
+
 wpk_status op_gather_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
                          ir_tensor *const *out) {
     const ir_tensor *x = in[0], *idx = in[1];
@@ -489,18 +510,15 @@ wpk_status op_gather_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *i
     if (st) return st;
     if (ir_numel(out[0]) == 0) return WPK_OK;
     size_t es = wpk_dtype_size(x->dtype);
-    int64_t outer = prod(x->dims, 0, axis), count = ir_numel(idx);
-    size_t inner = (size_t)prod(x->dims, axis + 1, x->ndim) * es;
-    const char *src = x->data;
-    char *dst = out[0]->data;
-#pragma omp parallel for if ((size_t)(outer * count) * inner > PAR_MIN_BYTES) schedule(static)
-    for (int64_t o = 0; o < outer; o++) {
-        for (int64_t j = 0; j < count; j++) {
-            int64_t v = op_int_at(idx, j);
-            if (v < 0) v += d;
-            memcpy(dst + (size_t)(o * count + j) * inner, src + (size_t)(o * d + v) * inner,
-                   inner);
-        }
+    gather_job j = {.idx = idx, .d = d, .count = ir_numel(idx),
+                    .inner = (size_t)prod(x->dims, axis + 1, x->ndim) * es, .src = x->data,
+                    .dst = out[0]->data};
+    int64_t outer = prod(x->dims, 0, axis);
+    if (op_parallel(outer * j.count * (int64_t)j.inner, PAR_MIN_BYTES)) {
+#pragma omp parallel for schedule(static)
+        for (int64_t o = 0; o < outer; o++) gather_rows(&j, o);
+    } else {
+        for (int64_t o = 0; o < outer; o++) gather_rows(&j, o);
     }
     return WPK_OK;
 }
@@ -511,7 +529,7 @@ wpk_status op_expand_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const 
                            ir_tensor *const *out) {
     wpk_status st = op_need_input(ctx, n, in, 0, "input");
     if (!st) st = op_need_data(ctx, n, in, 1, "shape");
-    if (!st) st = need_output(ctx, n, out, 0);
+    if (!st) st = op_need_output(ctx, n, out, 0);
     if (!st) st = need_elem(ctx, n, in[0]);
     if (st) return st;
     const ir_tensor *x = in[0];
@@ -523,7 +541,7 @@ wpk_status op_expand_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const 
     for (int i = 0; i < ns; i++)
         if (shape[i] < 0)
             return op_fail(ctx, n, "input 'shape' %s has the negative value %lld",
-                           dims_str(b1, sizeof b1, ns, shape), (long long)shape[i]);
+                           op_dims_str(b1, sizeof b1, ns, shape), (long long)shape[i]);
     /* bidirectional: a 1 on either side takes the other side's dim */
     int nd = x->ndim > ns ? x->ndim : ns;
     int64_t dims[WPK_MAX_DIMS];
@@ -534,8 +552,8 @@ wpk_status op_expand_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const 
         else if (dx == 1 || dx < 0) dims[i] = ds;
         else
             return op_fail(ctx, n, "cannot expand %s to shape %s: dim %d is %lld and %lld",
-                           dims_str(b1, sizeof b1, x->ndim, x->dims),
-                           dims_str(b2, sizeof b2, ns, shape), i, (long long)dx, (long long)ds);
+                           op_dims_str(b1, sizeof b1, x->ndim, x->dims),
+                           op_dims_str(b2, sizeof b2, ns, shape), i, (long long)dx, (long long)ds);
     }
     op_set_shape(out[0], x->dtype, nd, dims);
     return WPK_OK;
@@ -626,7 +644,7 @@ wpk_status op_pad_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const *in
     pad_axis ax[WPK_MAX_DIMS];
     int mode;
     wpk_status st = pad_plan(ctx, n, in, ax, &mode);
-    if (!st) st = need_output(ctx, n, out, 0);
+    if (!st) st = op_need_output(ctx, n, out, 0);
     if (!st) st = need_elem(ctx, n, in[0]);
     if (st) return st;
     const ir_tensor *x = in[0];
@@ -666,6 +684,44 @@ static void fill(char *dst, const unsigned char *value, size_t es, int64_t count
     for (int64_t i = 0; i < count; i++) memcpy(dst + (int64_t)es * i, value, es);
 }
 
+/* Pad: the output row by row (rows of the last axis, `width` elements of e bytes). */
+typedef struct pad_job {
+    const pad_axis *ax;
+    int mode, last;
+    int64_t in_strides[WPK_MAX_DIMS], width, e;
+    const unsigned char *value;
+    const char *src;
+    char *dst;
+} pad_job;
+
+static void pad_row(const pad_job *j, int64_t row) {
+    const int64_t e = j->e, width = j->width;
+    const pad_axis *pl = &j->ax[j->last];
+    char *dst = j->dst + row * width * e;
+    int64_t off = 0, rem = row;
+    bool constant_row = false;
+    for (int k = j->last - 1; k >= 0; k--) {
+        int64_t s = pad_source(&j->ax[k], j->mode, rem % j->ax[k].out);
+        rem /= j->ax[k].out;
+        if (s < 0) constant_row = true;
+        off += s * j->in_strides[k];
+    }
+    if (constant_row) {
+        fill(dst, j->value, (size_t)e, width);
+        return;
+    }
+    const char *line = j->src + off * e;
+    /* the middle is one contiguous run; only the padded ends go element by element */
+    if (pl->len) memcpy(dst + pl->before * e, line + pl->lo * e, (size_t)(pl->len * e));
+    for (int64_t o = 0; o < width; o++) {
+        if (o == pl->before) o += pl->len;
+        if (o >= width) break;
+        int64_t s = pad_source(pl, j->mode, o);
+        if (s < 0) memcpy(dst + o * e, j->value, (size_t)e);
+        else memcpy(dst + o * e, line + s * e, (size_t)e);
+    }
+}
+
 wpk_status op_pad_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
                       ir_tensor *const *out) {
     pad_axis ax[WPK_MAX_DIMS];
@@ -683,37 +739,15 @@ wpk_status op_pad_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
         memcpy(y->data, x->data, es);
         return WPK_OK;
     }
-    int r = x->ndim, last = r - 1;
-    int64_t in_strides[WPK_MAX_DIMS], e = (int64_t)es;
-    dense_strides(x, in_strides);
-    const pad_axis *pl = &ax[last];
-    int64_t width = pl->out, rows = total / width;
-    const char *src = x->data;
-#pragma omp parallel for if (total * e > PAR_MIN_BYTES) schedule(static)
-    for (int64_t row = 0; row < rows; row++) {
-        char *dst = (char *)y->data + row * width * e;
-        int64_t off = 0, rem = row;
-        bool constant_row = false;
-        for (int k = last - 1; k >= 0; k--) {
-            int64_t s = pad_source(&ax[k], mode, rem % ax[k].out);
-            rem /= ax[k].out;
-            if (s < 0) constant_row = true;
-            off += s * in_strides[k];
-        }
-        if (constant_row) {
-            fill(dst, value, es, width);
-            continue;
-        }
-        const char *line = src + off * e;
-        /* the middle is one contiguous run; only the padded ends go element by element */
-        if (pl->len) memcpy(dst + pl->before * e, line + pl->lo * e, (size_t)(pl->len * e));
-        for (int64_t o = 0; o < width; o++) {
-            if (o == pl->before) o += pl->len;
-            if (o >= width) break;
-            int64_t s = pad_source(pl, mode, o);
-            if (s < 0) memcpy(dst + o * e, value, es);
-            else memcpy(dst + o * e, line + s * e, es);
-        }
+    pad_job j = {.ax = ax, .mode = mode, .last = x->ndim - 1, .width = ax[x->ndim - 1].out,
+                 .e = (int64_t)es, .value = value, .src = x->data, .dst = y->data};
+    dense_strides(x, j.in_strides);
+    int64_t rows = total / j.width;
+    if (op_parallel(total * j.e, PAR_MIN_BYTES)) {
+#pragma omp parallel for schedule(static)
+        for (int64_t row = 0; row < rows; row++) pad_row(&j, row);
+    } else {
+        for (int64_t row = 0; row < rows; row++) pad_row(&j, row);
     }
     return WPK_OK;
 }

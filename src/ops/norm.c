@@ -4,7 +4,6 @@
 #include <math.h>
 #include <string.h>
 
-#include "base/alloc.h"
 #include "ops/op_util.h"
 
 static bool has_in(const ir_node *n, ir_tensor *const *in, int i) { return i < n->nin && in[i]; }
@@ -63,6 +62,31 @@ wpk_status op_batch_norm_shape(wpk_context *ctx, const ir_node *n, ir_tensor *co
     return WPK_OK;
 }
 
+/* One BatchNormalization's operands, a plane (one image's channel) at a time. */
+typedef struct bn_job {
+    int64_t c, size, per_channel;
+    double eps;
+    const float *x, *scale, *bias, *mean, *var;
+    float *y;
+} bn_job;
+
+static void bn_plane(const bn_job *j, int64_t p) {
+    int64_t ch = p % j->c, size = j->size;
+    const float *xp = j->x + p * size;
+    float *yp = j->y + p * size;
+    if (j->per_channel == 1) {
+        double a = j->scale[ch] / sqrt((double)j->var[ch] + j->eps);
+        const float fa = (float)a, fb = (float)(j->bias[ch] - j->mean[ch] * a);
+#pragma omp simd
+        for (int64_t i = 0; i < size; i++) yp[i] = xp[i] * fa + fb;
+    } else {
+        int64_t q = ch * size;
+        for (int64_t i = 0; i < size; i++)
+            yp[i] = (float)((xp[i] - j->mean[q + i]) / sqrt((double)j->var[q + i] + j->eps) *
+                            j->scale[q + i] + j->bias[q + i]);
+    }
+}
+
 /* y = (x - mean) / sqrt(var + epsilon) * scale + B, per channel; safe in place (y == x). */
 wpk_status op_batch_norm_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
                              ir_tensor *const *out) {
@@ -70,27 +94,16 @@ wpk_status op_batch_norm_ref(wpk_context *ctx, const ir_node *n, ir_tensor *cons
     wpk_status st = batch_norm_check(ctx, n, in, out, &per_channel);
     if (st) return st;
     const ir_tensor *x = in[0];
-    int64_t c = x->dims[1], size = prod(x->dims, 2, x->ndim), planes = x->dims[0] * c;
-    const float *xd = x->data, *scale = in[1]->data, *bias = in[2]->data, *mean = in[3]->data,
-                *var = in[4]->data;
-    float *yd = out[0]->data;
-    const double eps = ir_attr_float(n, "epsilon", 1e-5f);
+    bn_job j = {.c = x->dims[1], .size = prod(x->dims, 2, x->ndim), .per_channel = per_channel,
+                .eps = ir_attr_float(n, "epsilon", 1e-5f), .x = x->data, .scale = in[1]->data,
+                .bias = in[2]->data, .mean = in[3]->data, .var = in[4]->data,
+                .y = out[0]->data};
+    int64_t planes = x->dims[0] * j.c;
+    if (op_parallel(planes, 2)) {
 #pragma omp parallel for schedule(static)
-    for (int64_t p = 0; p < planes; p++) {
-        int64_t ch = p % c;
-        const float *xp = xd + p * size;
-        float *yp = yd + p * size;
-        if (per_channel == 1) {
-            double a = scale[ch] / sqrt((double)var[ch] + eps);
-            const float fa = (float)a, fb = (float)(bias[ch] - mean[ch] * a);
-#pragma omp simd
-            for (int64_t i = 0; i < size; i++) yp[i] = xp[i] * fa + fb;
-        } else {
-            int64_t q = ch * size;
-            for (int64_t i = 0; i < size; i++)
-                yp[i] = (float)((xp[i] - mean[q + i]) / sqrt((double)var[q + i] + eps) *
-                                scale[q + i] + bias[q + i]);
-        }
+        for (int64_t p = 0; p < planes; p++) bn_plane(&j, p);
+    } else {
+        for (int64_t p = 0; p < planes; p++) bn_plane(&j, p);
     }
     return WPK_OK;
 }
@@ -154,46 +167,63 @@ static int64_t param_at(const int64_t *strides, const int64_t *dims, int nd, int
     return off;
 }
 
+/* One LayerNormalization's operands: rows of d elements, Scale/B broadcast over a row
+ * (full: one value per element, else read through param_at). */
+typedef struct ln_job {
+    int nd;
+    const int64_t *ndims;
+    int64_t d, sstr[WPK_MAX_DIMS], bstr[WPK_MAX_DIMS];
+    bool sfull, bfull;
+    double eps;
+    const float *x, *s, *b; /* b may be NULL */
+    float *y, *mean, *inv;  /* mean and inv (the optional outputs) may be NULL */
+} ln_job;
+
+static void ln_row(const ln_job *j, int64_t r) {
+    const int64_t d = j->d;
+    const float *xr = j->x + r * d, *sd = j->s, *bd = j->b;
+    float *yr = j->y + r * d;
+    double sum = 0.0, sq = 0.0;
+    for (int64_t k = 0; k < d; k++) sum += xr[k];
+    double mean = sum / (double)d;
+    for (int64_t k = 0; k < d; k++) sq += (xr[k] - mean) * (xr[k] - mean);
+    double inv = 1.0 / sqrt(sq / (double)d + j->eps);
+    if (j->mean) j->mean[r] = (float)mean;
+    if (j->inv) j->inv[r] = (float)inv;
+    const float fm = (float)mean, fi = (float)inv;
+    if (j->sfull && j->bfull) {
+#pragma omp simd
+        for (int64_t k = 0; k < d; k++) yr[k] = (xr[k] - fm) * fi * sd[k] + (bd ? bd[k] : 0.0f);
+    } else {
+        for (int64_t k = 0; k < d; k++) {
+            float s = sd[j->sfull ? k : param_at(j->sstr, j->ndims, j->nd, k)];
+            float b = bd ? bd[j->bfull ? k : param_at(j->bstr, j->ndims, j->nd, k)] : 0.0f;
+            yr[k] = (xr[k] - fm) * fi * s + b;
+        }
+    }
+}
+
 wpk_status op_layer_norm_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
                              ir_tensor *const *out) {
     int axis;
     wpk_status st = layer_norm_check(ctx, n, in, &axis);
     if (st) return st;
     const ir_tensor *x = in[0], *sc = in[1], *bi = has_in(n, in, 2) ? in[2] : NULL;
-    int nd = x->ndim - axis;
-    const int64_t *ndims = x->dims + axis;
-    int64_t rows = prod(x->dims, 0, axis), d = prod(x->dims, axis, x->ndim);
-    int64_t sstr[WPK_MAX_DIMS], bstr[WPK_MAX_DIMS];
-    op_broadcast_strides(sc, nd, ndims, sstr);
-    if (bi) op_broadcast_strides(bi, nd, ndims, bstr);
-    bool sfull = ir_numel(sc) == d, bfull = !bi || ir_numel(bi) == d;
-    const float *xd = x->data, *sd = sc->data, *bd = bi ? bi->data : NULL;
-    float *yd = out[0]->data;
-    float *md = has_out(n, out, 1) ? out[1]->data : NULL;
-    float *vd = has_out(n, out, 2) ? out[2]->data : NULL;
-    const double eps = ir_attr_float(n, "epsilon", 1e-5f);
+    ln_job j = {.nd = x->ndim - axis, .ndims = x->dims + axis,
+                .d = prod(x->dims, axis, x->ndim), .eps = ir_attr_float(n, "epsilon", 1e-5f),
+                .x = x->data, .s = sc->data, .b = bi ? bi->data : NULL, .y = out[0]->data,
+                .mean = has_out(n, out, 1) ? out[1]->data : NULL,
+                .inv = has_out(n, out, 2) ? out[2]->data : NULL};
+    op_broadcast_strides(sc, j.nd, j.ndims, j.sstr);
+    if (bi) op_broadcast_strides(bi, j.nd, j.ndims, j.bstr);
+    j.sfull = ir_numel(sc) == j.d;
+    j.bfull = !bi || ir_numel(bi) == j.d;
+    int64_t rows = prod(x->dims, 0, axis);
+    if (op_parallel(rows, 2)) {
 #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; r++) {
-        const float *xr = xd + r * d;
-        float *yr = yd + r * d;
-        double sum = 0.0, sq = 0.0;
-        for (int64_t j = 0; j < d; j++) sum += xr[j];
-        double mean = sum / (double)d;
-        for (int64_t j = 0; j < d; j++) sq += (xr[j] - mean) * (xr[j] - mean);
-        double inv = 1.0 / sqrt(sq / (double)d + eps);
-        if (md) md[r] = (float)mean;
-        if (vd) vd[r] = (float)inv;
-        const float fm = (float)mean, fi = (float)inv;
-        if (sfull && bfull) {
-#pragma omp simd
-            for (int64_t j = 0; j < d; j++) yr[j] = (xr[j] - fm) * fi * sd[j] + (bd ? bd[j] : 0.0f);
-        } else {
-            for (int64_t j = 0; j < d; j++) {
-                float s = sd[sfull ? j : param_at(sstr, ndims, nd, j)];
-                float b = bd ? bd[bfull ? j : param_at(bstr, ndims, nd, j)] : 0.0f;
-                yr[j] = (xr[j] - fm) * fi * s + b;
-            }
-        }
+        for (int64_t r = 0; r < rows; r++) ln_row(&j, r);
+    } else {
+        for (int64_t r = 0; r < rows; r++) ln_row(&j, r);
     }
     return WPK_OK;
 }
@@ -232,50 +262,66 @@ wpk_status op_softmax_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const
 /* Columns of a strided softmax handled together, so the loops over them vectorize. */
 #define SOFTMAX_CHUNK 256
 
+/* One Softmax's operands: `outer` blocks of len x inner, a task is up to SOFTMAX_CHUNK
+ * columns of one block (chunks of them per block). */
+typedef struct softmax_job {
+    int64_t len, inner, chunks;
+    const float *x;
+    float *y;
+} softmax_job;
+
+/* Subtracting the maximum first keeps exp() from overflowing. */
+static void softmax_task(const softmax_job *j, int64_t t) {
+    const int64_t len = j->len, inner = j->inner;
+    int64_t o = t / j->chunks, c0 = (t % j->chunks) * SOFTMAX_CHUNK;
+    int64_t cn = inner - c0 < SOFTMAX_CHUNK ? inner - c0 : SOFTMAX_CHUNK;
+    const float *x = j->x + o * len * inner + c0;
+    float *y = j->y + o * len * inner + c0;
+    if (inner == 1) {
+        float mx = -INFINITY;
+        for (int64_t l = 0; l < len; l++) mx = x[l] > mx ? x[l] : mx;
+        double sum = 0.0;
+        for (int64_t l = 0; l < len; l++) {
+            y[l] = expf(x[l] - mx);
+            sum += y[l];
+        }
+        const float scale = (float)(1.0 / sum);
+        for (int64_t l = 0; l < len; l++) y[l] *= scale;
+        return;
+    }
+    float mx[SOFTMAX_CHUNK], sum[SOFTMAX_CHUNK];
+    for (int64_t i = 0; i < cn; i++) {
+        mx[i] = -INFINITY;
+        sum[i] = 0.0f;
+    }
+    for (int64_t l = 0; l < len; l++)
+        for (int64_t i = 0; i < cn; i++)
+            mx[i] = x[l * inner + i] > mx[i] ? x[l * inner + i] : mx[i];
+    for (int64_t l = 0; l < len; l++)
+        for (int64_t i = 0; i < cn; i++) {
+            y[l * inner + i] = expf(x[l * inner + i] - mx[i]);
+            sum[i] += y[l * inner + i];
+        }
+    for (int64_t i = 0; i < cn; i++) sum[i] = 1.0f / sum[i];
+    for (int64_t l = 0; l < len; l++)
+#pragma omp simd
+        for (int64_t i = 0; i < cn; i++) y[l * inner + i] *= sum[i];
+}
+
 wpk_status op_softmax_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
                           ir_tensor *const *out) {
     int64_t outer, len, inner;
     wpk_status st = softmax_setup(ctx, n, in, &outer, &len, &inner);
     if (st) return st;
-    const float *xd = in[0]->data;
-    float *yd = out[0]->data;
-    int64_t chunks = (inner + SOFTMAX_CHUNK - 1) / SOFTMAX_CHUNK;
-    /* Subtracting the maximum first keeps exp() from overflowing. */
+    softmax_job j = {.len = len, .inner = inner,
+                     .chunks = (inner + SOFTMAX_CHUNK - 1) / SOFTMAX_CHUNK, .x = in[0]->data,
+                     .y = out[0]->data};
+    int64_t tasks = outer * j.chunks;
+    if (op_parallel(tasks, 2)) {
 #pragma omp parallel for schedule(static)
-    for (int64_t t = 0; t < outer * chunks; t++) {
-        int64_t o = t / chunks, c0 = (t % chunks) * SOFTMAX_CHUNK;
-        int64_t cn = inner - c0 < SOFTMAX_CHUNK ? inner - c0 : SOFTMAX_CHUNK;
-        const float *x = xd + o * len * inner + c0;
-        float *y = yd + o * len * inner + c0;
-        if (inner == 1) {
-            float mx = -INFINITY;
-            for (int64_t l = 0; l < len; l++) mx = x[l] > mx ? x[l] : mx;
-            double sum = 0.0;
-            for (int64_t l = 0; l < len; l++) {
-                y[l] = expf(x[l] - mx);
-                sum += y[l];
-            }
-            const float scale = (float)(1.0 / sum);
-            for (int64_t l = 0; l < len; l++) y[l] *= scale;
-            continue;
-        }
-        float mx[SOFTMAX_CHUNK], sum[SOFTMAX_CHUNK];
-        for (int64_t i = 0; i < cn; i++) {
-            mx[i] = -INFINITY;
-            sum[i] = 0.0f;
-        }
-        for (int64_t l = 0; l < len; l++)
-            for (int64_t i = 0; i < cn; i++)
-                mx[i] = x[l * inner + i] > mx[i] ? x[l * inner + i] : mx[i];
-        for (int64_t l = 0; l < len; l++)
-            for (int64_t i = 0; i < cn; i++) {
-                y[l * inner + i] = expf(x[l * inner + i] - mx[i]);
-                sum[i] += y[l * inner + i];
-            }
-        for (int64_t i = 0; i < cn; i++) sum[i] = 1.0f / sum[i];
-        for (int64_t l = 0; l < len; l++)
-#pragma omp simd
-            for (int64_t i = 0; i < cn; i++) y[l * inner + i] *= sum[i];
+        for (int64_t t = 0; t < tasks; t++) softmax_task(&j, t);
+    } else {
+        for (int64_t t = 0; t < tasks; t++) softmax_task(&j, t);
     }
     return WPK_OK;
 }
@@ -325,6 +371,59 @@ wpk_status op_reduce_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const 
     return WPK_OK;
 }
 
+/* A ReduceMean over X's dims merged into groups that alternate kept and reduced. An output
+ * row is one index of the kept groups (all but the last group when that one is kept: then a
+ * row is `run` consecutive outputs); it sums, for every index of the reduced groups (all but
+ * the last when that one is reduced: then each is a contiguous run), the X elements at
+ * row offset + reduced offset. Accumulation is in double, in a fixed stack block: nothing is
+ * allocated while the model runs. */
+typedef struct reduce_job {
+    int nk, nr; /* kept and reduced groups before the last, outermost first */
+    int64_t ksize[WPK_MAX_DIMS], kstr[WPK_MAX_DIMS], rsize[WPK_MAX_DIMS], rstr[WPK_MAX_DIMS];
+    int64_t combos, run; /* product of rsize; the last group's size */
+    bool last_reduced;
+    double inv; /* 1 / elements per mean */
+    const float *x;
+    float *y;
+} reduce_job;
+
+/* Output columns a kept last group accumulates at once. */
+#define REDUCE_BLOCK 256
+
+static void reduce_row(const reduce_job *j, int64_t r) {
+    int64_t base = 0, rem = r;
+    for (int g = j->nk - 1; g >= 0; g--) {
+        base += rem % j->ksize[g] * j->kstr[g];
+        rem /= j->ksize[g];
+    }
+    int64_t cols = j->last_reduced ? 1 : j->run;
+    for (int64_t c0 = 0; c0 < cols; c0 += REDUCE_BLOCK) {
+        int64_t nc = cols - c0 < REDUCE_BLOCK ? cols - c0 : REDUCE_BLOCK;
+        double acc[REDUCE_BLOCK];
+        for (int64_t k = 0; k < nc; k++) acc[k] = 0.0;
+        int64_t idx[WPK_MAX_DIMS] = {0}, off = 0; /* off: the reduced groups' offset */
+        for (int64_t q = 0; q < j->combos; q++) {
+            const float *xr = j->x + base + off;
+            if (j->last_reduced) {
+                double t = 0.0;
+                for (int64_t k = 0; k < j->run; k++) t += xr[k];
+                acc[0] += t;
+            } else {
+#pragma omp simd
+                for (int64_t k = 0; k < nc; k++) acc[k] += xr[c0 + k];
+            }
+            for (int g = j->nr - 1; g >= 0; g--) {
+                off += j->rstr[g];
+                if (++idx[g] < j->rsize[g]) break;
+                off -= idx[g] * j->rstr[g];
+                idx[g] = 0;
+            }
+        }
+        float *yr = j->y + r * cols + c0;
+        for (int64_t k = 0; k < nc; k++) yr[k] = (float)(acc[k] * j->inv);
+    }
+}
+
 wpk_status op_reduce_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
                          ir_tensor *const *out) {
     bool reduced[WPK_MAX_DIMS], noop;
@@ -338,12 +437,17 @@ wpk_status op_reduce_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *i
         if (yd != xd) memcpy(yd, xd, sizeof(float) * (size_t)total);
         return WPK_OK;
     }
-    /* Merge neighbouring dims that are both reduced or both kept; dims of size 1 vanish. The
-     * result alternates kept and reduced groups, the last one contiguous in memory. */
-    int64_t gsize[WPK_MAX_DIMS];
+    if (ny == 0) return WPK_OK;
+    if (total == 0) {
+        /* the mean of nothing */
+        for (int64_t i = 0; i < ny; i++) yd[i] = NAN;
+        return WPK_OK;
+    }
+    /* Merge neighbouring dims that are both reduced or both kept; dims of size 1 vanish (all
+     * of them: one reduced group of 1). The last group is contiguous in memory. */
+    int64_t gsize[WPK_MAX_DIMS], count = 1;
     bool gred[WPK_MAX_DIMS];
     int ng = 0;
-    int64_t count = 1;
     for (int i = 0; i < x->ndim; i++) {
         if (reduced[i]) count *= x->dims[i];
         if (x->dims[i] == 1) continue;
@@ -354,57 +458,31 @@ wpk_status op_reduce_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *i
             gred[ng++] = reduced[i];
         }
     }
-    if (ny == 0) return WPK_OK;
-    if (total == 0) {
-        /* the mean of nothing */
-        for (int64_t i = 0; i < ny; i++) yd[i] = NAN;
-        return WPK_OK;
+    if (ng == 0) {
+        gsize[0] = 1;
+        gred[ng++] = true;
     }
-    const double inv = 1.0 / (double)count;
-    if (ng == 0 || gred[ng - 1]) {
-        /* Trailing reduced run of length r: with at most one kept group before it, every
-         * output is the mean of one contiguous run. */
-        int64_t r = ng ? gsize[ng - 1] : 1;
-        if (ng <= 2) {
-#pragma omp parallel for schedule(static)
-            for (int64_t o = 0; o < ny; o++) {
-                double s = 0.0;
-                for (int64_t k = 0; k < r; k++) s += xd[o * r + k];
-                yd[o] = (float)(s * inv);
-            }
-            return WPK_OK;
-        }
-    }
-    /* General case: walk the groups in memory order, accumulating into per-output doubles. */
-    double *acc = wpk_calloc((size_t)ny, sizeof(double));
-    if (!acc) return wpk_error(ctx, WPK_ERR_NOMEM, "node '%s' (%s): out of memory", n->name,
-                               n->op_type);
-    int64_t ystr[WPK_MAX_DIMS], s = 1;
-    for (int g = ng - 1; g >= 0; g--) {
-        ystr[g] = gred[g] ? 0 : s;
-        if (!gred[g]) s *= gsize[g];
-    }
-    int last = ng - 1;
-    int64_t idx[WPK_MAX_DIMS] = {0}, runs = total / gsize[last], run = gsize[last];
-    for (int64_t q = 0; q < runs; q++) {
-        int64_t yo = 0;
-        for (int g = 0; g < last; g++) yo += idx[g] * ystr[g];
-        const float *xr = xd + q * run;
-        if (gred[last]) {
-            double t = 0.0;
-            for (int64_t k = 0; k < run; k++) t += xr[k];
-            acc[yo] += t;
+    reduce_job j = {.run = gsize[ng - 1], .last_reduced = gred[ng - 1], .combos = 1,
+                    .inv = 1.0 / (double)count, .x = xd, .y = yd};
+    int64_t gstr[WPK_MAX_DIMS]; /* each group's stride in X */
+    gstr[ng - 1] = 1;
+    for (int g = ng - 2; g >= 0; g--) gstr[g] = gstr[g + 1] * gsize[g + 1];
+    for (int g = 0; g < ng - 1; g++) {
+        if (gred[g]) {
+            j.combos *= gsize[g];
+            j.rsize[j.nr] = gsize[g];
+            j.rstr[j.nr++] = gstr[g];
         } else {
-            double *ar = acc + yo;
-#pragma omp simd
-            for (int64_t k = 0; k < run; k++) ar[k] += xr[k];
-        }
-        for (int g = last - 1; g >= 0; g--) {
-            if (++idx[g] < gsize[g]) break;
-            idx[g] = 0;
+            j.ksize[j.nk] = gsize[g];
+            j.kstr[j.nk++] = gstr[g];
         }
     }
-    for (int64_t o = 0; o < ny; o++) yd[o] = (float)(acc[o] * inv);
-    wpk_free(acc);
+    int64_t rows = j.last_reduced ? ny : ny / j.run;
+    if (op_parallel(rows, 2)) {
+#pragma omp parallel for schedule(static)
+        for (int64_t r = 0; r < rows; r++) reduce_row(&j, r);
+    } else {
+        for (int64_t r = 0; r < rows; r++) reduce_row(&j, r);
+    }
     return WPK_OK;
 }

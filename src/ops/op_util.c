@@ -1,6 +1,7 @@
 /* op_util.c -- helpers shared by the op files. */
 #include "ops/op_util.h"
 
+#include <omp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -31,6 +32,11 @@ wpk_status op_unsupported(wpk_context *ctx, const ir_node *n, const char *fmt, .
 wpk_status op_need_input(wpk_context *ctx, const ir_node *n, ir_tensor *const *in, int i,
                          const char *what) {
     if (i >= n->nin || !in[i]) return op_fail(ctx, n, "input %d ('%s') is missing", i, what);
+    return WPK_OK;
+}
+
+wpk_status op_need_output(wpk_context *ctx, const ir_node *n, ir_tensor *const *out, int i) {
+    if (i >= n->nout || !out[i]) return op_fail(ctx, n, "output %d is missing", i);
     return WPK_OK;
 }
 
@@ -66,6 +72,14 @@ wpk_status op_read_ints(wpk_context *ctx, const ir_node *n, const ir_tensor *t, 
                                   (long long)len, max);
     for (int64_t i = 0; i < len; i++) out[i] = op_int_at(t, i);
     *count = (int)len;
+    return WPK_OK;
+}
+
+wpk_status op_attr_flag(wpk_context *ctx, const ir_node *n, const char *name, bool *out) {
+    int64_t v = ir_attr_int(n, name, 0);
+    if (v != 0 && v != 1)
+        return op_fail(ctx, n, "attribute '%s' is %lld, expected 0 or 1", name, (long long)v);
+    *out = v == 1;
     return WPK_OK;
 }
 
@@ -117,4 +131,17 @@ void op_broadcast_strides(const ir_tensor *t, int out_ndim, const int64_t *out_d
         strides[i] = (t->dims[ti] == 1 && out_dims[i] != 1) ? 0 : s;
         s *= t->dims[ti];
     }
+}
+
+const char *op_dims_str(char *buf, size_t cap, int ndim, const int64_t *dims) {
+    size_t k = (size_t)snprintf(buf, cap, "[");
+    for (int i = 0; i < ndim && k < cap; i++)
+        k += (size_t)snprintf(buf + k, cap - k, "%s%lld", i ? "," : "", (long long)dims[i]);
+    if (k < cap) snprintf(buf + k, cap - k, "]");
+    return buf;
+}
+
+bool op_parallel(int64_t work, int64_t min_work) {
+    /* the thread count second: omp_get_max_threads is cheap, but the size test is cheaper */
+    return work >= min_work && omp_get_max_threads() > 1;
 }

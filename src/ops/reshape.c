@@ -4,23 +4,7 @@
  * as -1 where the output dim depends on them. */
 #include "ops/op_util.h"
 
-#include <stdio.h>
 #include <string.h>
-
-static wpk_status need_output(wpk_context *ctx, const ir_node *n, ir_tensor *const *out,
-                              int i) {
-    if (i >= n->nout || !out[i]) return op_fail(ctx, n, "output %d is missing", i);
-    return WPK_OK;
-}
-
-/* "[2,3,4]" into buf, for messages. */
-static const char *dims_str(char *buf, size_t cap, int ndim, const int64_t *dims) {
-    size_t k = (size_t)snprintf(buf, cap, "[");
-    for (int i = 0; i < ndim && k < cap; i++)
-        k += (size_t)snprintf(buf + k, cap - k, "%s%lld", i ? "," : "", (long long)dims[i]);
-    if (k < cap) snprintf(buf + k, cap - k, "]");
-    return buf;
-}
 
 /* Product of dims[from, to); -1 when one of them is unknown. */
 static int64_t dims_prod(const int64_t *dims, int from, int to) {
@@ -35,7 +19,7 @@ static int64_t dims_prod(const int64_t *dims, int from, int to) {
 wpk_status op_flatten_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
                             ir_tensor *const *out) {
     wpk_status st = op_need_input(ctx, n, in, 0, "input");
-    if (!st) st = need_output(ctx, n, out, 0);
+    if (!st) st = op_need_output(ctx, n, out, 0);
     if (st) return st;
     const ir_tensor *x = in[0];
     /* axis lies in [-rank, rank]; axis == rank gives [numel, 1] */
@@ -53,7 +37,7 @@ wpk_status op_reshape_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const
                             ir_tensor *const *out) {
     wpk_status st = op_need_input(ctx, n, in, 0, "data");
     if (!st) st = op_need_data(ctx, n, in, 1, "shape");
-    if (!st) st = need_output(ctx, n, out, 0);
+    if (!st) st = op_need_output(ctx, n, out, 0);
     if (st) return st;
     const ir_tensor *x = in[0];
     int64_t shape[WPK_MAX_DIMS];
@@ -71,18 +55,18 @@ wpk_status op_reshape_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const
         if (d == -1) {
             if (infer >= 0)
                 return op_fail(ctx, n, "input 'shape' %s has more than one -1",
-                               dims_str(b1, sizeof b1, nd, shape));
+                               op_dims_str(b1, sizeof b1, nd, shape));
             infer = i;
             continue;
         }
         if (d < -1)
             return op_fail(ctx, n, "input 'shape' %s has the invalid value %lld at index %d",
-                           dims_str(b1, sizeof b1, nd, shape), (long long)d, i);
+                           op_dims_str(b1, sizeof b1, nd, shape), (long long)d, i);
         if (d == 0 && !allowzero) {
             if (i >= x->ndim)
                 return op_fail(ctx, n, "input 'shape' %s has 0 at index %d, but the input %s "
-                               "has no dim %d to copy", dims_str(b1, sizeof b1, nd, shape), i,
-                               dims_str(b2, sizeof b2, x->ndim, x->dims), i);
+                               "has no dim %d to copy", op_dims_str(b1, sizeof b1, nd, shape), i,
+                               op_dims_str(b2, sizeof b2, x->ndim, x->dims), i);
             d = x->dims[i];
         }
         dims[i] = d;
@@ -92,7 +76,7 @@ wpk_status op_reshape_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const
     for (int i = 0; allowzero && infer >= 0 && i < nd; i++)
         if (shape[i] == 0)
             return op_fail(ctx, n, "input 'shape' %s has both 0 and -1, which allowzero=1 "
-                           "makes ambiguous", dims_str(b1, sizeof b1, nd, shape));
+                           "makes ambiguous", op_dims_str(b1, sizeof b1, nd, shape));
     int64_t total = dims_prod(x->dims, 0, x->ndim);
     if (total < 0 || unknown) {
         /* the element count is not known yet: the inferred dim is unknown too */
@@ -100,13 +84,13 @@ wpk_status op_reshape_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const
     } else if (infer >= 0) {
         if (known == 0 || total % known != 0)
             return op_fail(ctx, n, "cannot reshape %s (%lld elements) to %s: the -1 cannot be "
-                           "inferred", dims_str(b1, sizeof b1, x->ndim, x->dims),
-                           (long long)total, dims_str(b2, sizeof b2, nd, shape));
+                           "inferred", op_dims_str(b1, sizeof b1, x->ndim, x->dims),
+                           (long long)total, op_dims_str(b2, sizeof b2, nd, shape));
         dims[infer] = total / known;
     } else if (known != total) {
         return op_fail(ctx, n, "cannot reshape %s (%lld elements) to %s (%lld elements)",
-                       dims_str(b1, sizeof b1, x->ndim, x->dims), (long long)total,
-                       dims_str(b2, sizeof b2, nd, dims), (long long)known);
+                       op_dims_str(b1, sizeof b1, x->ndim, x->dims), (long long)total,
+                       op_dims_str(b2, sizeof b2, nd, dims), (long long)known);
     }
     op_set_shape(out[0], x->dtype, nd, dims);
     return WPK_OK;
@@ -116,7 +100,7 @@ wpk_status op_unsqueeze_shape(wpk_context *ctx, const ir_node *n, ir_tensor *con
                               ir_tensor *const *out) {
     wpk_status st = op_need_input(ctx, n, in, 0, "data");
     if (!st) st = op_need_data(ctx, n, in, 1, "axes");
-    if (!st) st = need_output(ctx, n, out, 0);
+    if (!st) st = op_need_output(ctx, n, out, 0);
     if (st) return st;
     const ir_tensor *x = in[0];
     int64_t axes[WPK_MAX_DIMS];
@@ -145,7 +129,7 @@ wpk_status op_unsqueeze_shape(wpk_context *ctx, const ir_node *n, ir_tensor *con
 wpk_status op_squeeze_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
                             ir_tensor *const *out) {
     wpk_status st = op_need_input(ctx, n, in, 0, "data");
-    if (!st) st = need_output(ctx, n, out, 0);
+    if (!st) st = op_need_output(ctx, n, out, 0);
     if (st) return st;
     const ir_tensor *x = in[0];
     bool drop[WPK_MAX_DIMS] = {false};
@@ -166,7 +150,7 @@ wpk_status op_squeeze_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const
             /* an unknown dim that is named here must be 1 at run time */
             if (x->dims[a] != 1 && x->dims[a] >= 0)
                 return op_fail(ctx, n, "cannot squeeze axis %d of %s: its size is %lld, not 1",
-                               a, dims_str(b1, sizeof b1, x->ndim, x->dims),
+                               a, op_dims_str(b1, sizeof b1, x->ndim, x->dims),
                                (long long)x->dims[a]);
             drop[a] = true;
         }
@@ -174,7 +158,7 @@ wpk_status op_squeeze_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const
         for (int i = 0; i < x->ndim; i++) {
             if (x->dims[i] < 0)
                 return op_unsupported(ctx, n, "Squeeze without 'axes' on %s: whether dim %d "
-                                      "is 1 is not known", dims_str(b1, sizeof b1, x->ndim,
+                                      "is 1 is not known", op_dims_str(b1, sizeof b1, x->ndim,
                                                                     x->dims), i);
             drop[i] = x->dims[i] == 1;
         }
@@ -190,7 +174,7 @@ wpk_status op_squeeze_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const
 wpk_status op_identity_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
                              ir_tensor *const *out) {
     wpk_status st = op_need_input(ctx, n, in, 0, "input");
-    if (!st) st = need_output(ctx, n, out, 0);
+    if (!st) st = op_need_output(ctx, n, out, 0);
     if (st) return st;
     op_set_shape(out[0], in[0]->dtype, in[0]->ndim, in[0]->dims);
     return WPK_OK;
@@ -201,7 +185,7 @@ wpk_status op_identity_shape(wpk_context *ctx, const ir_node *n, ir_tensor *cons
 wpk_status op_dropout_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
                             ir_tensor *const *out) {
     wpk_status st = op_need_input(ctx, n, in, 0, "data");
-    if (!st) st = need_output(ctx, n, out, 0);
+    if (!st) st = op_need_output(ctx, n, out, 0);
     if (st) return st;
     const ir_tensor *x = in[0];
     if (n->nin > 2 && in[2]) {
@@ -259,7 +243,7 @@ static void shape_range(const ir_node *n, int rank, int *start, int *end) {
 wpk_status op_shape_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
                           ir_tensor *const *out) {
     wpk_status st = op_need_input(ctx, n, in, 0, "data");
-    if (!st) st = need_output(ctx, n, out, 0);
+    if (!st) st = op_need_output(ctx, n, out, 0);
     if (st) return st;
     int s, e;
     shape_range(n, in[0]->ndim, &s, &e);

@@ -326,6 +326,8 @@ static bool run_config(wpk_context *ctx, const conv_case *cc, problem *p, const 
     te_ctx_init(&c, ctx);
     tune_build b;
     wpk_status st = tune_conv2d_cuda.build(&c, task, sp, cfg, &b);
+    /* the pruning a search applies agrees with what build accepts */
+    CHECK(tune_conv2d_cuda_legal(task, sp, cfg) == (st == WPK_OK));
     if (st) {
         if (must_build) {
             fprintf(stderr, "%s: build: %s\n", what, wpk_context_error(ctx));
