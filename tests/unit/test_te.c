@@ -210,8 +210,7 @@ static void test_conv2d(void) {
         "float32[1, 8, 4, 4] conv.acc[n, oc, oh, ow] = sum(rc<3, kh<3, kw<3: "
         "conv.pad[n, rc, oh * 2 + kh, ow * 2 + kw] * w[oc, rc, kh, kw])\n"
         "float32[8] b = placeholder\n"
-        "float32[1, 8, 4, 4] conv[n, oc, oh, ow] = select(conv.acc[n, oc, oh, ow] + b[oc] < 0.0, "
-        "0.0, conv.acc[n, oc, oh, ow] + b[oc])\n");
+        "float32[1, 8, 4, 4] conv[n, oc, oh, ow] = max(conv.acc[n, oc, oh, ow] + b[oc], 0.0)\n");
     CHECK(parts.out == y && parts.epilogue == y && parts.main && parts.pad &&
           parts.main->body->kind == TE_REDUCE && !strcmp(parts.pad->name, "conv.pad"));
 
@@ -291,16 +290,11 @@ static void test_activations(void) {
         const char *want;
     } cases[] = {
         {TE_ACT_NONE, "float32(v)"},
-        {TE_ACT_RELU, "select(float32(v) < 0.0, 0.0, float32(v))"},
+        {TE_ACT_RELU, "max(float32(v), 0.0)"},
         {TE_ACT_LEAKY_RELU, "select(float32(v) < 0.0, float32(v) * 0.00999999978, float32(v))"},
-        {TE_ACT_CLIP, "select(float32(v) < -3.40282347e+38, -3.40282347e+38, "
-                      "select(3.40282347e+38 < float32(v), 3.40282347e+38, float32(v)))"},
-        {TE_ACT_HARD_SIGMOID, "select(float32(v) * 0.200000003 + 0.5 < 0.0, 0.0, select(1.0 < "
-                              "float32(v) * 0.200000003 + 0.5, 1.0, float32(v) * 0.200000003 + "
-                              "0.5))"},
-        {TE_ACT_HARD_SWISH, "float32(v) * select(float32(v) * 0.166666667 + 0.5 < 0.0, 0.0, "
-                            "select(1.0 < float32(v) * 0.166666667 + 0.5, 1.0, float32(v) * "
-                            "0.166666667 + 0.5))"},
+        {TE_ACT_CLIP, "min(max(float32(v), -3.40282347e+38), 3.40282347e+38)"},
+        {TE_ACT_HARD_SIGMOID, "min(max(float32(v) * 0.200000003 + 0.5, 0.0), 1.0)"},
+        {TE_ACT_HARD_SWISH, "float32(v) * min(max(float32(v) * 0.166666667 + 0.5, 0.0), 1.0)"},
         {TE_ACT_SIGMOID, "1.0 / (1.0 + exp(0.0 - float32(v)))"},
         {TE_ACT_SILU, "float32(v) * (1.0 / (1.0 + exp(0.0 - float32(v))))"},
         {TE_ACT_GELU, "float32(v) * 0.5 * (1.0 + erf(float32(v) * 0.707106781))"},
@@ -313,7 +307,7 @@ static void test_activations(void) {
     /* Clip with lo > hi: hi wins on both sides, as ONNX's Min(hi, Max(v, lo)) */
     te_act a = {TE_ACT_CLIP, 0, 0, 2.0f, 1.0f};
     EXPR_IS(te_activation(&C, &a, x),
-            "select(float32(v) < 2.0, 1.0, select(1.0 < float32(v), 1.0, float32(v)))");
+            "min(max(float32(v), 2.0), 1.0)");
     CHECK(te_epilogue_empty(NULL));
     CHECK(te_epilogue_empty(&(te_epilogue){.act = te_act_default(TE_ACT_NONE)}));
 }

@@ -20,16 +20,17 @@ bool te_epilogue_empty(const te_epilogue *ep) {
 
 static const te_expr *f(te_ctx *c, double v) { return te_float(c, v); }
 
-/* v < 0 ? 0 : v, written with a compare so NaN passes through as ops/activation.h does. */
-static const te_expr *relu(te_ctx *c, const te_expr *v) {
-    return te_select(c, te_cmp(c, TE_LT, v, f(c, 0.0)), f(c, 0.0), v);
+/* max(v, 0). Float max/min keep NaN from their first operand (the code generators emit
+ * max(a, b) as a < b ? b : a), so NaN passes through as ops/activation.h does; and unlike a
+ * select over the loaded value, min/max vectorize. */
+static const te_expr *relu(te_ctx *c, const te_expr *v) { return te_max(c, v, f(c, 0.0)); }
+
+/* Clamp to [lo, hi], NaN kept; hi wins when lo > hi, as ONNX's Min(hi, Max(v, lo)). */
+static const te_expr *clamp(te_ctx *c, const te_expr *v, double lo, double hi) {
+    return te_min(c, te_max(c, v, f(c, lo)), f(c, hi));
 }
 
-/* Clamp to [0, 1], NaN kept. */
-static const te_expr *unit_clamp(te_ctx *c, const te_expr *t) {
-    return te_select(c, te_cmp(c, TE_LT, t, f(c, 0.0)), f(c, 0.0),
-                     te_select(c, te_cmp(c, TE_LT, f(c, 1.0), t), f(c, 1.0), t));
-}
+static const te_expr *unit_clamp(te_ctx *c, const te_expr *t) { return clamp(c, t, 0.0, 1.0); }
 
 static const te_expr *sigmoid(te_ctx *c, const te_expr *v) {
     /* exp(-v) overflows to inf for very negative v, and 1 / inf is the right limit, 0 */
@@ -43,12 +44,7 @@ const te_expr *te_activation(te_ctx *c, const te_act *a, const te_expr *v) {
     case TE_ACT_RELU: return relu(c, v);
     case TE_ACT_LEAKY_RELU:
         return te_select(c, te_cmp(c, TE_LT, v, f(c, 0.0)), te_mul(c, v, f(c, a->alpha)), v);
-    case TE_ACT_CLIP: {
-        /* hi wins when lo > hi, as ONNX's Min(hi, Max(v, lo)) */
-        float lo = a->lo > a->hi ? a->hi : a->lo;
-        return te_select(c, te_cmp(c, TE_LT, v, f(c, a->lo)), f(c, lo),
-                         te_select(c, te_cmp(c, TE_LT, f(c, a->hi), v), f(c, a->hi), v));
-    }
+    case TE_ACT_CLIP: return clamp(c, v, a->lo, a->hi);
     case TE_ACT_HARD_SIGMOID:
         return unit_clamp(c, te_add(c, te_mul(c, v, f(c, a->alpha)), f(c, a->beta)));
     case TE_ACT_HARD_SWISH:
