@@ -129,6 +129,29 @@ typedef struct wpk_memory_stats {
  * graph), with symbolic dims bound to 1. */
 wpk_status wpk_model_memory_stats(wpk_context *ctx, const wpk_model *model, wpk_memory_stats *out);
 
+/* ---- kernels of the cpu backend ---- */
+
+/* What the cpu backend compiles for the model's graph as it is (optimize first to see the
+ * optimized graph's), specialized with symbolic dims bound to 1: one entry per kernel task
+ * (nodes of the same workload share one), giving its workload key, template, node count, share
+ * of the FLOPs, knobs with their value counts and the size of its search space, then the line
+ * of wpk_model_reference_kernels. Deterministic. *out is the caller's (free()). */
+wpk_status wpk_model_space(wpk_context *ctx, const wpk_model *model, char **out);
+
+/* "reference kernels (no template): Op (n nodes), ..." ("none" when every node that computes
+ * runs a generated kernel; views such as Reshape are not listed), for the graph as it is,
+ * specialized as wpk_model_space does. *out is the caller's (free()). */
+wpk_status wpk_model_reference_kernels(wpk_context *ctx, const wpk_model *model, char **out);
+
+/* The kernel of node `node` of the graph as it is (specialized as above), at `config`
+ * ("knob=value,..." overriding the knobs it names; NULL or "": the template's default): its
+ * task, the tensor expressions, the schedule and the lowered loops (also of its pre-pack
+ * kernels). WPK_ERR_INVALID_ARG when no node has that name, no template takes it (it runs its
+ * reference kernel), or the config names a knob or value the template does not have.
+ * *out is the caller's (free()). */
+wpk_status wpk_model_lower(wpk_context *ctx, const wpk_model *model, const char *node,
+                           const char *config, char **out);
+
 /* ---- session: a model prepared to run on a backend ---- */
 
 /* Where a session's kernels come from. REF: the reference kernels (plain C, the numeric

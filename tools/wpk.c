@@ -1,6 +1,7 @@
 /* wpk.c -- the command-line interface, a thin layer over include/wpk.h.
  * Exit codes: 0 ok, 1 user error (bad model, argument, input), 2 internal error. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,12 @@ static void usage(FILE *f) {
           "                                run the model; inputs not given get seeded random\n"
           "                                values; outputs go to OUTDIR/<name>.npy (default\n"
           "                                OUTDIR: wpk_out); -v logs compile statistics\n"
+          "  space MODEL [-O LEVEL]        the cpu backend's kernel tasks (graph optimized at\n"
+          "                                LEVEL, default 2; symbolic dims at 1): workload key,\n"
+          "                                template, nodes, FLOPs share, knobs, space size\n"
+          "  lower MODEL --node NAME [--config K=V,...] [-O LEVEL]\n"
+          "                                the tensor expressions, schedule and loops of one\n"
+          "                                node's kernel (default config; --config overrides)\n"
           "  optimize MODEL [-o OUT.onnx] [-O LEVEL] [--dump PASS|all] [--passes A,B] [-v]\n"
           "                                graph passes only; writes a valid ONNX model and\n"
           "                                prints a before/after summary (levels 0-3, default 2)\n"
@@ -147,18 +154,65 @@ static int cmd_optimize(int argc, char **argv) {
     return rc;
 }
 
-/* The plan lines of `info`: node count and activation memory after default optimization. */
+/* The plan lines of `info`: node count, activation memory and the nodes left to reference
+ * kernels by the cpu backend, after default optimization. */
 static int print_plan(wpk_context *ctx, wpk_model *m) {
     wpk_optimize_params p = wpk_optimize_default_params();
     int before = wpk_model_num_nodes(m);
     wpk_memory_stats mem;
+    char *ref = NULL;
     wpk_status st = wpk_model_optimize(ctx, m, &p);
     if (st == WPK_OK) st = wpk_model_memory_stats(ctx, m, &mem);
+    if (st == WPK_OK) st = wpk_model_reference_kernels(ctx, m, &ref);
     if (st) return fail(st, wpk_context_error(ctx));
     printf("nodes: %d, after optimization (-O%d): %d\n", before, p.level, wpk_model_num_nodes(m));
     printf("peak activation memory: %zu bytes (unplanned: %zu bytes)\n", mem.planned_bytes,
            mem.unplanned_bytes);
+    printf("%s\n", ref);
+    free(ref);
     return 0;
+}
+
+/* `space` and `lower`: the model optimized at -O LEVEL, then the cpu backend's view of it. */
+static int cmd_kernels(int argc, char **argv, bool lower) {
+    const char *path = NULL, *node = NULL, *config = NULL;
+    wpk_optimize_params p = wpk_optimize_default_params();
+    const char *cmd = lower ? "lower" : "space";
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strncmp(a, "-O", 2) == 0 && a[2] && parse_level(a + 2, &p.level)) continue;
+        else if (strcmp(a, "-O") == 0 && parse_level(val, &p.level)) i++;
+        else if (lower && strcmp(a, "--node") == 0 && val) node = argv[++i];
+        else if (lower && strcmp(a, "--config") == 0 && val) config = argv[++i];
+        else if (a[0] == '-') {
+            fprintf(stderr, "wpk: error: bad option '%s' for '%s'\n(run 'wpk help' for usage)\n",
+                    a, cmd);
+            return 1;
+        } else if (!path) path = a;
+        else return usage_error("unexpected argument '%s'", a);
+    }
+    if (!path) return usage_error("'%s' needs a model file", cmd);
+    if (lower && !node) return usage_error("%s", "'lower' needs --node NAME");
+    wpk_context *ctx = wpk_context_create();
+    if (!ctx) return fail(WPK_ERR_NOMEM, "out of memory");
+    wpk_model *m = NULL;
+    char *text = NULL;
+    wpk_status st = wpk_model_load(ctx, path, &m);
+    if (st == WPK_OK) st = wpk_model_check_supported(ctx, m);
+    if (st == WPK_OK) st = wpk_model_optimize(ctx, m, &p);
+    if (st == WPK_OK)
+        st = lower ? wpk_model_lower(ctx, m, node, config, &text) : wpk_model_space(ctx, m, &text);
+    int rc = 0;
+    if (st == WPK_OK) {
+        if (!lower) printf("%s (-O%d, symbolic dims at 1)\n", path, p.level);
+        fputs(text, stdout);
+    } else {
+        rc = fail(st, wpk_context_error(ctx));
+    }
+    free(text);
+    wpk_model_free(m);
+    wpk_context_free(ctx);
+    return rc;
 }
 
 static int cmd_info(int argc, char **argv) {
@@ -392,9 +446,11 @@ static int cmd_run(int argc, char **argv) {
     if (rc) return rc;
     wpk_context *ctx = wpk_context_create();
     if (!ctx) return fail(WPK_ERR_NOMEM, "out of memory");
-    /* -v or a dump asked for ($WPK_DUMP=lower: the loops of every kernel compiled) */
+    /* warnings always (a kernel left to its reference kernel); everything with -v or a dump
+       asked for ($WPK_DUMP=lower: the loops of every kernel compiled) */
     const char *dump = getenv("WPK_DUMP");
-    if (o.verbose || (dump && *dump)) wpk_context_set_log(ctx, log_stderr, NULL, WPK_LOG_INFO);
+    wpk_context_set_log(ctx, log_stderr, NULL,
+                        o.verbose || (dump && *dump) ? WPK_LOG_INFO : WPK_LOG_WARN);
     wpk_model *m = NULL;
     wpk_session *s = NULL;
     double *times = wpk_calloc((size_t)o.iters, sizeof(double));
@@ -434,6 +490,8 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "info") == 0) return cmd_info(argc - 2, argv + 2);
     if (strcmp(cmd, "run") == 0) return cmd_run(argc - 2, argv + 2);
     if (strcmp(cmd, "optimize") == 0) return cmd_optimize(argc - 2, argv + 2);
+    if (strcmp(cmd, "space") == 0) return cmd_kernels(argc - 2, argv + 2, false);
+    if (strcmp(cmd, "lower") == 0) return cmd_kernels(argc - 2, argv + 2, true);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("wpk %s\n", wpk_version());
         return 0;

@@ -116,9 +116,10 @@ wpk_status exec_plan_create(wpk_context *ctx, const ir_graph *src, const ir_tens
     return WPK_OK;
 }
 
-wpk_status exec_plan_compile_cpu(wpk_context *ctx, exec_plan *p) {
+wpk_status exec_plan_compile_cpu(wpk_context *ctx, exec_plan *p, int threads) {
     if (!p->is_static || p->cpu) return WPK_OK;
-    return cpu_program_create(ctx, p->g, p->vals, &p->mem, &p->cpu);
+    cpu_options opt = {threads};
+    return cpu_program_create(ctx, p->g, p->vals, &p->mem, &opt, &p->cpu);
 }
 
 bool exec_plan_matches(const exec_plan *p, const ir_tensor *shapes) {

@@ -34,10 +34,11 @@ wpk_status exec_plan_create(wpk_context *ctx, const ir_graph *src, const ir_tens
                             bool require_static, exec_plan **out);
 void exec_plan_free(exec_plan *p);
 
-/* Compile a static plan's nodes into generated kernels (the cpu backend: compile/cpu_compile.h);
- * exec_plan_run then runs them. A plan that is not static keeps running on the dynamic
- * interpreter (nothing is compiled). Errors of cpu_program_create. */
-wpk_status exec_plan_compile_cpu(wpk_context *ctx, exec_plan *p);
+/* Compile a static plan's nodes into generated kernels (the cpu backend: compile/cpu_compile.h)
+ * for runs on `threads` threads (0: OpenMP's default); exec_plan_run then runs them. A plan
+ * that is not static keeps running on the dynamic interpreter (nothing is compiled). Errors of
+ * cpu_program_create. */
+wpk_status exec_plan_compile_cpu(wpk_context *ctx, exec_plan *p, int threads);
 
 /* True when the plan was built for exactly these input dtypes and shapes. */
 bool exec_plan_matches(const exec_plan *p, const ir_tensor *shapes);

@@ -174,7 +174,8 @@ static wpk_status find_plan(wpk_session *s, exec_plan **out) {
         }
     exec_plan *p = NULL;
     wpk_status st = exec_plan_create(s->ctx, s->g, s->in, false, &p);
-    if (st == WPK_OK && s->params.backend == WPK_BACKEND_CPU) st = exec_plan_compile_cpu(s->ctx, p);
+    if (st == WPK_OK && s->params.backend == WPK_BACKEND_CPU)
+        st = exec_plan_compile_cpu(s->ctx, p, s->params.threads);
     if (st) {
         exec_plan_free(p);
         return st;

@@ -3,6 +3,7 @@
  * it (see cpu_compile.h). */
 #include "compile/cpu_compile.h"
 
+#include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,7 +151,7 @@ static bool want_dump(void) {
 }
 
 wpk_status cpu_program_create(wpk_context *ctx, const ir_graph *g, const ir_tensor *vals,
-                              const memory_plan *mem, cpu_program **out) {
+                              const memory_plan *mem, const cpu_options *opt, cpu_program **out) {
     *out = NULL;
     double t0 = now_ms();
     cpu_program *p = wpk_calloc(1, sizeof *p);
@@ -170,10 +171,12 @@ wpk_status cpu_program_create(wpk_context *ctx, const ir_graph *g, const ir_tens
     }
     /* build every task's kernel; one that fails leaves its nodes on the reference kernel */
     int nready = 0;
-    bool dump = want_dump();
+    cpu_build_options bo = {cg_c_default_options(), want_dump()};
+    int threads = opt && opt->threads > 0 ? opt->threads : omp_get_max_threads();
+    bo.cg.openmp = threads > 1;
     for (int i = 0; st == WPK_OK && i < tasks.ntasks; i++) {
         const tune_task *t = &tasks.tasks[i].task;
-        wpk_status bs = cpu_kernel_build(ctx, t, i, NULL, dump, &kernels[i]);
+        wpk_status bs = cpu_kernel_build(ctx, t, i, NULL, &bo, &kernels[i]);
         if (bs == WPK_ERR_NOMEM) st = bs;
         else if (bs) {
             wpk_log(ctx, WPK_LOG_WARN, "node '%s' (%s) runs its reference kernel: template %s "
@@ -188,6 +191,18 @@ wpk_status cpu_program_create(wpk_context *ctx, const ir_graph *g, const ir_tens
     double t1 = now_ms();
     p->stats.build_ms = t1 - t0;
     if (st == WPK_OK) st = cpu_units_compile(ctx, ready, nready, &p->units);
+    if (st == WPK_ERR_UNSUPPORTED) {
+        /* no C compiler on this machine: the reference kernels still run the model */
+        wpk_log(ctx, WPK_LOG_WARN, "the cpu backend runs every node on its reference kernel: %s",
+                wpk_context_error(ctx));
+        wpk_clear_error(ctx);
+        for (int i = 0; i < nready; i++) {
+            ready[i]->fn = NULL;
+            p->stats.fallbacks += tasks.tasks[ready[i] - kernels].count;
+        }
+        nready = 0;
+        st = WPK_OK;
+    }
     double t2 = now_ms();
     p->stats.compile_ms = t2 - t1;
     p->stats.units = p->units.nunits;

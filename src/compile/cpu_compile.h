@@ -31,14 +31,21 @@ typedef struct cpu_compile_stats {
     double pack_ms;     /* pre-packing and constant copies */
 } cpu_compile_stats;
 
+typedef struct cpu_options {
+    int threads;        /* threads the program runs on (0: OpenMP's default). With 1 the kernels
+                           are compiled without OpenMP: a parallel region that runs on one
+                           thread makes libgomp allocate a team on every run */
+} cpu_options;
+
 /* Compile g (borrowed: must outlive the program; nodes in execution order) whose values have
  * the static types of vals (one per value; constants' data set, activations' data ignored)
- * and whose activations mem places. The log of ctx hears one INFO line of statistics, a WARN
+ * and whose activations mem places, for opt's threads (NULL: OpenMP's default). The log of ctx hears one INFO line of statistics, a WARN
  * per fallback, and, with $WPK_DUMP=lower, every kernel's loops (loop_print_func) at INFO.
- * Returns WPK_ERR_UNSUPPORTED when there is no C compiler, WPK_ERR_INTERNAL naming the kernel
- * when compiling fails, WPK_ERR_NOMEM. *out is the caller's (cpu_program_free). */
+ * Without a C compiler the program runs every node on its reference kernel (a warning says
+ * so). Returns WPK_ERR_INTERNAL with the compiler's message when compiling fails, WPK_ERR_NOMEM.
+ * *out is the caller's (cpu_program_free). */
 wpk_status cpu_program_create(wpk_context *ctx, const ir_graph *g, const ir_tensor *vals,
-                              const memory_plan *mem, cpu_program **out);
+                              const memory_plan *mem, const cpu_options *opt, cpu_program **out);
 void cpu_program_free(cpu_program *p);
 
 /* Run every node of g (the graph the program was made for) in order on vals: one per value,

@@ -79,7 +79,8 @@ static void log_loops(wpk_context *ctx, const tune_task *task, const char *confi
 }
 
 /* Lower, hoist scratch and emit one function into k->source. */
-static wpk_status add_func(te_ctx *c, cpu_kernel *k, loop_func *f, bool scratch) {
+static wpk_status add_func(te_ctx *c, cpu_kernel *k, loop_func *f, bool scratch,
+                           const cg_c_options *o) {
     if (scratch) {
         int n = cpu_hoist_scratch(c, f, CPU_MAX_SCRATCH);
         if (n < 0) return wpk_error(c->err, WPK_ERR_NOMEM, "out of memory building a kernel");
@@ -92,8 +93,7 @@ static wpk_status add_func(te_ctx *c, cpu_kernel *k, loop_func *f, bool scratch)
         k->nscratch = n;
         k->scratch_bytes = off;
     }
-    cg_c_options o = cg_c_default_options();
-    wpk_status st = cg_c_emit(c->err, f, &o, &k->source);
+    wpk_status st = cg_c_emit(c->err, f, o, &k->source);
     if (st == WPK_OK) k->nfuncs++;
     return st;
 }
@@ -141,8 +141,11 @@ static wpk_status build_lower(te_ctx *c, const tune_task *task, const char *name
 }
 
 wpk_status cpu_kernel_build(wpk_context *ctx, const tune_task *task, int index, const char *config,
-                            bool dump, cpu_kernel *k) {
+                            const cpu_build_options *opt, cpu_kernel *k) {
     memset(k, 0, sizeof *k);
+    cpu_build_options def = {cg_c_default_options(), false};
+    if (!opt) opt = &def;
+    const bool dump = opt->dump;
     k->tmpl = task->tmpl;
     snprintf(k->name, sizeof k->name, "k%d", index);
     te_ctx c;
@@ -154,10 +157,11 @@ wpk_status cpu_kernel_build(wpk_context *ctx, const tune_task *task, int index, 
         strbuf cs = {0};
         tune_config_print(&bt->space, &bt->cfg, &cs);
         snprintf(k->config, sizeof k->config, "%s", cs.s ? cs.s : "");
+        if (cs.oom) st = wpk_error(ctx, WPK_ERR_NOMEM, "out of memory building a kernel");
         sb_free(&cs);
         k->ninputs = bt->b.ninputs;
         k->noutputs = bt->b.nargs - bt->b.ninputs;
-        st = add_func(&c, k, bt->f, true);
+        if (st == WPK_OK) st = add_func(&c, k, bt->f, true, &opt->cg);
         if (st == WPK_OK && dump) log_loops(ctx, task, k->config, bt->f);
     }
     for (int i = 0; st == WPK_OK && i < TUNE_MAX_ARGS; i++) {
@@ -165,7 +169,7 @@ wpk_status cpu_kernel_build(wpk_context *ctx, const tune_task *task, int index, 
         snprintf(k->pack_name[i], sizeof k->pack_name[i], "%s", bt->pack[i]->name);
         k->pack_numel[i] = numel(bt->b.prepack[i]);
         /* a pack kernel runs once at compile time: its buffers may stay its own */
-        st = add_func(&c, k, bt->pack[i], false);
+        st = add_func(&c, k, bt->pack[i], false, &opt->cg);
         if (st == WPK_OK && dump) log_loops(ctx, task, k->config, bt->pack[i]);
     }
     if (st == WPK_OK && k->source.oom) st = wpk_error(ctx, WPK_ERR_NOMEM, "out of memory");

@@ -28,12 +28,17 @@ typedef struct cpu_kernel {
     cg_kernel_fn pack_fn[TUNE_MAX_ARGS];
 } cpu_kernel;
 
+typedef struct cpu_build_options {
+    cg_c_options cg;   /* C emission (vector width, OpenMP pragmas) */
+    bool dump;         /* log the loops of every function at INFO */
+} cpu_build_options;
+
 /* Build task's kernel named "k<index>" at config text `config` (NULL: the template's default;
- * a partial "knob=value,..." overrides only the knobs it names). dump: log the loops of every
- * function at INFO. WPK_ERR_INVALID_ARG for a config that does not fit (naming the knob) or a
- * schedule that does not lower, WPK_ERR_NOMEM; the message is left on ctx. */
+ * a partial "knob=value,..." overrides only the knobs it names), emitted with opt (NULL: the
+ * running CPU's defaults, no dump). WPK_ERR_INVALID_ARG for a config that does not fit (naming
+ * the knob) or a schedule that does not lower, WPK_ERR_NOMEM; the message is left on ctx. */
 wpk_status cpu_kernel_build(wpk_context *ctx, const tune_task *task, int index, const char *config,
-                            bool dump, cpu_kernel *k);
+                            const cpu_build_options *opt, cpu_kernel *k);
 void cpu_kernel_free(cpu_kernel *k);
 
 /* The text of `wpk lower`: the task, the config, the tensor expressions (te_print_graph), the

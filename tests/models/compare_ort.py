@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Runs one ONNX model through ONNX Runtime (CPU) and `wpk run` on the same random input and checks
 that every output agrees: relative L2 error ||wpk - ort|| / ||ort|| <= 1e-4.
-    compare_ort.py MODEL [--batch N] [--wpk PATH] [--seed S] [--threads N]
+    compare_ort.py MODEL [--batch N] [--wpk PATH] [--seed S] [--threads N] [--backend cpu|ref]
 Also a module: compare() is what test_models.py and test_torchvision.py call.
 """
 import argparse
@@ -89,9 +89,11 @@ def run_ort(session, feeds, iters):
     return outputs, statistics.median(times)
 
 
-def run_wpk(wpk, model, feeds, work, threads, iters):
+def run_wpk(wpk, model, feeds, work, threads, iters, backend=None):
     """(stdout, stderr, exit status) of `wpk run` on feeds written as .npy under work."""
     args = [wpk, "run", str(model), "-o", str(work / "out")]
+    if backend:
+        args += ["--backend", backend]
     for i, (name, value) in enumerate(feeds.items()):
         path = work / f"input_{i}.npy"
         np.save(path, value)
@@ -107,9 +109,10 @@ def run_wpk(wpk, model, feeds, work, threads, iters):
     return proc.stdout, proc.stderr, proc.returncode
 
 
-def compare(model, wpk, batch=None, seed=0, threads=None, iters=1):
-    """Runs model through ONNX Runtime and wpk on one random input; returns a Result. Latencies
-    are medians of `iters` runs (wpk's include its first run, ONNX Runtime's follow a warm-up)."""
+def compare(model, wpk, batch=None, seed=0, threads=None, iters=1, backend=None):
+    """Runs model through ONNX Runtime and wpk (on `backend`: wpk's default when None) on one
+    random input; returns a Result. Latencies are medians of `iters` runs (wpk's include its
+    first run, ONNX Runtime's follow a warm-up)."""
     result = Result(str(model))
     opts = ort.SessionOptions()
     if threads:
@@ -128,7 +131,7 @@ def compare(model, wpk, batch=None, seed=0, threads=None, iters=1):
                                f"between two inputs): the comparison would prove nothing")
     with tempfile.TemporaryDirectory(prefix="wpk-compare.") as tmp:
         work = Path(tmp)
-        stdout, stderr, status = run_wpk(wpk, model, feeds, work, threads, iters)
+        stdout, stderr, status = run_wpk(wpk, model, feeds, work, threads, iters, backend)
         if status != 0 or re.search(r"Sanitizer|runtime error:", stderr):
             result.problems.append(f"wpk run exited {status}: {stderr.strip()[-1500:]}")
             return result
@@ -170,8 +173,10 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, help="threads for both wpk and ONNX Runtime")
     ap.add_argument("--iters", type=int, default=1, help="timed runs; latencies are medians")
+    ap.add_argument("--backend", help="wpk's backend (cpu, ref; default: wpk's default)")
     args = ap.parse_args()
-    result = compare(args.model, args.wpk, args.batch, args.seed, args.threads, args.iters)
+    result = compare(args.model, args.wpk, args.batch, args.seed, args.threads, args.iters,
+                     args.backend)
     print(describe(result))
     return 0 if result.ok else 1
 

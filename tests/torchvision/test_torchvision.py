@@ -3,7 +3,7 @@
 rel L2 <= 1e-4 per output; prints wpk and ONNX Runtime latency per model. Missing exports are made
 with export_models.py under a Python that has torch (default /usr/bin/python3); without one the
 test is skipped (exit 77), or fails when WPK_REQUIRE_TORCH=1 (as `make test` sets).
-    test_torchvision.py [--models a,b] [--wpk PATH] [--dir DIR]
+    test_torchvision.py [--models a,b] [--wpk PATH] [--dir DIR] [--backend cpu|ref]
 """
 import argparse
 import os
@@ -46,6 +46,7 @@ def main():
     ap.add_argument("--threads", type=int, help="threads for both wpk and ONNX Runtime")
     ap.add_argument("--iters", type=int, default=3, help="timed runs per model; latencies are medians")
     ap.add_argument("--torch-python", default="/usr/bin/python3", help="a Python with torch + torchvision")
+    ap.add_argument("--backend", help="wpk's backend (cpu, ref; default: wpk's default)")
     args = ap.parse_args()
     names = [m for m in args.models.split(",") if m]
     unknown = [m for m in names if m not in MODELS]
@@ -71,7 +72,8 @@ def main():
             label = name + (f" (batch {batch})" if batch else "")
             t = time.perf_counter()
             result = compare_ort.compare(out_dir / f"{name}.onnx", args.wpk, batch=batch,
-                                         threads=args.threads, iters=args.iters)
+                                         threads=args.threads, iters=args.iters,
+                                         backend=args.backend)
             runs += 1
             errs = ", ".join(f"{e:.3g}" for e in result.errors.values()) or "-"
             print(f"{label:20} wpk {result.wpk_ms:9.1f} ms  onnxruntime {result.ort_ms:7.1f} ms  "

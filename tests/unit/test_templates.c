@@ -336,7 +336,7 @@ static void add_compiled(wpk_context *ctx, const tcase *tc, int pi, const tune_t
     strbuf cs = {0};
     tune_config_print(sp, cfg, &cs);
     snprintf(k->what, sizeof k->what, "%s [compiled %s]", tc->name, cs.s ? cs.s : "");
-    wpk_status st = cpu_kernel_build(ctx, task, nkernels, cs.s, false, &k->k);
+    wpk_status st = cpu_kernel_build(ctx, task, nkernels, cs.s, NULL, &k->k);
     sb_free(&cs);
     if (st) fprintf(stderr, "%s: %s\n", k->what, wpk_context_error(ctx));
     CHECK(st == WPK_OK);

@@ -1,6 +1,7 @@
 /* common.c -- helpers of the non-conv templates (see common.h). */
 #include "tune/templates/common.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -72,31 +73,38 @@ bool tune_read_act(const ir_node *n, te_act *a) {
     return true;
 }
 
-void tune_key_act(strbuf *b, const te_act *a) {
+void tune_key_add(tune_task *task, const char *fmt, ...) {
+    size_t len = strnlen(task->key, sizeof task->key);
+    if (len + 1 >= sizeof task->key) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(task->key + len, sizeof task->key - len, fmt, ap);
+    va_end(ap);
+}
+
+void tune_key_act(tune_task *task, const te_act *a) {
     switch (a->kind) {
     case TE_ACT_NONE: return;
-    case TE_ACT_RELU: sb_puts(b, ",act=relu"); return;
-    case TE_ACT_LEAKY_RELU: sb_printf(b, ",act=leaky(%g)", (double)a->alpha); return;
-    case TE_ACT_CLIP: sb_printf(b, ",act=clip(%g,%g)", (double)a->lo, (double)a->hi); return;
-    case TE_ACT_HARD_SIGMOID:
-        sb_printf(b, ",act=hsig(%g,%g)", (double)a->alpha, (double)a->beta);
+    case TE_ACT_RELU: tune_key_add(task, ",act=relu"); return;
+    case TE_ACT_LEAKY_RELU: tune_key_add(task, ",act=leaky(%g)", (double)a->alpha); return;
+    case TE_ACT_CLIP:
+        tune_key_add(task, ",act=clip(%g,%g)", (double)a->lo, (double)a->hi);
         return;
-    case TE_ACT_HARD_SWISH: sb_puts(b, ",act=hswish"); return;
-    case TE_ACT_SIGMOID: sb_puts(b, ",act=sigmoid"); return;
-    case TE_ACT_SILU: sb_puts(b, ",act=silu"); return;
-    case TE_ACT_GELU: sb_puts(b, ",act=gelu"); return;
-    case TE_ACT_TANH: sb_puts(b, ",act=tanh"); return;
+    case TE_ACT_HARD_SIGMOID:
+        tune_key_add(task, ",act=hsig(%g,%g)", (double)a->alpha, (double)a->beta);
+        return;
+    case TE_ACT_HARD_SWISH: tune_key_add(task, ",act=hswish"); return;
+    case TE_ACT_SIGMOID: tune_key_add(task, ",act=sigmoid"); return;
+    case TE_ACT_SILU: tune_key_add(task, ",act=silu"); return;
+    case TE_ACT_GELU: tune_key_add(task, ",act=gelu"); return;
+    case TE_ACT_TANH: tune_key_add(task, ",act=tanh"); return;
     }
 }
 
-void tune_key_dims(strbuf *b, const ir_tensor *t) {
-    if (t->ndim == 0) sb_puts(b, "1");
-    for (int i = 0; i < t->ndim; i++) sb_printf(b, i ? "x%lld" : "%lld", (long long)t->dims[i]);
-}
-
-void tune_key_set(tune_task *task, strbuf *b) {
-    snprintf(task->key, sizeof task->key, "%s", b->s ? b->s : "");
-    sb_free(b);
+void tune_key_dims(tune_task *task, const ir_tensor *t) {
+    if (t->ndim == 0) tune_key_add(task, "1");
+    for (int i = 0; i < t->ndim; i++)
+        tune_key_add(task, i ? "x%lld" : "%lld", (long long)t->dims[i]);
 }
 
 int tune_threads(void) { return target_cores(); }

@@ -35,12 +35,13 @@ wpk_status tune_failed(te_ctx *c, const char *tmpl);
 /* The activation of a fused node (attributes `activation`, `alpha`, ...). False when the
  * attributes are not an activation act_read accepts. */
 bool tune_read_act(const ir_node *n, te_act *a);
-/* Append ",act=relu" (nothing for none) to a workload key. */
-void tune_key_act(strbuf *b, const te_act *a);
+/* Append to task->key (printf-style; truncated at its size, never allocating: describe()
+ * cannot fail). */
+void tune_key_add(tune_task *task, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Append ",act=relu" (nothing for none). */
+void tune_key_act(tune_task *task, const te_act *a);
 /* Append t's dims as "1x64x56x56" ("1" for 0-d). */
-void tune_key_dims(strbuf *b, const ir_tensor *t);
-/* Copy b's text into task->key (truncated to its size) and free b. */
-void tune_key_set(tune_task *task, strbuf *b);
+void tune_key_dims(tune_task *task, const ir_tensor *t);
 
 /* The loops of an elementwise-shaped stage: `outer` (extent `nouter`, may be NULL when 1) and
  * `inner` (extent `ninner`, contiguous in memory) become

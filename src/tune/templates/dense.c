@@ -131,22 +131,20 @@ static bool supports(const ir_node *n, ir_tensor *const *in, ir_tensor *const *o
 static void describe(tune_task *t) {
     mm g;
     if (!read_task(t, &g)) return;
-    strbuf b = {0};
-    sb_printf(&b, NAME ":%s,a=", t->node->op_type);
-    tune_key_dims(&b, g.a);
-    sb_puts(&b, ",b=");
-    tune_key_dims(&b, g.b);
-    if (g.ta) sb_puts(&b, ",ta");
-    if (g.tb) sb_puts(&b, ",tb");
-    if (g.alpha != 1.0f) sb_printf(&b, ",alpha=%g", (double)g.alpha);
+    tune_key_add(t, NAME ":%s,a=", t->node->op_type);
+    tune_key_dims(t, g.a);
+    tune_key_add(t, ",b=");
+    tune_key_dims(t, g.b);
+    if (g.ta) tune_key_add(t, ",ta");
+    if (g.tb) tune_key_add(t, ",tb");
+    if (g.alpha != 1.0f) tune_key_add(t, ",alpha=%g", (double)g.alpha);
     if (g.c) {
-        sb_puts(&b, is_gemm(g.op) ? ",c=" : ",bias=");
-        tune_key_dims(&b, g.c);
-        if (g.beta != 1.0f) sb_printf(&b, ",beta=%g", (double)g.beta);
+        tune_key_add(t, is_gemm(g.op) ? ",c=" : ",bias=");
+        tune_key_dims(t, g.c);
+        if (g.beta != 1.0f) tune_key_add(t, ",beta=%g", (double)g.beta);
     }
-    if (g.z) sb_puts(&b, ",res");
-    tune_key_act(&b, &g.act);
-    tune_key_set(t, &b);
+    if (g.z) tune_key_add(t, ",res");
+    tune_key_act(t, &g.act);
     int64_t batch = 1;
     for (int i = 0; i < g.nb; i++) batch *= g.batch[i];
     t->flops = 2 * batch * g.m * g.n * g.k;

@@ -107,22 +107,20 @@ static void read_params(const tune_task *t, ew *p) {
 static void describe(tune_task *t) {
     ew p;
     read_params(t, &p);
-    strbuf b = {0};
-    sb_printf(&b, NAME ":%s", t->node->op_type);
+    tune_key_add(t, NAME ":%s", t->node->op_type);
     switch (t->node->op) {
-    case IR_OP_LEAKY_RELU: sb_printf(&b, "(%g)", (double)p.alpha); break;
-    case IR_OP_HARD_SIGMOID: sb_printf(&b, "(%g,%g)", (double)p.alpha, (double)p.beta); break;
-    case IR_OP_CLIP: sb_printf(&b, "(%g,%g)", (double)p.lo, (double)p.hi); break;
-    case IR_OP_GELU: if (p.gelu_tanh) sb_puts(&b, "(tanh)"); break;
+    case IR_OP_LEAKY_RELU: tune_key_add(t, "(%g)", (double)p.alpha); break;
+    case IR_OP_HARD_SIGMOID: tune_key_add(t, "(%g,%g)", (double)p.alpha, (double)p.beta); break;
+    case IR_OP_CLIP: tune_key_add(t, "(%g,%g)", (double)p.lo, (double)p.hi); break;
+    case IR_OP_GELU: if (p.gelu_tanh) tune_key_add(t, "(tanh)"); break;
     default: break;
     }
-    sb_puts(&b, ":");
+    tune_key_add(t, ":");
     int nin = is_binary(t->node->op) ? 2 : 1;
     for (int i = 0; i < nin; i++) {
-        if (i) sb_puts(&b, ",");
-        tune_key_dims(&b, &t->in[i]);
+        if (i) tune_key_add(t, ",");
+        tune_key_dims(t, &t->in[i]);
     }
-    tune_key_set(t, &b);
     t->flops = ir_numel(&t->out[0]);
 }
 

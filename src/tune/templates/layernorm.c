@@ -68,18 +68,16 @@ static bool supports(const ir_node *n, ir_tensor *const *in, ir_tensor *const *o
 static void describe(tune_task *t) {
     ln g;
     if (!read_task(t, &g)) return;
-    strbuf b = {0};
-    sb_printf(&b, NAME ":x=");
-    tune_key_dims(&b, &t->in[0]);
-    sb_printf(&b, ",axis%d,scale=", g.axis);
-    tune_key_dims(&b, &t->in[1]);
+    tune_key_add(t, NAME ":x=");
+    tune_key_dims(t, &t->in[0]);
+    tune_key_add(t, ",axis%d,scale=", g.axis);
+    tune_key_dims(t, &t->in[1]);
     const ir_tensor *bias = tune_task_in(t, 2);
     if (bias) {
-        sb_puts(&b, ",bias=");
-        tune_key_dims(&b, bias);
+        tune_key_add(t, ",bias=");
+        tune_key_dims(t, bias);
     }
-    sb_printf(&b, ",eps%g", (double)g.eps);
-    tune_key_set(t, &b);
+    tune_key_add(t, ",eps%g", (double)g.eps);
     t->flops = 8 * g.rows * g.cols;
 }
 

@@ -96,14 +96,23 @@ static bool read_pool(const ir_node *n, const ir_tensor *x, const ir_tensor *y, 
     g->oh = y->dims[2], g->ow = y->dims[3];
     if (y->dims[0] != g->n || y->dims[1] != x->dims[1] || (g->blocked && y->dims[4] != g->x))
         return false;
-    /* te_pool2d's own size rules must give the node's output */
-    te_ctx c;
-    te_ctx_init(&c, NULL);
-    te_tensor *xp = te_placeholder(&c, "x", TE_F32, 4, (const int64_t[]){g->n, g->c, g->h, g->w});
-    te_tensor *t = xp ? te_pool2d(&c, "y", xp, &g->p, NULL) : NULL;
-    bool ok = t && t->shape[2] == g->oh && t->shape[3] == g->ow;
-    te_ctx_free(&c);
-    return ok;
+    /* te_pool2d's size rules (pool.h) must give the node's output; worked out here rather than
+       by building the algorithm, which would allocate (supports() must not fail) */
+    const int64_t outs[2] = {g->oh, g->ow};
+    for (int i = 0; i < 2; i++) {
+        const te_pool2d_params *p = &g->p;
+        int64_t span = (p->kernel[i] - 1) * p->dilation[i] + 1;
+        int64_t p0 = p->pad[i], p1 = p->pad[i + 2], room = in[i] + p0 + p1 - span, out;
+        if (p0 >= span || p1 >= span || room < 0) return false;
+        if (p->ceil_mode) {
+            out = (room + p->stride[i] - 1) / p->stride[i] + 1;
+            if ((out - 1) * p->stride[i] >= in[i] + p0) out--;
+        } else {
+            out = room / p->stride[i] + 1;
+        }
+        if (out != outs[i]) return false;
+    }
+    return true;
 }
 
 static bool read_task(const tune_task *t, pool *g) {
@@ -120,16 +129,14 @@ static void describe(tune_task *t) {
     pool g;
     if (!read_task(t, &g)) return;
     const te_pool2d_params *p = &g.p;
-    strbuf b = {0};
-    sb_printf(&b, NAME ":%s,x=", t->node->op_type);
-    tune_key_dims(&b, &t->in[0]);
-    sb_printf(&b, ",k%lld,%lld,st%lld,%lld,pd%lld,%lld,%lld,%lld,dl%lld,%lld%s%s",
+    tune_key_add(t, NAME ":%s,x=", t->node->op_type);
+    tune_key_dims(t, &t->in[0]);
+    tune_key_add(t, ",k%lld,%lld,st%lld,%lld,pd%lld,%lld,%lld,%lld,dl%lld,%lld%s%s",
               (long long)p->kernel[0], (long long)p->kernel[1], (long long)p->stride[0],
               (long long)p->stride[1], (long long)p->pad[0], (long long)p->pad[1],
               (long long)p->pad[2], (long long)p->pad[3], (long long)p->dilation[0],
               (long long)p->dilation[1], p->ceil_mode ? ",ceil" : "",
               p->count_include_pad ? ",incpad" : "");
-    tune_key_set(t, &b);
     t->flops = g.n * g.c * g.oh * g.ow * p->kernel[0] * p->kernel[1];
 }
 
@@ -342,10 +349,8 @@ static bool g_supports(const ir_node *n, ir_tensor *const *in, ir_tensor *const 
 static int64_t g_planes(const tune_task *t) { return t->in[0].dims[0] * t->in[0].dims[1]; }
 
 static void g_describe(tune_task *t) {
-    strbuf b = {0};
-    sb_printf(&b, NAME ":%s,x=", t->node->op_type);
-    tune_key_dims(&b, &t->in[0]);
-    tune_key_set(t, &b);
+    tune_key_add(t, NAME ":%s,x=", t->node->op_type);
+    tune_key_dims(t, &t->in[0]);
     t->flops = ir_numel(&t->in[0]);
 }
 

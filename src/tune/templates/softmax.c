@@ -49,10 +49,8 @@ static bool supports(const ir_node *n, ir_tensor *const *in, ir_tensor *const *o
 static void describe(tune_task *t) {
     sm g;
     if (!read_task(t, &g)) return;
-    strbuf b = {0};
-    sb_printf(&b, NAME ":outer%lld,len%lld,inner%lld", (long long)g.outer, (long long)g.len,
-              (long long)g.inner);
-    tune_key_set(t, &b);
+    tune_key_add(t, NAME ":outer%lld,len%lld,inner%lld", (long long)g.outer, (long long)g.len,
+                 (long long)g.inner);
     t->flops = 5 * g.outer * g.len * g.inner;
 }
 
