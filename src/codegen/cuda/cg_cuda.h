@@ -36,7 +36,9 @@ typedef struct cg_cuda_launch {
  * with one typed pointer parameter per f->args[i] in order (inputs never stored are const),
  * __launch_bounds__ from the block's thread count, and the device helpers its body uses.
  * NVRTC compiles it as C++ without any header. `launch` (may be NULL) receives the launch
- * description.
+ * description. Contract with the caller, as in the C target: argument i points at device memory
+ * aligned to f->args[i]->align bytes (float4 accesses rely on it) and distinct arguments do not
+ * overlap (__restrict__).
  * Mapping: a loop bound to blockIdx.x/y/z or threadIdx.x/y/z is not a loop: its variable is
  * the index, guarded by the loop's range where the range does not cover the whole dimension.
  * LOOP_SCOPE_SHARED buffers live in dynamic shared memory, each at its own offset;
