@@ -17,9 +17,8 @@
 
 #include "ops/activation.h"
 #include "ops/op_util.h"
+#include "ops/spatial.h"
 
-/* Attribute values above this are rejected so that sizes computed from them cannot overflow. */
-#define ATTR_MAX ((int64_t)1 << 30)
 #define MAX_BLOCK 16
 /* Output pixels accumulated at once: TILE x 16 floats is 8 AVX-512 registers of 32. */
 #define TILE 8
@@ -64,37 +63,15 @@ void blocked_pack_weights(const float *w, int64_t cout, int64_t cin_group, int64
                     }
 }
 
-/* Ints attribute `name` with exactly `count` values in [lo, ATTR_MAX]; `def` when absent. */
-static wpk_status attr_ints(wpk_context *ctx, const ir_node *n, const char *name, int count,
-                            int64_t def, int64_t lo, int64_t *out) {
-    const ir_attr *a = ir_attr_find(n, name);
-    if (!a || (a->kind == IR_ATTR_INTS && a->n == 0)) {
-        for (int i = 0; i < count; i++) out[i] = def;
-        return WPK_OK;
-    }
-    if (a->kind != IR_ATTR_INTS)
-        return op_fail(ctx, n, "attribute '%s' must be a list of ints", name);
-    if (a->n != count)
-        return op_fail(ctx, n, "attribute '%s' has %d values, expected %d", name, a->n, count);
-    for (int i = 0; i < count; i++) {
-        if (a->ints[i] < lo || a->ints[i] > ATTR_MAX)
-            return op_fail(ctx, n, "attribute '%s' value %lld at index %d is out of range "
-                           "[%lld, %lld]", name, (long long)a->ints[i], i, (long long)lo,
-                           (long long)ATTR_MAX);
-        out[i] = a->ints[i];
-    }
-    return WPK_OK;
-}
-
-/* An int attribute that must be present, in [lo, ATTR_MAX]. */
+/* An int attribute that must be present, in [lo, SP_ATTR_MAX]. */
 static wpk_status attr_required_int(wpk_context *ctx, const ir_node *n, const char *name,
                                     int64_t lo, const char *what, int64_t *out) {
     const ir_attr *a = ir_attr_find(n, name);
     if (!a) return op_fail(ctx, n, "attribute '%s' (%s) is required", name, what);
     if (a->kind != IR_ATTR_INT) return op_fail(ctx, n, "attribute '%s' must be an int", name);
-    if (a->i < lo || a->i > ATTR_MAX)
+    if (a->i < lo || a->i > SP_ATTR_MAX)
         return op_fail(ctx, n, "attribute '%s' is %lld, out of range [%lld, %lld]", name,
-                       (long long)a->i, (long long)lo, (long long)ATTR_MAX);
+                       (long long)a->i, (long long)lo, (long long)SP_ATTR_MAX);
     *out = a->i;
     return WPK_OK;
 }
@@ -182,6 +159,33 @@ wpk_status op_reorder_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const
  * floats, 4 KiB at x = 16) stay in L1 while each channel's CHUNK contiguous values go by. */
 #define CHUNK 64
 
+/* Channel block t = (image, block) of r: x's planes into y's block (to NCHWc, zeros in the
+ * padded lanes) or back. */
+static void reorder_block(const reorder_geom *r, const float *xd, float *yd, int64_t t) {
+    const int64_t x = r->x, size = r->size, c = r->c, cb = r->cb;
+    const bool to_blocked = r->to_blocked;
+    int64_t img = t / cb, blk = t % cb;
+    int64_t lanes = c - blk * x < x ? c - blk * x : x;
+    float *blocked = (float *)(to_blocked ? yd : xd) + t * size * x;
+    for (int64_t s0 = 0; s0 < size; s0 += CHUNK) {
+        int64_t len = size - s0 < CHUNK ? size - s0 : CHUNK;
+        for (int64_t l = 0; l < lanes; l++) {
+            int64_t plane = (img * c + blk * x + l) * size + s0;
+            float *b = blocked + s0 * x + l;
+            if (to_blocked) {
+                const float *src = xd + plane;
+                for (int64_t s = 0; s < len; s++) b[s * x] = src[s];
+            } else {
+                float *dst = yd + plane;
+                for (int64_t s = 0; s < len; s++) dst[s] = b[s * x];
+            }
+        }
+        if (to_blocked)
+            for (int64_t l = lanes; l < x; l++)
+                for (int64_t s = 0; s < len; s++) blocked[(s0 + s) * x + l] = 0.0f;
+    }
+}
+
 wpk_status op_reorder_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
                           ir_tensor *const *out) {
     reorder_geom r;
@@ -191,30 +195,12 @@ wpk_status op_reorder_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *
     if (st) return st;
     const float *xd = in[0]->data;
     float *yd = out[0]->data;
-    const int64_t x = r.x, size = r.size, c = r.c, cb = r.cb;
-    const bool to_blocked = r.to_blocked;
-#pragma omp parallel for schedule(static) if (r.n * cb * size > 32768)
-    for (int64_t t = 0; t < r.n * cb; t++) {
-        int64_t img = t / cb, blk = t % cb;
-        int64_t lanes = c - blk * x < x ? c - blk * x : x;
-        float *blocked = (float *)(to_blocked ? yd : xd) + t * size * x;
-        for (int64_t s0 = 0; s0 < size; s0 += CHUNK) {
-            int64_t len = size - s0 < CHUNK ? size - s0 : CHUNK;
-            for (int64_t l = 0; l < lanes; l++) {
-                int64_t plane = (img * c + blk * x + l) * size + s0;
-                float *b = blocked + s0 * x + l;
-                if (to_blocked) {
-                    const float *src = xd + plane;
-                    for (int64_t s = 0; s < len; s++) b[s * x] = src[s];
-                } else {
-                    float *dst = yd + plane;
-                    for (int64_t s = 0; s < len; s++) dst[s] = b[s * x];
-                }
-            }
-            if (to_blocked)
-                for (int64_t l = lanes; l < x; l++)
-                    for (int64_t s = 0; s < len; s++) blocked[(s0 + s) * x + l] = 0.0f;
-        }
+    const int64_t blocks = r.n * r.cb;
+    if (op_parallel(blocks * r.size, 32768)) {
+#pragma omp parallel for schedule(static)
+        for (int64_t t = 0; t < blocks; t++) reorder_block(&r, xd, yd, t);
+    } else {
+        for (int64_t t = 0; t < blocks; t++) reorder_block(&r, xd, yd, t);
     }
     return WPK_OK;
 }
@@ -270,16 +256,17 @@ static wpk_status nchwc_setup(wpk_context *ctx, const ir_node *n, ir_tensor *con
     if (auto_pad[0] && strcmp(auto_pad, "NOTSET"))
         return op_fail(ctx, n, "attribute 'auto_pad' is '%s'; ConvNCHWc takes explicit pads",
                        auto_pad);
-    int64_t s[2], d[2], pads[4];
-    if ((st = attr_ints(ctx, n, "strides", 2, 1, 1, s)) ||
-        (st = attr_ints(ctx, n, "dilations", 2, 1, 1, d)) ||
-        (st = attr_ints(ctx, n, "pads", 4, 0, 0, pads)) ||
+    /* auto_pad is NOTSET by now; sp_read_attrs reads strides, dilations and pads */
+    sp_geom sp = {.nsp = 2, .in = {g->ih, g->iw}, .kernel = {g->kh, g->kw}};
+    sp_pad_mode mode;
+    if ((st = sp_read_attrs(ctx, n, &sp, &mode)) ||
         (st = attr_required_int(ctx, n, "channels", 1, "the output's channel count",
                                 &g->channels)))
         return st;
-    g->sh = s[0], g->sw = s[1], g->dh = d[0], g->dw = d[1], g->ph = pads[0], g->pw = pads[1];
+    g->sh = sp.stride[0], g->sw = sp.stride[1], g->dh = sp.dil[0], g->dw = sp.dil[1];
+    g->ph = sp.pad0[0], g->pw = sp.pad0[1];
     g->group = ir_attr_int(n, "group", 1);
-    if (g->group < 1 || g->group > ATTR_MAX)
+    if (g->group < 1 || g->group > SP_ATTR_MAX)
         return op_fail(ctx, n, "attribute 'group' is %lld, expected a positive count",
                        (long long)g->group);
     if (g->channels > g->cob * g->bo || g->channels <= (g->cob - 1) * g->bo)
@@ -318,22 +305,13 @@ static wpk_status nchwc_setup(wpk_context *ctx, const ir_node *n, ir_tensor *con
             return op_fail(ctx, n, "bias B must be 1-D with %lld values (one per output "
                            "channel)", (long long)g->channels);
     }
-    int64_t spans[2] = {(g->kh - 1) * g->dh + 1, (g->kw - 1) * g->dw + 1};
-    int64_t ins[2] = {g->ih, g->iw}, outs[2];
-    for (int i = 0; i < 2; i++) {
-        if (ins[i] < 0) {
-            outs[i] = -1;
-            continue;
-        }
-        int64_t padded = ins[i] + pads[i] + pads[2 + i];
-        if (padded < spans[i])
+    for (int i = 0; i < 2; i++)
+        if (!sp_resolve(&sp, i, SP_PAD_NOTSET, false))
             return op_fail(ctx, n, "spatial dim %d: the kernel spans %lld (with dilation) but "
-                           "the padded input is only %lld", i, (long long)spans[i],
-                           (long long)padded);
-        outs[i] = (padded - spans[i]) / s[i] + 1;
-    }
-    g->oh = outs[0];
-    g->ow = outs[1];
+                           "the padded input is only %lld", i, (long long)sp_span(&sp, i),
+                           (long long)(sp.in[i] + sp.pad0[i] + sp.pad1[i]));
+    g->oh = sp.out[0];
+    g->ow = sp.out[1];
     return WPK_OK;
 }
 
@@ -370,18 +348,6 @@ typedef struct conv_job {
     float *y;
     act_params act;
 } conv_job;
-
-/* [*lo, *hi): the taps k in [0, count) with start + k*step inside [0, bound). */
-static inline void tap_range(int64_t count, int64_t start, int64_t step, int64_t bound,
-                             int64_t *lo, int64_t *hi) {
-    int64_t l = start >= 0 ? 0 : (-start + step - 1) / step;
-    int64_t last = bound - 1 - start;
-    int64_t h = last < 0 ? 0 : last / step + 1;
-    if (h > count) h = count;
-    if (l > h) l = h;
-    *lo = l;
-    *hi = h;
-}
 
 /* The bias of output block ob: zero where there is none and in padded lanes. */
 INLINE void block_bias(const conv_job *j, int64_t ob, float *bv, const int64_t B) {
@@ -436,7 +402,8 @@ INLINE void tile_columns(const nchwc_geom *g, int64_t ow0, int64_t count, int64_
     *b = 0;
     for (int64_t t = 0; t < TILE; t++) {
         lo[t] = hi[t] = 0;
-        if (t < count) tap_range(g->kw, (ow0 + t) * g->sw - g->pw, g->dw, g->iw, &lo[t], &hi[t]);
+        if (t < count)
+            sp_tap_range(g->kw, g->dw, (ow0 + t) * g->sw - g->pw, g->iw, &lo[t], &hi[t]);
         if (lo[t] < hi[t]) {
             if (lo[t] < *a) *a = lo[t];
             if (hi[t] > *b) *b = hi[t];
@@ -517,7 +484,7 @@ INLINE void pixel_depthwise(const conv_job *j, const float *x, const float *w, f
     const nchwc_geom *g = &j->g;
     const int64_t start = ow * g->sw - g->pw;
     int64_t kw0, kw1;
-    tap_range(g->kw, start, g->dw, g->iw, &kw0, &kw1);
+    sp_tap_range(g->kw, g->dw, start, g->iw, &kw0, &kw1);
     float acc[MAX_BLOCK];
     for (int64_t l = 0; l < B; l++) acc[l] = bv[l];
     for (int64_t kh = kh0; kh < kh1; kh++) {
@@ -565,7 +532,7 @@ INLINE void conv_row(const conv_job *j, int64_t r, const int64_t B) {
     float bv[MAX_BLOCK];
     block_bias(j, ob, bv, B);
     int64_t kh0, kh1;
-    tap_range(g->kh, oh * g->sh - g->ph, g->dh, g->ih, &kh0, &kh1);
+    sp_tap_range(g->kh, g->dh, oh * g->sh - g->ph, g->ih, &kh0, &kh1);
     /* [lo, hi): the output pixels whose every kernel column lies inside the input row */
     int64_t lo = (g->pw + g->sw - 1) / g->sw, last = g->iw - 1 - (g->kw - 1) * g->dw + g->pw;
     int64_t hi = last < 0 ? 0 : last / g->sw + 1;
@@ -621,10 +588,14 @@ wpk_status op_conv_nchwc_ref(wpk_context *ctx, const ir_node *n, ir_tensor *cons
     const int64_t rows = j.g.n * j.g.cob * j.g.oh;
     if (rows == 0 || j.g.ow == 0) return WPK_OK;
     /* Contiguous runs of rows per thread: neighbouring rows share input rows and weights. */
-#pragma omp parallel if (rows > 1)
-    {
-        int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
-        conv_rows(&j, rows * t / nt, rows * (t + 1) / nt);
+    if (op_parallel(rows, 2)) {
+#pragma omp parallel
+        {
+            int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+            conv_rows(&j, rows * t / nt, rows * (t + 1) / nt);
+        }
+    } else {
+        conv_rows(&j, 0, rows);
     }
     return WPK_OK;
 }

@@ -4,16 +4,16 @@
  * pooling in the blocked layout. One output pixel is a window over x-lane vectors: the lane
  * loop vectorizes, where the NCHW kernel walks one channel's window at a time.
  *
- * The output size and padding rules mirror ops/pool.c (a separate module; the rules are the
- * spec's): ceil_mode's extra windows reach past the end padding and see neither input nor
+ * The attributes and the output size and padding rules are ops/spatial.h's, shared with
+ * ops/pool.c: ceil_mode's extra windows reach past the end padding and see neither input nor
  * padding there, and a last window that would start inside the end padding is dropped. */
 #include <math.h>
 #include <string.h>
 
 #include "ops/blocked.h"
 #include "ops/op_util.h"
+#include "ops/spatial.h"
 
-#define ATTR_MAX ((int64_t)1 << 30)
 #define MAX_BLOCK 16
 
 /* One spatial dim: input, window, stride, dilation, begin/end pads in effect, output. */
@@ -26,69 +26,6 @@ typedef struct pool_geom {
     pool_dim h, w;
     bool is_max, include_pad;
 } pool_geom;
-
-/* Ints attribute `name` with exactly `count` values in [lo, ATTR_MAX]; `def` when absent. */
-static wpk_status attr_ints(wpk_context *ctx, const ir_node *n, const char *name, int count,
-                            int64_t def, int64_t lo, int64_t *out) {
-    const ir_attr *a = ir_attr_find(n, name);
-    if (!a || (a->kind == IR_ATTR_INTS && a->n == 0)) {
-        for (int i = 0; i < count; i++) out[i] = def;
-        return WPK_OK;
-    }
-    if (a->kind != IR_ATTR_INTS)
-        return op_fail(ctx, n, "attribute '%s' must be a list of ints", name);
-    if (a->n != count)
-        return op_fail(ctx, n, "attribute '%s' has %d values, expected %d", name, a->n, count);
-    for (int i = 0; i < count; i++) {
-        if (a->ints[i] < lo || a->ints[i] > ATTR_MAX)
-            return op_fail(ctx, n, "attribute '%s' value %lld at index %d is out of range "
-                           "[%lld, %lld]", name, (long long)a->ints[i], i, (long long)lo,
-                           (long long)ATTR_MAX);
-        out[i] = a->ints[i];
-    }
-    return WPK_OK;
-}
-
-static wpk_status attr_flag(wpk_context *ctx, const ir_node *n, const char *name, bool *out) {
-    int64_t v = ir_attr_int(n, name, 0);
-    if (v != 0 && v != 1)
-        return op_fail(ctx, n, "attribute '%s' is %lld, expected 0 or 1", name, (long long)v);
-    *out = v == 1;
-    return WPK_OK;
-}
-
-/* Output size and pads of one dim; d->in, k, s, d set. pad0/pad1 are the explicit pads. */
-static wpk_status resolve_dim(wpk_context *ctx, const ir_node *n, const char *mode, bool ceil_mode,
-                              int i, pool_dim *d) {
-    int64_t span = (d->k - 1) * d->d + 1;
-    if (!strcmp(mode, "SAME_UPPER") || !strcmp(mode, "SAME_LOWER")) {
-        d->out = (d->in + d->s - 1) / d->s;
-        int64_t total = (d->out - 1) * d->s + span - d->in;
-        if (total < 0) total = 0;
-        d->pad0 = !strcmp(mode, "SAME_UPPER") ? total / 2 : total - total / 2;
-        d->pad1 = total - d->pad0;
-        return WPK_OK;
-    }
-    if (!strcmp(mode, "VALID")) {
-        d->pad0 = d->pad1 = 0;
-    } else if (d->pad0 >= span || d->pad1 >= span) {
-        return op_fail(ctx, n, "attribute 'pads' in spatial dim %d (%lld, %lld) must be smaller "
-                       "than the window (%lld)", i, (long long)d->pad0, (long long)d->pad1,
-                       (long long)span);
-    }
-    int64_t room = d->in + d->pad0 + d->pad1 - span;
-    if (room < 0)
-        return op_fail(ctx, n, "attribute 'kernel_shape': the window spans %lld in spatial dim "
-                       "%d but the padded input is only %lld", (long long)span, i,
-                       (long long)(d->in + d->pad0 + d->pad1));
-    if (ceil_mode && strcmp(mode, "VALID")) {
-        d->out = (room + d->s - 1) / d->s + 1;
-        if ((d->out - 1) * d->s >= d->in + d->pad0) d->out--;
-    } else {
-        d->out = room / d->s + 1;
-    }
-    return WPK_OK;
-}
 
 static wpk_status pool_setup(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
                              pool_geom *g) {
@@ -108,29 +45,30 @@ static wpk_status pool_setup(wpk_context *ctx, const ir_node *n, ir_tensor *cons
     const ir_attr *ks = ir_attr_find(n, "kernel_shape");
     if (!ks || ks->kind != IR_ATTR_INTS || ks->n == 0)
         return op_fail(ctx, n, "attribute 'kernel_shape' is required");
-    int64_t k[2], s[2], d[2], pads[4];
+    sp_geom sp = {.nsp = 2, .in = {x->dims[2], x->dims[3]}};
+    sp_pad_mode mode = SP_PAD_NOTSET;
     bool ceil_mode = false;
-    if ((st = attr_ints(ctx, n, "kernel_shape", 2, 1, 1, k)) ||
-        (st = attr_ints(ctx, n, "strides", 2, 1, 1, s)) ||
-        (st = attr_ints(ctx, n, "dilations", 2, 1, 1, d)) ||
-        (st = attr_ints(ctx, n, "pads", 4, 0, 0, pads)) ||
-        (st = attr_flag(ctx, n, "ceil_mode", &ceil_mode)) ||
-        (st = attr_flag(ctx, n, "count_include_pad", &g->include_pad)))
+    if ((st = sp_attr_ints(ctx, n, "kernel_shape", 2, 1, 1, sp.kernel)) ||
+        (st = sp_read_attrs(ctx, n, &sp, &mode)) ||
+        (st = op_attr_flag(ctx, n, "ceil_mode", &ceil_mode)) ||
+        (st = op_attr_flag(ctx, n, "count_include_pad", &g->include_pad)))
         return st;
     if (g->is_max && g->include_pad)
         return op_fail(ctx, n, "attribute 'count_include_pad' belongs to AveragePoolNCHWc");
-    const char *mode = ir_attr_str(n, "auto_pad", "NOTSET");
-    if (!mode[0]) mode = "NOTSET";
-    if (strcmp(mode, "NOTSET") && strcmp(mode, "SAME_UPPER") && strcmp(mode, "SAME_LOWER") &&
-        strcmp(mode, "VALID"))
-        return op_fail(ctx, n, "attribute 'auto_pad' is '%s', expected NOTSET, SAME_UPPER, "
-                       "SAME_LOWER or VALID", mode);
     pool_dim *dims[2] = {&g->h, &g->w};
     for (int i = 0; i < 2; i++) {
-        *dims[i] = (pool_dim){.in = x->dims[2 + i], .k = k[i], .s = s[i], .d = d[i],
-                              .pad0 = pads[i], .pad1 = pads[2 + i], .out = -1};
-        if (dims[i]->in < 0) continue;
-        if ((st = resolve_dim(ctx, n, mode, ceil_mode, i, dims[i]))) return st;
+        int64_t span = sp_span(&sp, i);
+        if (mode == SP_PAD_NOTSET && (sp.pad0[i] >= span || sp.pad1[i] >= span))
+            return op_fail(ctx, n, "attribute 'pads' in spatial dim %d (%lld, %lld) must be "
+                           "smaller than the window (%lld)", i, (long long)sp.pad0[i],
+                           (long long)sp.pad1[i], (long long)span);
+        if (!sp_resolve(&sp, i, mode, ceil_mode))
+            return op_fail(ctx, n, "attribute 'kernel_shape': the window spans %lld in spatial "
+                           "dim %d but the padded input is only %lld", (long long)span, i,
+                           (long long)(sp.in[i] + sp.pad0[i] + sp.pad1[i]));
+        *dims[i] = (pool_dim){.in = sp.in[i], .k = sp.kernel[i], .s = sp.stride[i],
+                              .d = sp.dil[i], .pad0 = sp.pad0[i], .pad1 = sp.pad1[i],
+                              .out = sp.out[i]};
     }
     return WPK_OK;
 }
@@ -146,16 +84,9 @@ wpk_status op_pool_nchwc_shape(wpk_context *ctx, const ir_node *n, ir_tensor *co
 }
 
 /* [*lo, *hi): the taps j in [0, count) with start + j*step inside [from, to). */
-static void taps(int64_t count, int64_t start, int64_t step, int64_t from, int64_t to,
-                 int64_t *lo, int64_t *hi) {
-    int64_t off = start - from, bound = to - from;
-    int64_t l = off >= 0 ? 0 : (-off + step - 1) / step;
-    int64_t last = bound - 1 - off;
-    int64_t h = last < 0 ? 0 : last / step + 1;
-    if (h > count) h = count;
-    if (l > h) l = h;
-    *lo = l;
-    *hi = h;
+static inline void taps(int64_t count, int64_t start, int64_t step, int64_t from, int64_t to,
+                        int64_t *lo, int64_t *hi) {
+    sp_tap_range(count, step, start - from, to - from, lo, hi);
 }
 
 /* One output row (image and block in x, row oh) of B lanes. */
@@ -201,6 +132,20 @@ static inline __attribute__((always_inline)) void pool_row(const pool_geom *g,
     }
 }
 
+/* Output rows [r0, r1) of rows = (image, block, oh). */
+static void pool_rows(const pool_geom *g, const float *xd, float *yd, int64_t r0, int64_t r1) {
+    const int64_t xplane = g->h.in * g->w.in * g->x, yrow = g->w.out * g->x;
+    for (int64_t r = r0; r < r1; r++) {
+        const float *x = xd + (r / g->h.out) * xplane;
+        float *y = yd + r * yrow;
+        switch (g->x) {
+        case 16: pool_row(g, x, y, r % g->h.out, 16); break;
+        case 8: pool_row(g, x, y, r % g->h.out, 8); break;
+        default: pool_row(g, x, y, r % g->h.out, 4); break;
+        }
+    }
+}
+
 wpk_status op_pool_nchwc_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
                              ir_tensor *const *out) {
     pool_geom g;
@@ -208,17 +153,12 @@ wpk_status op_pool_nchwc_ref(wpk_context *ctx, const ir_node *n, ir_tensor *cons
     if (st) return st;
     const float *xd = in[0]->data;
     float *yd = out[0]->data;
-    const int64_t rows = g.n * g.cb * g.h.out, xplane = g.h.in * g.w.in * g.x;
-    const int64_t yrow = g.w.out * g.x;
-#pragma omp parallel for schedule(static) if (rows * yrow > 32768)
-    for (int64_t r = 0; r < rows; r++) {
-        const float *x = xd + (r / g.h.out) * xplane;
-        float *y = yd + r * yrow;
-        switch (g.x) {
-        case 16: pool_row(&g, x, y, r % g.h.out, 16); break;
-        case 8: pool_row(&g, x, y, r % g.h.out, 8); break;
-        default: pool_row(&g, x, y, r % g.h.out, 4); break;
-        }
+    const int64_t rows = g.n * g.cb * g.h.out;
+    if (op_parallel(rows * g.w.out * g.x, 32768)) {
+#pragma omp parallel for schedule(static)
+        for (int64_t r = 0; r < rows; r++) pool_rows(&g, xd, yd, r, r + 1);
+    } else {
+        pool_rows(&g, xd, yd, 0, rows);
     }
     return WPK_OK;
 }
