@@ -139,8 +139,6 @@ static wpk_status make_step(builder *B, int k, const cpu_kernel *kn, void *scrat
         s->value[a] = -1;
         s->argv[a] = (char *)scratch + kn->scratch_off[i];
     }
-    /* an input the kernel did not get packed must not be a value it cannot read (constant
-       views of other constants are handled above): nothing else to check */
     s->fn = kn->fn;
     return WPK_OK;
 }

@@ -298,12 +298,8 @@ static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
         if (!*grp) *grp = ax[d];
         else TRY(te_fuse(st, *grp, ax[d], grp));
     }
-    if (!inner) { /* every dim is outer: the last one is the inner group of one element */
-        inner = outer;
-        outer = NULL;
-    }
-    int64_t ninner = start < o->ndim ? extent(o, start, o->ndim) : extent(o, 0, o->ndim);
-    int64_t nouter = outer ? extent(o, 0, start) : 1;
+    /* inner_start() < ndim: the last dim always fits the inner group */
+    int64_t ninner = extent(o, start, o->ndim), nouter = outer ? extent(o, 0, start) : 1;
     return tune_schedule_flat(st, outer, nouter, inner, ninner, tune_value(s, cfg, "vec"),
                               tune_value(s, cfg, "unroll"), tune_value(s, cfg, "grain"),
                               tune_value(s, cfg, "parallel") != 0);
