@@ -35,6 +35,9 @@ static void usage(FILE *f) {
           "  optimize MODEL [-o OUT.onnx] [-O LEVEL] [--dump PASS|all] [--passes A,B] [-v]\n"
           "                                graph passes only; writes a valid ONNX model and\n"
           "                                prints a before/after summary (levels 0-3, default 2)\n"
+          "  tune MODEL [--strategy S] [--trials N | --time T] [--db FILE] [--parallel auto|N]\n"
+          "                                tune the model's kernels on this machine into the\n"
+          "                                records database ('wpk tune --help': every option)\n"
           "  version                       print the version\n",
           f);
 }
@@ -481,6 +484,8 @@ static int cmd_run(int argc, char **argv) {
     return rc;
 }
 
+int cmd_tune(int argc, char **argv); /* tools/cmd_tune.c: argv as main's */
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         usage(stderr);
@@ -492,6 +497,7 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "optimize") == 0) return cmd_optimize(argc - 2, argv + 2);
     if (strcmp(cmd, "space") == 0) return cmd_kernels(argc - 2, argv + 2, false);
     if (strcmp(cmd, "lower") == 0) return cmd_kernels(argc - 2, argv + 2, true);
+    if (strcmp(cmd, "tune") == 0) return cmd_tune(argc, argv);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("wpk %s\n", wpk_version());
         return 0;

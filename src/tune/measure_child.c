@@ -26,7 +26,7 @@ void tune_build_child(tune_measurer *m, void *arg, int fd) {
     strbuf unit = {0};
     cpu_kernel k;
     memset(&k, 0, sizeof k);
-    wpk_status st = ctx ? cpu_kernel_build(ctx, m->task, 0, j->text, false, &k) : WPK_ERR_NOMEM;
+    wpk_status st = ctx ? cpu_kernel_build(ctx, m->task, 0, j->text, NULL, &k) : WPK_ERR_NOMEM;
     if (st == WPK_OK) {
         const strbuf *srcs[1] = {&k.source};
         st = cpu_unit_merge(ctx, srcs, 1, &unit);

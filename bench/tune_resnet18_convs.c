@@ -1,0 +1,544 @@
+/* tune_resnet18_convs.c -- the auto-tuner on ResNet-18's twelve convolutions at batch 1
+ * (issue 5's benchmarks), reusing bench/conv_resnet18.c (included below) for the problems,
+ * oneDNN at its best and the timing method.
+ *
+ *     tune_resnet18_convs [--part tune,strategies,parallel] [--trials 48] [--strategy ga]
+ *                         [--db tune_resnet18.db] [--only c2,c6] [--min-ms 300]
+ *                         [--compare c3,c2] [--compare-trials 80] [--strategies ga,model,...]
+ *                         [--parallel-trials 24]
+ *
+ * Part "tune": the convs as the -O3 pipeline hands them to the templates (wpk::ConvNCHWc on
+ * blocked tensors, weights packed, bias + ReLU fused) are tuned with tune_run (--trials per
+ * conv, counting records already in --db, so a re-run resumes), then the default config, the
+ * tuned config (best after the tuner's final re-measurement) and oneDNN are timed in one run,
+ * alternating, by conv_resnet18.c's measure(): ratios tuned/oneDNN and tuned/default by wall
+ * time and by CPU time per thread, their geometric means and minima.
+ * Part "strategies": the slides' 1x1 64->64 56x56 conv (c3) and the 3x3 56x56 conv (c2) as
+ * NCHW FusedConv nodes (the -O2 form, the larger space), each strategy from an empty database
+ * for --compare-trials trials; the best found by any strategy is the bar; per strategy: the
+ * trials and the wall time until its best-so-far was within 5% of the bar.
+ * Part "parallel": one fixed job (random search, fixed seed: the same configs in the same
+ * order) tuned with one build worker and measurements alone, then with the automatic
+ * parallelism, each with an empty kernel cache: wall times and the final kernels' speed.
+ *
+ * Tuning runs first, while this process has started no OpenMP thread (the tuner forks its
+ * workers; GNU OpenMP is not fork-safe): the process runs with one OpenMP thread until then.
+ * Samples are timed with OMP_WAIT_POLICY=passive (set here, as conv_resnet18 does) by CPU time
+ * per thread in the tuner (TUNE_CLOCK_CPU: other processes on a shared machine do not disturb
+ * it) and by both clocks in the final comparison. */
+#define main conv_resnet18_main
+int conv_resnet18_main(int argc, char **argv);
+#include "conv_resnet18.c"
+#undef main
+
+#include <errno.h>
+#include <sys/stat.h>
+
+#include "compile/kernel.h"
+#include "compile/unit.h"
+#include "ops/blocked.h"
+#include "tune/tuner.h"
+
+#define MAX_STRATEGIES 8
+
+/* ---- tasks: a conv node with its tensors ---- */
+
+typedef struct conv_task {
+    const conv_spec *spec;
+    problem pb;
+    ir_graph *g;
+    ir_tensor x, w, b, y;
+    float *wpacked;        /* blocked: the packed weights (the task's constant) */
+    bool blocked;
+    tune_model_task mt;
+} conv_task;
+
+static void conv_task_init(conv_task *t, const conv_spec *c, bool blocked, wpk_context *ctx) {
+    memset(t, 0, sizeof *t);
+    t->spec = c;
+    t->blocked = blocked;
+    problem_init(&t->pb, c, ctx);
+    t->g = ir_graph_create();
+    ir_node *n = conv_node(t->g, c, blocked);
+    const int64_t blk = block_lanes(), oh = t->pb.oh;
+    t->b = (ir_tensor){WPK_DTYPE_FLOAT32, 1, {c->k}, t->pb.b};
+    if (blocked) {
+        int64_t bi = c->c < blk ? 1 : blk;
+        t->x = (ir_tensor){WPK_DTYPE_FLOAT32, bi > 1 ? 5 : 4,
+                           {1, bi > 1 ? (c->c + bi - 1) / bi : c->c, c->hw, c->hw, bi}, NULL};
+        t->w = (ir_tensor){WPK_DTYPE_FLOAT32, 6, {0}, NULL};
+        blocked_weight_dims(c->k, c->c, c->r, c->r, bi, blk, false, t->w.dims);
+        t->wpacked = alloc64(sizeof(float) * (size_t)ir_numel(&t->w));
+        blocked_pack_weights(t->pb.w, c->k, c->c, c->r, c->r, bi, blk, false, t->wpacked);
+        t->w.data = t->wpacked;
+        t->y = (ir_tensor){WPK_DTYPE_FLOAT32, 5, {1, (c->k + blk - 1) / blk, oh, oh, blk}, NULL};
+    } else {
+        t->x = (ir_tensor){WPK_DTYPE_FLOAT32, 4, {1, c->c, c->hw, c->hw}, NULL};
+        t->w = (ir_tensor){WPK_DTYPE_FLOAT32, 4, {c->k, c->c, c->r, c->r}, t->pb.w};
+        t->y = (ir_tensor){WPK_DTYPE_FLOAT32, 4, {1, c->k, oh, oh}, NULL};
+    }
+    ir_tensor *in[] = {&t->x, &t->w, &t->b}, *out[] = {&t->y};
+    const tune_template *tm = tune_template_for(n, in, out);
+    if (!tm) die(c->name, "no template takes this conv");
+    tune_task_init(&t->mt.task, tm, n, in, out);
+    t->mt.count = 1;
+    t->mt.flops = t->mt.task.flops;
+    t->mt.share = 1;
+}
+
+static void conv_task_free(conv_task *t) {
+    free(t->wpacked);
+    ir_graph_free(t->g);
+    problem_free(&t->pb);
+}
+
+/* ---- a config's kernel, built the way the measurer and the cpu backend build it ---- */
+
+typedef struct kernel {
+    cg_module *mod;
+    cg_kernel_fn fn;
+    void *args[CPU_MAX_KERNEL_ARGS];
+    float *y;
+    void *bufs[8];
+    int nbufs;
+} kernel;
+
+static void *own(kernel *k, size_t bytes) {
+    void *p = alloc64(bytes);
+    k->bufs[k->nbufs++] = p;
+    return p;
+}
+
+/* data: the node's inputs in order (x, w, b). */
+static void kernel_build(kernel *k, const conv_task *t, const char *config, void *const *data,
+                         wpk_context *ctx) {
+    memset(k, 0, sizeof *k);
+    cpu_kernel ck;
+    if (cpu_kernel_build(ctx, &t->mt.task, 0, config, NULL, &ck))
+        die("cpu_kernel_build", wpk_context_error(ctx));
+    strbuf unit = {0};
+    const strbuf *srcs[1] = {&ck.source};
+    if (cpu_unit_merge(ctx, srcs, 1, &unit) || cg_c_compile(ctx, unit.s, &k->mod))
+        die("compile", wpk_context_error(ctx));
+    sb_free(&unit);
+    k->fn = cg_module_fn(k->mod, ck.name);
+    int a = 0;
+    for (int i = 0; i < ck.ninputs; i++) {
+        k->args[a++] = data[i];
+        if (ck.pack_numel[i] <= 0) continue;
+        cg_kernel_fn pack = cg_module_fn(k->mod, ck.pack_name[i]);
+        void *packed = own(k, sizeof(float) * (size_t)ck.pack_numel[i]);
+        pack((void *[]){data[i], packed});
+        k->args[a - 1] = packed;
+    }
+    k->y = own(k, ir_nbytes(&t->y));
+    k->args[a++] = k->y;
+    char *scratch = ck.nscratch ? own(k, (size_t)ck.scratch_bytes + 64) : NULL;
+    for (int i = 0; i < ck.nscratch; i++) k->args[a++] = scratch + ck.scratch_off[i];
+    if (!k->fn) die("kernel", "symbol missing");
+    cpu_kernel_free(&ck);
+}
+
+static void kernel_run(void *p) {
+    kernel *k = p;
+    k->fn(k->args);
+}
+
+/* The output as NCHW. */
+static void kernel_output(const kernel *k, const conv_task *t, float *dst) {
+    const int64_t kk = t->spec->k, plane = t->pb.oh * t->pb.oh, blk = block_lanes();
+    if (!t->blocked) {
+        memcpy(dst, k->y, sizeof(float) * (size_t)(kk * plane));
+        return;
+    }
+    for (int64_t ch = 0; ch < kk; ch++)
+        for (int64_t i = 0; i < plane; i++)
+            dst[ch * plane + i] = k->y[((ch / blk) * plane + i) * blk + ch % blk];
+}
+
+static void kernel_free(kernel *k) {
+    for (int i = 0; i < k->nbufs; i++) free(k->bufs[i]);
+    cg_module_free(k->mod);
+}
+
+/* x in the layout the task's node reads. */
+static float *input_for(const conv_task *t) {
+    const conv_spec *c = t->spec;
+    if (!t->blocked || t->x.ndim == 4) return t->pb.x;
+    const int64_t bi = t->x.dims[4];
+    float *xb = alloc64(sizeof(float) * (size_t)ir_numel(&t->x));
+    for (int64_t ch = 0; ch < t->x.dims[1] * bi; ch++)
+        for (int64_t i = 0; i < c->hw * c->hw; i++)
+            xb[((ch / bi) * c->hw * c->hw + i) * bi + ch % bi] =
+                ch < c->c ? t->pb.x[ch * c->hw * c->hw + i] : 0.0f;
+    return xb;
+}
+
+/* ---- options ---- */
+
+typedef struct opts {
+    bool tune, strategies, parallel;
+    int64_t trials, compare_trials, parallel_trials;
+    const char *strategy, *db, *only, *compare, *strategy_list;
+    double min_s;
+} opts;
+
+static tune_options tuner_options(const char *strategy, int64_t trials) {
+    tune_options t = tune_default_options();
+    t.strategy = strategy;
+    t.trials = trials;
+    t.seed = 7;
+    t.measure.clock = TUNE_CLOCK_CPU;
+    return t;
+}
+
+static void open_db(const char *path, wpk_context *ctx, tune_db **db) {
+    if (tune_db_open(ctx, path, db)) die("records", wpk_context_error(ctx));
+}
+
+static double trial_best(const tune_task_summary *s, int upto) {
+    double b = 0;
+    for (int i = 0; i < upto && i < s->ncurve; i++)
+        if (s->curve[i].status == TUNE_OK && (b == 0 || s->curve[i].median < b))
+            b = s->curve[i].median;
+    return b;
+}
+
+/* ---- part: tune, then default vs tuned vs oneDNN in one run ---- */
+
+typedef struct result_row {
+    timed def, tuned, dnnl;
+    char config[512], impl[128];
+    double err_def, err_tuned, err_dnnl;
+    double tune_s;
+    int64_t trials, measured;
+} result_row;
+
+typedef struct tuned {
+    conv_task *ts;
+    int idx[NCONVS], n;
+    tune_summary sum;
+    double wall;
+} tuned;
+
+static void part_tune(const opts *o, wpk_context *ctx, tuned *T) {
+    T->ts = calloc(NCONVS, sizeof *T->ts);
+    tune_model_task mts[NCONVS];
+    T->n = 0;
+    for (int ci = 0; ci < NCONVS; ci++) {
+        if (!selected(o->only, CONVS[ci].name)) continue;
+        conv_task_init(&T->ts[T->n], &CONVS[ci], true, ctx);
+        mts[T->n] = T->ts[T->n].mt;
+        T->idx[T->n++] = ci;
+    }
+    tune_db *db;
+    open_db(o->db, ctx, &db);
+    tune_options to = tuner_options(o->strategy, o->trials);
+    double t0 = now();
+    if (tune_run(ctx, db, mts, T->n, &to, &T->sum)) die("tune_run", wpk_context_error(ctx));
+    T->wall = now() - t0;
+    tune_db_close(db);
+    fprintf(stderr, "tuned %d convs: %lld trials measured in %.0f s\n", T->n,
+            (long long)T->sum.measured, T->wall);
+}
+
+/* Default vs tuned vs oneDNN, in this process: after every tuning run (OpenMP threads start
+ * here). */
+static void part_compare(const opts *o, wpk_context *ctx, int threads, tuned *T) {
+    conv_task *ts = T->ts;
+    const int n = T->n;
+    const int *idx = T->idx;
+    const tune_summary sum = T->sum;
+    const double tune_wall = T->wall;
+    /* from here on this process runs kernels itself */
+    omp_set_num_threads(threads);
+    result_row *rows = calloc((size_t)n, sizeof *rows);
+    for (int i = 0; i < n; i++) {
+        conv_task *t = &ts[i];
+        const tune_task_summary *s = &sum.tasks[i];
+        result_row *r = &rows[i];
+        snprintf(r->config, sizeof r->config, "%s", s->best_config);
+        r->trials = s->trials;
+        r->measured = s->measured;
+        float *x = input_for(t);
+        void *data[3] = {x, t->w.data, t->b.data};
+        kernel kd, kt;
+        kernel_build(&kd, t, NULL, data, ctx);
+        kernel_build(&kt, t, s->best_config[0] ? s->best_config : NULL, data, ctx);
+        onednn_conv d;
+        onednn_build(&d, &t->pb);
+        int64_t ny = t->spec->k * t->pb.oh * t->pb.oh;
+        float *got = alloc64(sizeof(float) * (size_t)ny);
+        kernel_run(&kd);
+        kernel_output(&kd, t, got);
+        r->err_def = rel_err(got, t->pb.ref, ny);
+        kernel_run(&kt);
+        kernel_output(&kt, t, got);
+        r->err_tuned = rel_err(got, t->pb.ref, ny);
+        onednn_run(&d);
+        onednn_output(&d, &t->pb, got);
+        r->err_dnnl = rel_err(got, t->pb.ref, ny);
+        if (!(r->err_def <= TOL) || !(r->err_tuned <= TOL) || !(r->err_dnnl <= TOL))
+            die(t->spec->name, "wrong output");
+        timed tm[3] = {{.run = kernel_run, .arg = &kd}, {.run = kernel_run, .arg = &kt},
+                       {.run = onednn_run, .arg = &d}};
+        measure(tm, 3, flops_of(t->spec), threads, o->min_s);
+        r->def = tm[0], r->tuned = tm[1], r->dnnl = tm[2];
+        snprintf(r->impl, sizeof r->impl, "%s", d.impl);
+        fprintf(stderr, "%s: default %.1f, tuned %.1f, oneDNN %.1f GFLOP/s (CPU time, median)\n",
+                t->spec->name, median(r->def.cpu, r->def.n), median(r->tuned.cpu, r->tuned.n),
+                median(r->dnnl.cpu, r->dnnl.n));
+        onednn_free(&d);
+        kernel_free(&kd);
+        kernel_free(&kt);
+        free(got);
+        if (x != t->pb.x) free(x);
+    }
+
+    printf("## Tuned vs default vs oneDNN (%d thread%s)\n\n", threads, threads == 1 ? "" : "s");
+    printf("Tuning: strategy %s, %lld trials per conv (records in %s, counting earlier runs), "
+           "%lld measured in this run in %.0f s, timed by CPU time per thread.\n\n", o->strategy,
+           (long long)o->trials, o->db, (long long)sum.measured, tune_wall);
+    printf("| conv | GFLOP | default CPU | tuned CPU | oneDNN CPU | tuned/oneDNN CPU | "
+           "tuned/default CPU | default wall | tuned wall | oneDNN wall | tuned/oneDNN wall |\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
+    double rc[NCONVS] = {0}, rw[NCONVS] = {0}, rd[NCONVS] = {0}, minc = 1e9, minw = 1e9;
+    for (int i = 0; i < n; i++) {
+        const result_row *r = &rows[i];
+        double dc = median(r->def.cpu, r->def.n), tc = median(r->tuned.cpu, r->tuned.n),
+               oc = median(r->dnnl.cpu, r->dnnl.n);
+        double dw = median(r->def.wall, r->def.n), tw = median(r->tuned.wall, r->tuned.n),
+               ow = median(r->dnnl.wall, r->dnnl.n);
+        rc[i] = tc / oc, rw[i] = tw / ow, rd[i] = tc / dc;
+        if (rc[i] < minc) minc = rc[i];
+        if (rw[i] < minw) minw = rw[i];
+        printf("| %s | %.3f | %.1f | %.1f | %.1f | %.2f | %.2f | %.1f | %.1f | %.1f | %.2f |\n",
+               CONVS[idx[i]].name, flops_of(&CONVS[idx[i]]) * 1e-9, dc, tc, oc, rc[i], rd[i], dw,
+               tw, ow, rw[i]);
+    }
+    printf("\nGeometric means: tuned/oneDNN %.2f by CPU time (lowest %.2f), %.2f by wall time "
+           "(lowest %.2f); tuned/default %.2f by CPU time.\n", geomean(rc, n), minc,
+           geomean(rw, n), minw, geomean(rd, n));
+    printf("Issue 5's bar (geometric mean >= 1.3, none below 0.9): %s by CPU time, %s by wall "
+           "time.\n\n", geomean(rc, n) >= 1.3 && minc >= 0.9 ? "met" : "NOT met",
+           geomean(rw, n) >= 1.3 && minw >= 0.9 ? "met" : "NOT met");
+    printf("### Configurations and samples (GFLOP/s)\n\n");
+    for (int i = 0; i < n; i++) {
+        const result_row *r = &rows[i];
+        printf("%s: tuned `%s` (%lld records, %lld measured now; rel err %.1e, default %.1e); "
+               "oneDNN `%s` (rel err %.1e)\n", CONVS[idx[i]].name, r->config,
+               (long long)r->trials, (long long)r->measured, r->err_tuned, r->err_def, r->impl,
+               r->err_dnnl);
+        print_samples("default cpu", r->def.cpu, r->def.n);
+        print_samples("tuned cpu", r->tuned.cpu, r->tuned.n);
+        print_samples("oneDNN cpu", r->dnnl.cpu, r->dnnl.n);
+        print_samples("default wall", r->def.wall, r->def.n);
+        print_samples("tuned wall", r->tuned.wall, r->tuned.n);
+        print_samples("oneDNN wall", r->dnnl.wall, r->dnnl.n);
+    }
+    printf("\n");
+    free(rows);
+    tune_summary_free(&T->sum);
+    for (int i = 0; i < n; i++) conv_task_free(&ts[i]);
+    free(ts);
+}
+
+/* ---- part: strategies ---- */
+
+static void temp_db(char *path, size_t cap, const char *tag) {
+    snprintf(path, cap, "/tmp/wpk_tune_bench_%ld_%s.db", (long)getpid(), tag);
+    unlink(path);
+    char side[600];
+    snprintf(side, sizeof side, "%s-wal", path);
+    unlink(side);
+    snprintf(side, sizeof side, "%s-shm", path);
+    unlink(side);
+}
+
+static void part_strategies(const opts *o, wpk_context *ctx) {
+    char list[256];
+    snprintf(list, sizeof list, "%s", o->strategy_list);
+    const char *names[MAX_STRATEGIES];
+    int ns = 0;
+    for (char *save = NULL, *p = strtok_r(list, ",", &save); p && ns < MAX_STRATEGIES;
+         p = strtok_r(NULL, ",", &save))
+        names[ns++] = p;
+    printf("## Strategies: trials and wall time to within 5%% of the best found\n\n");
+    printf("Each strategy from an empty database, %lld trials, seed 7; convs as NCHW FusedConv "
+           "nodes (the -O2 form); timed by CPU time per thread; the kernel cache is shared (a "
+           "config another strategy compiled builds faster). The bar: 1.05 x the best median "
+           "any strategy found for the conv.\n\n", (long long)o->compare_trials);
+    for (int ci = 0; ci < NCONVS; ci++) {
+        if (!selected(o->compare, CONVS[ci].name)) continue;
+        conv_task t;
+        conv_task_init(&t, &CONVS[ci], false, ctx);
+        tune_space sp;
+        t.mt.task.tmpl->space(&t.mt.task, &sp);
+        tune_summary sums[MAX_STRATEGIES];
+        double walls[MAX_STRATEGIES];
+        for (int s = 0; s < ns; s++) {
+            char path[512];
+            temp_db(path, sizeof path, names[s]);
+            tune_db *db;
+            open_db(path, ctx, &db);
+            tune_options to = tuner_options(names[s], o->compare_trials);
+            double t0 = now();
+            if (tune_run(ctx, db, &t.mt, 1, &to, &sums[s]))
+                die("tune_run", wpk_context_error(ctx));
+            walls[s] = now() - t0;
+            tune_db_close(db);
+            unlink(path);
+            fprintf(stderr, "%s %s: %lld trials in %.0f s, best %.1f GFLOP/s\n", CONVS[ci].name,
+                    names[s], (long long)sums[s].tasks[0].trials, walls[s],
+                    flops_of(t.spec) / trial_best(&sums[s].tasks[0], 1 << 30) * 1e-9);
+        }
+        double bar_s = 0;
+        for (int s = 0; s < ns; s++) {
+            double b = trial_best(&sums[s].tasks[0], 1 << 30);
+            if (b > 0 && (bar_s == 0 || b < bar_s)) bar_s = b;
+        }
+        printf("### %s (%lldx%lld %lld->%lld k%lld s%lld), space of %lld configs, bar %.1f "
+               "GFLOP/s\n\n", CONVS[ci].name, (long long)t.spec->hw, (long long)t.spec->hw,
+               (long long)t.spec->c, (long long)t.spec->k, (long long)t.spec->r,
+               (long long)t.spec->s, (long long)tune_space_size(&sp),
+               flops_of(t.spec) / (1.05 * bar_s) * 1e-9);
+        printf("| strategy | best GFLOP/s | trials to the bar | seconds to the bar | trials run | "
+               "seconds run | failed |\n|---|---|---|---|---|---|---|\n");
+        for (int s = 0; s < ns; s++) {
+            const tune_task_summary *ts = &sums[s].tasks[0];
+            int hit = -1;
+            for (int k = 1; k <= ts->ncurve && hit < 0; k++) {
+                double b = trial_best(ts, k);
+                if (b > 0 && b <= 1.05 * bar_s) hit = k;
+            }
+            char trials[32] = "not reached", secs[32] = "-";
+            if (hit > 0) {
+                snprintf(trials, sizeof trials, "%d", hit);
+                snprintf(secs, sizeof secs, "%.0f", ts->curve[hit - 1].at_s);
+            }
+            printf("| %s | %.1f | %s | %s | %lld | %.0f | %lld |\n", names[s],
+                   flops_of(t.spec) / trial_best(ts, 1 << 30) * 1e-9, trials, secs,
+                   (long long)ts->ncurve, walls[s], (long long)(ts->measured - ts->by_status[TUNE_OK]));
+        }
+        printf("\nBest-so-far GFLOP/s by trial (every 10th):\n\n");
+        for (int s = 0; s < ns; s++) {
+            const tune_task_summary *ts = &sums[s].tasks[0];
+            printf("  %-7s", names[s]);
+            for (int k = 10; k <= ts->ncurve; k += 10)
+                printf(" %.1f", trial_best(ts, k) > 0 ? flops_of(t.spec) / trial_best(ts, k) * 1e-9 : 0);
+            printf("\n");
+        }
+        printf("\n");
+        for (int s = 0; s < ns; s++) tune_summary_free(&sums[s]);
+        conv_task_free(&t);
+    }
+}
+
+/* ---- part: parallel vs serial ---- */
+
+static void part_parallel(const opts *o, wpk_context *ctx) {
+    const conv_spec *c = &CONVS[5]; /* c6: 3x3 128->128 28x28 */
+    conv_task t;
+    conv_task_init(&t, c, false, ctx);
+    const char *saved = getenv("WPK_CACHE_DIR");
+    char saved_copy[1024] = "";
+    if (saved) snprintf(saved_copy, sizeof saved_copy, "%s", saved);
+    double wall[2], best[2];
+    tune_parallelism par[2];
+    for (int mode = 0; mode < 2; mode++) {
+        char cache[256], path[512];
+        snprintf(cache, sizeof cache, "/tmp/wpk_tune_bench_cache_%ld_%d", (long)getpid(), mode);
+        mkdir(cache, 0755);
+        setenv("WPK_CACHE_DIR", cache, 1);
+        temp_db(path, sizeof path, mode ? "auto" : "serial");
+        tune_db *db;
+        open_db(path, ctx, &db);
+        tune_options to = tuner_options("random", o->parallel_trials);
+        to.parallel = mode ? 0 : 1;
+        to.batch = 8;
+        tune_summary s;
+        double t0 = now();
+        if (tune_run(ctx, db, &t.mt, 1, &to, &s)) die("tune_run", wpk_context_error(ctx));
+        wall[mode] = now() - t0;
+        best[mode] = s.tasks[0].best_s;
+        par[mode] = s.parallel;
+        tune_summary_free(&s);
+        tune_db_close(db);
+        unlink(path);
+        fprintf(stderr, "parallel %s: %.0f s\n", mode ? "auto" : "1", wall[mode]);
+    }
+    if (saved) setenv("WPK_CACHE_DIR", saved_copy, 1);
+    else unsetenv("WPK_CACHE_DIR");
+    printf("## Parallel vs one-at-a-time measurement\n\n");
+    printf("One fixed job: %s as an NCHW FusedConv, random search with seed 7 (the same %lld "
+           "configs in the same order), batches of 8, each run with an empty kernel cache.\n\n",
+           c->name, (long long)o->parallel_trials);
+    printf("| mode | wall s | best GFLOP/s (re-measured alone) | build workers | measurement level "
+           "| promotions / demotions |\n|---|---|---|---|---|---|\n");
+    for (int mode = 0; mode < 2; mode++)
+        printf("| %s | %.1f | %.1f | %d | %d | %d / %d |\n",
+               mode ? "--parallel auto" : "--parallel 1", wall[mode],
+               best[mode] > 0 ? flops_of(c) / best[mode] * 1e-9 : 0, par[mode].builds,
+               par[mode].level, par[mode].promotions, par[mode].demotions);
+    printf("\nWall time cut by %.0f%%; final kernel speed ratio (auto / serial) %.3f.\n\n",
+           100 * (1 - wall[1] / wall[0]), best[0] > 0 && best[1] > 0 ? best[0] / best[1] : 0);
+    conv_task_free(&t);
+}
+
+int main(int argc, char **argv) {
+    if (!getenv("OMP_WAIT_POLICY")) {
+        setenv("OMP_WAIT_POLICY", "passive", 1);
+        execv("/proc/self/exe", argv);
+    }
+    opts o = {.trials = 48, .compare_trials = 80, .parallel_trials = 24, .strategy = "ga",
+              .db = "tune_resnet18.db", .compare = "c3,c2",
+              .strategy_list = "ga,model,rl,anneal,random,grid", .min_s = 0.3};
+    const char *parts = "tune,strategies,parallel";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!v) die("usage", "every option takes a value");
+        if (!strcmp(a, "--part")) parts = v;
+        else if (!strcmp(a, "--trials")) o.trials = atoll(v);
+        else if (!strcmp(a, "--strategy")) o.strategy = v;
+        else if (!strcmp(a, "--db")) o.db = v;
+        else if (!strcmp(a, "--only")) o.only = v;
+        else if (!strcmp(a, "--min-ms")) o.min_s = atof(v) * 1e-3;
+        else if (!strcmp(a, "--compare")) o.compare = v;
+        else if (!strcmp(a, "--compare-trials")) o.compare_trials = atoll(v);
+        else if (!strcmp(a, "--strategies")) o.strategy_list = v;
+        else if (!strcmp(a, "--parallel-trials")) o.parallel_trials = atoll(v);
+        else die("unknown option", a);
+        i++;
+    }
+    o.tune = strstr(parts, "tune") != NULL;
+    o.strategies = strstr(parts, "strategies") != NULL;
+    o.parallel = strstr(parts, "parallel") != NULL;
+    int threads = omp_get_max_threads();
+    omp_set_num_threads(1); /* no OpenMP thread before the tuner forks */
+    wpk_context *ctx = wpk_context_create();
+    char commit[64], cc[256], cpu[256], load0[128], load1[128];
+    first_line("git rev-parse --short HEAD 2>/dev/null", commit, sizeof commit);
+    first_line("cc --version 2>/dev/null", cc, sizeof cc);
+    cpu_model(cpu, sizeof cpu);
+    loadavg(load0, sizeof load0);
+    double t0 = now();
+    printf("# wpk tune: ResNet-18 convolutions at batch 1\n\n");
+    tuned T;
+    memset(&T, 0, sizeof T);
+    if (o.tune) part_tune(&o, ctx, &T);
+    if (o.strategies) part_strategies(&o, ctx);
+    if (o.parallel) part_parallel(&o, ctx);
+    if (o.tune) part_compare(&o, ctx, threads, &T);
+    loadavg(load1, sizeof load1);
+    const dnnl_version_t *dv = dnnl_version();
+    printf("## Provenance\n\n- commit %s; bench by gcc %s; kernels by %s\n- CPU %s, %d logical "
+           "CPUs, %d kernel threads; OMP_WAIT_POLICY=%s; load average before %s, after %s\n- "
+           "oneDNN %d.%d.%d, convolution_auto, formats any, bias + ReLU post-op, reorders "
+           "outside the timed region\n- final timing: conv_resnet18.c's measure(): warm-up, then "
+           "alternating ~%.0f ms samples until each ran %.0f ms; the tuner: TUNE_CLOCK_CPU, "
+           "min_repeat 50 ms\n- total bench time %.0f s\n", commit, __VERSION__,
+           tune_toolchain(), cpu, omp_get_num_procs(), threads, getenv("OMP_WAIT_POLICY"), load0,
+           load1, dv->major, dv->minor, dv->patch, SAMPLE_S * 1e3, o.min_s * 1e3, now() - t0);
+    wpk_context_free(ctx);
+    return 0;
+}

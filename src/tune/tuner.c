@@ -1,0 +1,676 @@
+/* tuner.c -- the tuning loop over a set of tasks and the scheduler that shares a time budget
+ * between them (see tuner.h). */
+#include "tune/tuner.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/alloc.h"
+#include "base/context.h"
+#include "tune/target_fingerprint.h"
+
+/* Seconds a cached build of a candidate takes before anything is known (template, lowering,
+ * emitting, a cache hit): the final re-measurements' share of a time budget counts it. */
+#define CACHED_BUILD_S 0.5
+/* Trials a task gets before its own progress says how much room it has. */
+#define YOUNG_TRIALS 16
+
+typedef struct tstate {
+    const tune_model_task *mt;
+    tune_task_summary *sum;
+    tune_space space;
+    tune_config def;
+    char def_text[512];
+    tune_strategy *strat;
+    tune_measurer *meas;
+    int64_t stored;           /* records in the database */
+    int64_t target;           /* records wanted (INT64_MAX: no cap) */
+    double best_s;            /* best recorded median */
+    bool have_best, have_default;
+    bool done;
+    double spent_s;           /* tuning time this run */
+    int batches;              /* steps */
+    int ncap;                 /* of sum->curve */
+    struct job *job;
+    /* the stream: proposals not handed out yet, configs in flight, this step's share */
+    tune_config queue[TUNE_MAX_BATCH];
+    int qn, qi;
+    char inflight[TUNE_MAX_BATCH][512];
+    int ninflight;
+    bool default_given;
+    int64_t step_left;
+    float *prior_x;           /* the "model" strategy's prior records (borrowed by it) */
+    double *prior_sec;
+} tstate;
+
+typedef struct job {
+    wpk_context *ctx;
+    tune_db *db;
+    const tune_options *opt;
+    tune_summary *out;
+    tstate *ts;
+    int n;
+    tune_parallelism par;
+    double start;
+    wpk_status db_status;     /* the first failure to store a record: stops the job */
+    char toolchain[600];      /* for the records: compiler, flags, clock */
+    int64_t measured;
+    double run_s;             /* wall time of this run's run children, for estimates */
+} job;
+
+tune_options tune_default_options(void) {
+    tune_options o;
+    memset(&o, 0, sizeof o);
+    o.strategy = "ga";
+    o.seed = 1;
+    o.batch = 8;
+    o.top = 3;
+    o.measure = tune_measure_default_params();
+    return o;
+}
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static uint64_t fnv(const char *s) {
+    uint64_t h = 1469598103934665603ULL;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return h;
+}
+
+static void text_of(const tune_space *s, const tune_config *c, char *dst, size_t cap) {
+    strbuf b = {0};
+    tune_config_print(s, c, &b);
+    snprintf(dst, cap, "%s", b.s ? b.s : "");
+    sb_free(&b);
+}
+
+static bool curve_add(tstate *t, tune_status st, double median, double at) {
+    tune_task_summary *s = t->sum;
+    if (s->ncurve == t->ncap) {
+        int cap = t->ncap ? 2 * t->ncap : 64;
+        tune_trial *c = wpk_realloc(s->curve, sizeof *c * (size_t)cap);
+        if (!c) return false;
+        s->curve = c;
+        t->ncap = cap;
+    }
+    s->curve[s->ncurve++] = (tune_trial){st, st == TUNE_OK ? median : 0, at};
+    return true;
+}
+
+/* A result known (stored now or before): the best so far, the default's time. */
+static void note(tstate *t, const char *text, tune_status st, double med) {
+    if (st != TUNE_OK) return;
+    if (!t->have_best || med < t->best_s) {
+        t->best_s = med;
+        t->have_best = true;
+        snprintf(t->sum->best_config, sizeof t->sum->best_config, "%s", text);
+        t->sum->best_s = med;
+    }
+    if (!strcmp(text, t->def_text) && (!t->have_default || med < t->sum->default_s)) {
+        t->sum->default_s = med;
+        t->have_default = true;
+    }
+}
+
+/* ---- resuming ---- */
+
+typedef struct loaded {
+    tstate *t;
+    tune_config *cfgs;
+    tune_result *res;
+    int n, cap;
+    bool oom;
+} loaded;
+
+static bool on_record(void *user, const tune_record *r) {
+    loaded *L = user;
+    tstate *t = L->t;
+    tune_config c;
+    wpk_context quiet = {0};
+    if (!curve_add(t, r->status, r->median, -1)) {
+        L->oom = true;
+        return false;
+    }
+    /* a config of another version of the template's space counts as a trial but cannot be
+       told */
+    if (tune_config_parse(&quiet, &t->space, r->config, &c) != WPK_OK) return true;
+    if (L->n == L->cap) {
+        int cap = L->cap ? 2 * L->cap : 64;
+        tune_config *nc = wpk_realloc(L->cfgs, sizeof *nc * (size_t)cap);
+        if (nc) L->cfgs = nc;
+        tune_result *nr = nc ? wpk_realloc(L->res, sizeof *nr * (size_t)cap) : NULL;
+        if (!nc || !nr) {
+            L->oom = true;
+            return false;
+        }
+        L->res = nr;
+        L->cap = cap;
+    }
+    L->cfgs[L->n] = c;
+    L->res[L->n++] = (tune_result){r->status, r->median};
+    note(t, r->config, r->status, r->median);
+    return true;
+}
+
+/* ---- priors for the cost model: records of other workloads of the same template ---- */
+
+#define MAX_PRIOR 4096
+
+typedef struct prior_set {
+    const tstate *t;
+    float *x;                 /* MAX_PRIOR rows of nknobs features */
+    double *sec;
+    uint64_t *wl;             /* each row's workload (hash of its key) */
+    int n;
+} prior_set;
+
+/* Knob values of config text in the order of t's knobs (NAN for a knob it does not name):
+ * what the model strategy's own featurization (the knob values) gives for t's configs. */
+static void knob_values(const tune_space *s, const char *text, float *out) {
+    for (int k = 0; k < s->nknobs; k++) {
+        out[k] = NAN;
+        size_t len = strlen(s->knobs[k].name);
+        for (const char *p = text; p && *p;) {
+            if (!strncmp(p, s->knobs[k].name, len) && p[len] == '=')
+                out[k] = strtof(p + len + 1, NULL);
+            p = strchr(p, ',');
+            if (p) p++;
+        }
+    }
+}
+
+static bool on_prior(void *user, const tune_record *r) {
+    prior_set *P = user;
+    const tstate *t = P->t;
+    if (P->n == MAX_PRIOR) return false;
+    if (strcmp(r->template_name, t->mt->task.tmpl->name) || !strcmp(r->workload, t->mt->task.key))
+        return true;
+    knob_values(&t->space, r->config, &P->x[(size_t)P->n * (size_t)t->space.nknobs]);
+    P->sec[P->n] = r->status == TUNE_OK && r->median > 0 ? r->median : -1;
+    P->wl[P->n++] = fnv(r->workload);
+    return true;
+}
+
+static int cmp_dbl(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The "model" strategy starts from the records of other workloads of the task's template:
+ * features as its own (the knob values, aligned by name), times divided by the median of
+ * their own workload's successes, so that a 1x1 conv's records and a 3x3 conv's are on one
+ * scale (the cost model ranks the priors as one group). */
+static wpk_status load_prior(job *J, tstate *t, tune_strategy_params *sp, prior_set *P) {
+    memset(P, 0, sizeof *P);
+    P->t = t;
+    int dim = t->space.nknobs;
+    if (strcmp(J->opt->strategy, "model") || dim == 0) return WPK_OK;
+    P->x = wpk_malloc(sizeof *P->x * (size_t)MAX_PRIOR * (size_t)dim);
+    P->sec = wpk_malloc(sizeof *P->sec * MAX_PRIOR);
+    P->wl = wpk_malloc(sizeof *P->wl * MAX_PRIOR);
+    double *tmp = wpk_malloc(sizeof *tmp * MAX_PRIOR);
+    wpk_status st = P->x && P->sec && P->wl && tmp
+                        ? tune_db_each(J->db, tune_target_fingerprint(), NULL, on_prior, P)
+                        : wpk_error(J->ctx, WPK_ERR_NOMEM, "out of memory reading prior records");
+    /* each workload's median success, then every success over it */
+    uint64_t *keys = st == WPK_OK ? wpk_malloc(sizeof *keys * MAX_PRIOR) : NULL;
+    double *meds = keys ? wpk_malloc(sizeof *meds * MAX_PRIOR) : NULL;
+    if (st == WPK_OK && !meds) st = wpk_error(J->ctx, WPK_ERR_NOMEM, "out of memory reading "
+                                              "prior records");
+    int nk = 0;
+    for (int i = 0; st == WPK_OK && i < P->n; i++) {
+        if (P->sec[i] <= 0) continue;
+        int w = 0;
+        while (w < nk && keys[w] != P->wl[i]) w++;
+        if (w == nk) {
+            int k = 0;
+            for (int j = i; j < P->n; j++)
+                if (P->wl[j] == P->wl[i] && P->sec[j] > 0) tmp[k++] = P->sec[j];
+            qsort(tmp, (size_t)k, sizeof *tmp, cmp_dbl);
+            keys[nk] = P->wl[i];
+            meds[nk++] = tmp[k / 2];
+        }
+    }
+    for (int i = 0; st == WPK_OK && i < P->n; i++) {
+        if (P->sec[i] <= 0) continue;
+        int w = 0;
+        while (keys[w] != P->wl[i]) w++;
+        P->sec[i] /= meds[w];
+    }
+    wpk_free(keys);
+    wpk_free(meds);
+    wpk_free(tmp);
+    if (st) return st;
+    sp->prior_features = P->x;
+    sp->prior_seconds = P->sec;
+    sp->prior_count = P->n;
+    sp->prior_dim = dim;
+    return WPK_OK;
+}
+
+static wpk_status task_setup(job *J, tstate *t) {
+    const tune_task *task = &t->mt->task;
+    const char *target = tune_target_fingerprint();
+    task->tmpl->space(task, &t->space);
+    task->tmpl->default_config(task, &t->space, &t->def);
+    text_of(&t->space, &t->def, t->def_text, sizeof t->def_text);
+    tune_strategy_params sp;
+    memset(&sp, 0, sizeof sp);
+    sp.seed = J->opt->seed ^ fnv(task->key);
+    sp.budget = J->opt->trials > 0 ? J->opt->trials : 1000;
+    prior_set P;
+    wpk_status pst = load_prior(J, t, &sp, &P);
+    if (pst == WPK_OK) t->strat = tune_strategy_create(J->ctx, J->opt->strategy, &t->space, &sp);
+    /* the strategy keeps the priors' rows: they are freed with the job */
+    t->prior_x = P.x;
+    t->prior_sec = P.sec;
+    wpk_free(P.wl);
+    if (pst) return pst;
+    if (!t->strat) {
+        wpk_error_prefix(J->ctx, "%s", task->key);
+        return J->ctx && J->ctx->status ? J->ctx->status : WPK_ERR_INVALID_ARG;
+    }
+    loaded L = {.t = t};
+    wpk_status st = tune_db_each(J->db, target, task->key, on_record, &L);
+    if (st == WPK_OK && L.oom) st = wpk_error(J->ctx, WPK_ERR_NOMEM, "out of memory reading records");
+    if (st == WPK_OK && L.n) tune_strategy_tell(t->strat, L.cfgs, L.res, L.n);
+    wpk_free(L.cfgs);
+    wpk_free(L.res);
+    if (st) return st;
+    t->stored = tune_db_count(J->db, target, task->key);
+    t->target = J->opt->trials > 0 ? J->opt->trials : INT64_MAX;
+    t->done = t->stored >= t->target;
+    t->sum->trials = t->stored;
+    return WPK_OK;
+}
+
+/* ---- measuring ---- */
+
+static double gflops(const tstate *t, double s) {
+    return s > 0 ? (double)t->mt->task.flops / s * 1e-9 : 0;
+}
+
+static double eta(const job *J) {
+    double elapsed = now_s() - J->start;
+    if (J->opt->time_s > 0) {
+        double left = J->opt->time_s - elapsed;
+        return left > 0 ? left : 0;
+    }
+    if (J->measured == 0) return -1;
+    int64_t left = 0;
+    for (int i = 0; i < J->n; i++)
+        if (!J->ts[i].done && J->ts[i].target != INT64_MAX) left += J->ts[i].target - J->ts[i].stored;
+    return (double)left * elapsed / (double)J->measured;
+}
+
+static void report(job *J, tstate *t, bool done) {
+    if (!J->opt->progress) return;
+    tune_progress p = {
+        .task = (int)(t - J->ts), .ntasks = J->n, .key = t->mt->task.key,
+        .trials = t->stored, .target = t->target == INT64_MAX ? 0 : t->target,
+        .measured = t->sum->measured, .best_gflops = t->have_best ? gflops(t, t->best_s) : 0,
+        .speedup = t->have_default && t->have_best ? t->sum->default_s / t->best_s : 0,
+        .eta_s = eta(J), .done = done};
+    p.failed = t->sum->measured - t->sum->by_status[TUNE_OK];
+    J->opt->progress(J->opt->progress_user, &p);
+}
+
+/* A result: stored at once (a committed record), then told and noted. */
+static void on_result(void *user, int i, const tune_config *cfg, const tune_measurement *r) {
+    (void)i;
+    tstate *t = user;
+    job *J = t->job;
+    char text[512];
+    text_of(&t->space, cfg, text, sizeof text);
+    for (int k = 0; k < t->ninflight; k++)
+        if (!strcmp(t->inflight[k], text)) {
+            memmove(t->inflight[k], t->inflight[t->ninflight - 1], sizeof t->inflight[k]);
+            t->ninflight--;
+            break;
+        }
+    if (J->db_status) return;
+    tune_record rec = {
+        .target = tune_target_fingerprint(), .workload = t->mt->task.key,
+        .template_name = t->mt->task.tmpl->name, .config = text, .status = r->status,
+        .samples = r->samples, .nsamples = r->nsamples, .median = r->median,
+        .toolchain = J->toolchain, .time = (int64_t)time(NULL)};
+    J->db_status = tune_db_add(J->db, &rec);
+    if (J->db_status) return;
+    t->stored++;
+    t->sum->trials = t->stored;
+    t->sum->measured++;
+    t->sum->by_status[r->status < 0 || r->status > TUNE_INVALID ? TUNE_CRASH : r->status]++;
+    J->measured++;
+    J->run_s += r->run_s;
+    J->out->measured++;
+    tune_result res = {r->status, r->median};
+    tune_strategy_tell(t->strat, cfg, &res, 1);
+    note(t, text, r->status, r->median);
+    if (!curve_add(t, r->status, r->median, now_s() - J->start)) J->db_status = WPK_ERR_NOMEM;
+    if (r->status != TUNE_OK)
+        wpk_log(J->ctx, WPK_LOG_DEBUG, "%s: %s: %s: %s", t->mt->task.key, text,
+                tune_status_name(r->status), r->message);
+    report(J, t, false);
+}
+
+/* The stream's source for task t: the default config first when it is not stored, then the
+ * strategy's proposals (asked for a batch at a time, handed out as build slots free up),
+ * until the task holds its target counting what is in flight, or this step's share runs
+ * out, or the strategy has nothing more. */
+static int give(void *user, tune_config *out, int max) {
+    tstate *t = user;
+    job *J = t->job;
+    const char *target = tune_target_fingerprint();
+    int k = 0;
+    while (k < max && t->step_left > 0 && t->stored + t->ninflight < t->target &&
+           t->ninflight < TUNE_MAX_BATCH && !J->db_status) {
+        tune_config c;
+        if (!t->default_given) {
+            t->default_given = true;
+            if (tune_db_has(J->db, target, t->mt->task.key, t->def_text)) continue;
+            c = t->def;
+        } else {
+            if (t->qi == t->qn) {
+                t->qn = tune_strategy_propose(t->strat, t->queue, J->opt->batch);
+                t->qi = 0;
+                if (t->qn == 0) {
+                    t->sum->converged = true;
+                    break;
+                }
+            }
+            c = t->queue[t->qi++];
+        }
+        char text[512];
+        text_of(&t->space, &c, text, sizeof text);
+        /* stored (told at setup, so never proposed: this guards the count) or in flight (the
+           default, handed out before the strategy heard of it) */
+        bool seen = tune_db_has(J->db, target, t->mt->task.key, text);
+        for (int i = 0; i < t->ninflight && !seen; i++) seen = !strcmp(t->inflight[i], text);
+        if (seen) continue;
+        snprintf(t->inflight[t->ninflight++], sizeof t->inflight[0], "%s", text);
+        t->step_left--;
+        out[k++] = c;
+    }
+    return k;
+}
+
+static wpk_status ensure_measurer(job *J, tstate *t) {
+    if (t->meas) return WPK_OK;
+    tune_measure_params p = J->opt->measure;
+    p.parallel = &J->par;
+    if (!p.seed) p.seed = J->opt->seed;
+    wpk_status st = tune_measurer_create(J->ctx, &t->mt->task, &p, &t->meas);
+    if (st == WPK_OK) tune_measurer_set_control(t->meas, &t->def);
+    return st;
+}
+
+/* Skip a task that cannot be measured, keeping the reason; other errors stop the job. */
+static wpk_status setup_failed(job *J, tstate *t, wpk_status st) {
+    if (st == WPK_ERR_NOMEM || st == WPK_ERR_IO) return st;
+    snprintf(t->sum->skipped, sizeof t->sum->skipped, "%s", wpk_context_error(J->ctx));
+    wpk_log(J->ctx, WPK_LOG_WARN, "not tuned: %s", t->sum->skipped);
+    wpk_clear_error(J->ctx);
+    t->done = true;
+    return WPK_OK;
+}
+
+/* One step of a task: a stream of up to `share` configs (the default first when it is not
+ * stored). */
+static wpk_status step(job *J, tstate *t, int64_t share) {
+    if (t->done) return WPK_OK;
+    double t0 = now_s();
+    wpk_status st = ensure_measurer(J, t);
+    if (st) return setup_failed(J, t, st);
+    t->step_left = share;
+    st = tune_measure_stream(t->meas, give, t, 0, on_result, t);
+    t->spent_s += now_s() - t0;
+    t->batches++;
+    if (st == WPK_OK && J->db_status == WPK_ERR_NOMEM)
+        st = wpk_error(J->ctx, WPK_ERR_NOMEM, "out of memory keeping a task's trials");
+    else if (st == WPK_OK) st = J->db_status;
+    if (st) return st;
+    if (t->stored >= t->target || t->sum->converged) t->done = true;
+    return WPK_OK;
+}
+
+/* ---- the final re-measurement ---- */
+
+/* The best distinct successful configs of a task's records, fastest first. */
+typedef struct top_list {
+    struct {
+        double s;
+        char text[512];
+    } v[TUNE_MAX_BATCH];
+    int n, max;
+    const char *skip;         /* the default: re-measured anyway */
+} top_list;
+
+static bool pick(void *user, const tune_record *r) {
+    top_list *T = user;
+    if (r->status != TUNE_OK || !strcmp(r->config, T->skip)) return true;
+    int at = -1;
+    for (int i = 0; i < T->n && at < 0; i++)
+        if (!strcmp(T->v[i].text, r->config)) at = i;
+    if (at >= 0) {
+        if (r->median >= T->v[at].s) return true;
+        /* faster this time: take it out and insert it again below */
+        memmove(&T->v[at], &T->v[at + 1], sizeof T->v[0] * (size_t)(T->n - at - 1));
+        T->n--;
+    }
+    at = T->n;
+    while (at > 0 && T->v[at - 1].s > r->median) at--;
+    if (at >= T->max) return true;
+    int keep = T->n < T->max ? T->n : T->max - 1;
+    memmove(&T->v[at + 1], &T->v[at], sizeof T->v[0] * (size_t)(keep - at));
+    T->v[at].s = r->median;
+    snprintf(T->v[at].text, sizeof T->v[at].text, "%s", r->config);
+    if (T->n < T->max) T->n++;
+    return true;
+}
+
+static void on_final(void *user, int i, const tune_config *cfg, const tune_measurement *r) {
+    (void)cfg;
+    tune_measurement *out = user;
+    out[i] = *r;
+}
+
+/* The default and the best few distinct configs (by recorded median), re-measured alone, back
+ * to back: the summary's ratio comes from one run. Nothing is stored (a record is one
+ * measurement of one trial; these check the trials). */
+static wpk_status finish(job *J, tstate *t) {
+    if (t->sum->measured == 0 || !t->meas || !t->have_best) return WPK_OK;
+    top_list *T = wpk_calloc(1, sizeof *T);
+    tune_config *cfgs = wpk_calloc(TUNE_MAX_BATCH, sizeof *cfgs);
+    tune_measurement *r = wpk_calloc(TUNE_MAX_BATCH, sizeof *r);
+    char (*texts)[512] = wpk_calloc(TUNE_MAX_BATCH, 512);
+    wpk_status st = T && cfgs && r && texts
+                        ? WPK_OK
+                        : wpk_error(J->ctx, WPK_ERR_NOMEM, "out of memory re-measuring");
+    if (st == WPK_OK) {
+        T->max = J->opt->top < 1 ? 1 : J->opt->top > TUNE_MAX_BATCH - 1 ? TUNE_MAX_BATCH - 1
+                                                                          : J->opt->top;
+        T->skip = t->def_text;
+        st = tune_db_each(J->db, tune_target_fingerprint(), t->mt->task.key, pick, T);
+    }
+    int n = 0;
+    if (st == WPK_OK) {
+        cfgs[n] = t->def;
+        snprintf(texts[n++], 512, "%s", t->def_text);
+        for (int i = 0; i < T->n; i++) {
+            wpk_context quiet = {0};
+            if (tune_config_parse(&quiet, &t->space, T->v[i].text, &cfgs[n]) != WPK_OK) continue;
+            snprintf(texts[n++], 512, "%s", T->v[i].text);
+        }
+        st = tune_measure_batch(t->meas, cfgs, n, TUNE_MEASURE_ALONE, on_final, r);
+    }
+    if (st == WPK_OK && r[0].status == TUNE_OK) {
+        int bi = 0; /* the default may be the best there is */
+        for (int i = 1; i < n; i++)
+            if (r[i].status == TUNE_OK && r[i].median < r[bi].median) bi = i;
+        t->sum->default_s = r[0].median;
+        t->sum->best_s = r[bi].median;
+        snprintf(t->sum->best_config, sizeof t->sum->best_config, "%s", texts[bi]);
+        t->sum->remeasured = true;
+    }
+    wpk_free(T);
+    wpk_free(cfgs);
+    wpk_free(r);
+    wpk_free(texts);
+    return st;
+}
+
+/* ---- the scheduler ---- */
+
+/* Expected model time saved per second of tuning if task t gets the next batch: the time it
+ * takes in the model (count x best median: its FLOP share over its speed) times the relative
+ * improvement per batch its recent trials show (optimistic while it is young), over the time
+ * a batch of it costs. */
+static double expected_gain(const job *J, const tstate *t) {
+    if (t->done) return -1;
+    double model_s = t->have_best ? t->mt->count * t->best_s
+                                  : (double)t->mt->flops / 10e9; /* 10 GFLOP/s until measured */
+    const tune_task_summary *s = t->sum;
+    int n = s->ncurve;
+    double room;
+    if (n < YOUNG_TRIALS) {
+        room = 0.5;
+    } else {
+        /* best-so-far now against W trials ago */
+        int w = n / 4 > 2 * J->opt->batch ? n / 4 : 2 * J->opt->batch;
+        if (w > n - 1) w = n - 1;
+        double then = 0, now = 0;
+        for (int i = 0; i < n; i++) {
+            double m = s->curve[i].status == TUNE_OK ? s->curve[i].median : 0;
+            if (m > 0 && (now == 0 || m < now)) now = m;
+            if (i == n - 1 - w) then = now;
+        }
+        double rate = then > 0 && now > 0 ? (then - now) / then / w : 0;
+        double prior = 0.5 / n; /* never give up on a task altogether */
+        room = (rate > prior ? rate : prior) * J->opt->batch;
+    }
+    double cost = t->batches > 0 ? t->spent_s / t->batches : 1.0;
+    return model_s * room / (cost > 1e-3 ? cost : 1e-3);
+}
+
+/* Whether one more step of t still ends before `end`, keeping time for the final
+ * re-measurement of every task that measured something. */
+static bool fits(const job *J, const tstate *t, double end) {
+    if (t->done) return false;
+    double run = J->measured ? J->run_s / (double)J->measured : 0.2;
+    double reserve = 0;
+    for (int i = 0; i < J->n; i++)
+        if (J->ts[i].sum->measured > 0 || &J->ts[i] == t)
+            reserve += CACHED_BUILD_S + (J->opt->top + 1) * run;
+    double cost = t->batches > 0 ? t->spent_s / t->batches : 0;
+    return now_s() + cost + reserve <= end;
+}
+
+static int by_weight(const void *a, const void *b) {
+    const tstate *x = *(tstate *const *)a, *y = *(tstate *const *)b;
+    return (x->mt->flops < y->mt->flops) - (x->mt->flops > y->mt->flops);
+}
+
+static wpk_status schedule(job *J) {
+    tstate **order = wpk_calloc((size_t)J->n + 1, sizeof *order);
+    if (!order) return wpk_error(J->ctx, WPK_ERR_NOMEM, "out of memory scheduling tasks");
+    for (int i = 0; i < J->n; i++) order[i] = &J->ts[i];
+    qsort(order, (size_t)J->n, sizeof *order, by_weight);
+    wpk_status st = WPK_OK;
+    if (J->opt->time_s <= 0) {
+        /* a trial budget per task: the heaviest first, each to its end */
+        for (int i = 0; st == WPK_OK && i < J->n; i++) {
+            tstate *t = order[i];
+            st = step(J, t, INT64_MAX);
+            if (st == WPK_OK) st = finish(J, t);
+            if (st == WPK_OK) report(J, t, true);
+        }
+        wpk_free(order);
+        return st;
+    }
+    /* two rounds over every task, the heaviest first: its default, then a first batch (what
+       its room for improvement is estimated from); then by expected gain. A step starts only
+       when it should end before the budget, less what the final re-measurements will take. */
+    const double end = J->start + J->opt->time_s;
+    for (int r = 0; r < 2; r++)
+        for (int i = 0; st == WPK_OK && i < J->n; i++)
+            if (fits(J, order[i], end)) st = step(J, order[i], r == 0 ? 1 : J->opt->batch);
+    while (st == WPK_OK) {
+        tstate *best = NULL;
+        double g = 0;
+        for (int i = 0; i < J->n; i++) {
+            double e = expected_gain(J, order[i]);
+            if (e >= 0 && (!best || e > g)) best = order[i], g = e;
+        }
+        if (!best || !fits(J, best, end)) break;
+        st = step(J, best, J->opt->batch);
+    }
+    for (int i = 0; st == WPK_OK && i < J->n; i++) {
+        st = finish(J, order[i]);
+        if (st == WPK_OK) report(J, order[i], true);
+    }
+    wpk_free(order);
+    return st;
+}
+
+/* ---- the job ---- */
+
+void tune_summary_free(tune_summary *s) {
+    if (!s) return;
+    for (int i = 0; s->tasks && i < s->ntasks; i++) wpk_free(s->tasks[i].curve);
+    wpk_free(s->tasks);
+    memset(s, 0, sizeof *s);
+}
+
+wpk_status tune_run(wpk_context *ctx, tune_db *db, const tune_model_task *tasks, int ntasks,
+                    const tune_options *opt, tune_summary *out) {
+    memset(out, 0, sizeof *out);
+    tune_options o = opt ? *opt : tune_default_options();
+    if (!o.strategy) o.strategy = "ga";
+    if (o.batch < 1) o.batch = 8;
+    if (o.batch > TUNE_MAX_BATCH) o.batch = TUNE_MAX_BATCH;
+    if (o.trials <= 0 && o.time_s <= 0)
+        return wpk_error(ctx, WPK_ERR_INVALID_ARG, "tuning needs a budget: trials per task or a "
+                         "time");
+    snprintf(out->strategy, sizeof out->strategy, "%s", o.strategy);
+    job J = {.ctx = ctx, .db = db, .opt = &o, .out = out, .n = ntasks, .start = now_s()};
+    snprintf(J.toolchain, sizeof J.toolchain, "%s%s", tune_toolchain(),
+             o.measure.clock == TUNE_CLOCK_CPU ? "; timed by CPU time per thread" : "");
+    int threads = o.measure.threads;
+    tune_parallelism_init(&J.par, o.parallel, threads);
+    out->tasks = wpk_calloc((size_t)ntasks + 1, sizeof *out->tasks);
+    J.ts = wpk_calloc((size_t)ntasks + 1, sizeof *J.ts);
+    wpk_status st = out->tasks && J.ts ? WPK_OK
+                                       : wpk_error(ctx, WPK_ERR_NOMEM, "out of memory tuning");
+    if (st == WPK_OK) out->ntasks = ntasks;
+    for (int i = 0; st == WPK_OK && i < ntasks; i++) {
+        tstate *t = &J.ts[i];
+        tune_task_summary *s = &out->tasks[i];
+        t->mt = &tasks[i];
+        t->job = &J;
+        t->sum = s;
+        s->key = tasks[i].task.key;
+        s->template_name = tasks[i].task.tmpl->name;
+        s->count = tasks[i].count;
+        s->flops = tasks[i].task.flops;
+        s->share = tasks[i].share;
+        st = task_setup(&J, t);
+    }
+    if (st == WPK_OK) st = schedule(&J);
+    for (int i = 0; J.ts && i < ntasks; i++) {
+        tune_measurer_free(J.ts[i].meas);
+        tune_strategy_free(J.ts[i].strat);
+        wpk_free(J.ts[i].prior_x);
+        wpk_free(J.ts[i].prior_sec);
+    }
+    wpk_free(J.ts);
+    out->seconds = now_s() - J.start;
+    out->parallel = J.par;
+    return st;
+}
