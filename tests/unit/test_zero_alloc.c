@@ -12,7 +12,12 @@
  * threads reuse a cached team. The kernels therefore enter no region that would run on one
  * thread (ops/op_util.h: op_parallel), and this test requires zero allocations of any kind, at
  * 1 and 2 threads and the default count; the OpenMP runtime's share is reported separately, to
- * tell a kernel that entered such a region from one that allocated itself. */
+ * tell a kernel that entered such a region from one that allocated itself.
+ *
+ * Both backends: ref (the reference kernels) and cpu (generated kernels: a one-thread session
+ * compiles them without OpenMP regions, the scratch buffers they would allocate are arguments
+ * into memory planned once, pre-packed weights are made at plan time); the cpu backend also at
+ * -O3, whose blocked layout brings ConvNCHWc, the blocked pools and Reorder. */
 #define _GNU_SOURCE /* dladdr */
 #include <dlfcn.h>
 #include <errno.h>
@@ -174,14 +179,16 @@ static wpk_status bind_and_run(const wpk_model *m, wpk_session *s, int64_t batch
     return st;
 }
 
-static void test_model(const char *path, int level, int threads) {
+static void test_model(const char *path, wpk_backend backend, int level, int threads) {
     wpk_context *ctx = wpk_context_create();
     wpk_model *m = NULL;
     wpk_session *s = NULL;
     wpk_status st = wpk_model_load(ctx, path, &m);
     wpk_session_params p = wpk_session_default_params();
+    p.backend = backend;
     p.opt_level = level;
     p.threads = threads;
+    const char *bname = backend == WPK_BACKEND_CPU ? "cpu" : "ref";
     if (st == WPK_OK) st = wpk_session_create(ctx, m, &p, &s);
     void *buf[16] = {0};
     bool dynamic = false;
@@ -200,7 +207,7 @@ static void test_model(const char *path, int level, int threads) {
     if (st == WPK_OK && dynamic) st = bind_and_run(m, s, 3, buf);
     if (st == WPK_OK) st = bind_and_run(m, s, 1, buf);
     if (st) {
-        fprintf(stderr, "%s -O%d: %s\n", path, level, wpk_context_error(ctx));
+        fprintf(stderr, "%s -O%d (%s): %s\n", path, level, bname, wpk_context_error(ctx));
         check_failures++;
     } else {
         count_start();
@@ -211,11 +218,12 @@ static void test_model(const char *path, int level, int threads) {
         count_stop();
         CHECK(st == WPK_OK);
         long n = atomic_load(&calls), nomp = atomic_load(&omp_calls);
-        printf("%s -O%d, %d threads: %ld allocations/frees, %ld by the OpenMP runtime, in 4 "
-               "rounds%s\n", path, level, threads, n, nomp, dynamic ? " (batches 1 and 3)" : "");
+        printf("%s -O%d, %s backend, %d threads: %ld allocations/frees, %ld by the OpenMP "
+               "runtime, in 4 rounds%s\n", path, level, bname, threads, n, nomp,
+               dynamic ? " (batches 1 and 3)" : "");
         if (n || nomp) {
-            fprintf(stderr, "%s -O%d: the runs allocated or freed %ld times (%ld more by the "
-                    "OpenMP runtime)\n", path, level, n, nomp);
+            fprintf(stderr, "%s -O%d (%s): the runs allocated or freed %ld times (%ld more by the "
+                    "OpenMP runtime)\n", path, level, bname, n, nomp);
             check_failures++;
         }
     }
@@ -244,8 +252,12 @@ int main(void) {
         printf("WPK_PLAN_MODELS is not set: the generated CNNs are left out (ctest sets it)\n");
     }
     for (int i = 0; i < n; i++)
-        for (int level = 0; level <= 2; level += 2)
-            for (int threads = 0; threads <= 2; threads++) test_model(models[i], level, threads);
+        for (int threads = 0; threads <= 2; threads++) {
+            for (int level = 0; level <= 2; level += 2)
+                test_model(models[i], WPK_BACKEND_REF, level, threads);
+            for (int level = 0; level <= 3; level++)
+                test_model(models[i], WPK_BACKEND_CPU, level, threads);
+        }
     CHECK_DONE();
 }
 #endif
