@@ -162,7 +162,7 @@ wpk_status wpk_model_lower(wpk_context *ctx, const wpk_model *model, const char 
 typedef enum wpk_backend { WPK_BACKEND_REF = 0, WPK_BACKEND_CPU = 1 } wpk_backend;
 
 typedef struct wpk_session_params {
-    wpk_backend backend;  /* default: WPK_BACKEND_REF */
+    wpk_backend backend;  /* default: WPK_BACKEND_REF (`wpk run` defaults to CPU) */
     int threads;    /* 0 = all cores */
     int opt_level;  /* graph optimization level of the session's copy (wpk_optimize_params.level);
                        default 2 */

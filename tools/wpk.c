@@ -25,7 +25,9 @@ static void usage(FILE *f) {
           "             [--seed S] [--iters N] [-O LEVEL] [-v]\n"
           "                                run the model; inputs not given get seeded random\n"
           "                                values; outputs go to OUTDIR/<name>.npy (default\n"
-          "                                OUTDIR: wpk_out); -v logs compile statistics\n"
+          "                                OUTDIR: wpk_out); --backend cpu (the default):\n"
+          "                                generated kernels, compiled on first use and cached;\n"
+          "                                ref: the reference kernels; -v logs compile statistics\n"
           "  space MODEL [-O LEVEL]        the cpu backend's kernel tasks (graph optimized at\n"
           "                                LEVEL, default 2; symbolic dims at 1): workload key,\n"
           "                                template, nodes, FLOPs share, knobs, space size\n"
@@ -308,6 +310,9 @@ static int parse_run(int argc, char **argv, run_opts *o) {
     memset(o, 0, sizeof *o);
     o->outdir = "wpk_out";
     o->params = wpk_session_default_params();
+    /* generated kernels unless --backend ref (the library's default stays the reference
+       backend until its fault-injection test tolerates the compiler probe cg_c memoizes) */
+    o->params.backend = WPK_BACKEND_CPU;
     o->seed = 1;
     o->iters = 1;
     for (int i = 0; i < argc; i++) {
