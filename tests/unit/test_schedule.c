@@ -100,8 +100,7 @@ static void test_default(void) {
         "oh + kh, ow + kw] * w[oc, rc, kh, kw])\n"
         "  loops: n<1, oc<8, oh<6, ow<6, rc<4 reduce, kh<3 reduce, kw<3 reduce\n"
         "stage conv (global, output): root\n"
-        "  float32[1, 8, 6, 6] conv[n, oc, oh, ow] = select(conv.acc[n, oc, oh, ow] + b[oc] < "
-        "0.0, 0.0, conv.acc[n, oc, oh, ow] + b[oc])\n"
+        "  float32[1, 8, 6, 6] conv[n, oc, oh, ow] = max(conv.acc[n, oc, oh, ow] + b[oc], 0.0)\n"
         "  loops: n<1, oc<8, oh<6, ow<6\n");
 }
 
@@ -243,8 +242,7 @@ static void test_placement(void) {
         "oh + kh, ow + kw] * w[oc, rc, kh, kw])\n"
         "  loops: n<1, oc<8, oh<6, ow<6, rc<4 reduce, kh<3 reduce, kw<3 reduce\n"
         "stage conv (global, output): root\n"
-        "  float32[1, 8, 6, 6] conv[n, oc, oh, ow] = select(conv.acc[n, oc, oh, ow] + b[oc] < "
-        "0.0, 0.0, conv.acc[n, oc, oh, ow] + b[oc])\n"
+        "  float32[1, 8, 6, 6] conv[n, oc, oh, ow] = max(conv.acc[n, oc, oh, ow] + b[oc], 0.0)\n"
         "  split ow<6 by 3 -> ow_o<2, ow_i<3\n"
         "  loops: n<1, oc<8, oh<6, ow_o<2, ow_i<3\n");
 
