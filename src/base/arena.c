@@ -12,21 +12,23 @@
 struct arena_chunk {
     arena_chunk *next;
     size_t used, size;
-    _Alignas(ARENA_ALIGN) unsigned char data[];
+    unsigned char data[];
 };
 
 void *arena_alloc(arena *a, size_t n) {
     n = (n + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
     if (n == 0) n = ARENA_ALIGN;
     arena_chunk *c = a->head;
-    if (!c || c->size - c->used < n) {
-        size_t size = n > ARENA_CHUNK / 4 ? n : ARENA_CHUNK;
+    /* the heap aligns chunks to 16 bytes only: align the address itself, not just the offset */
+    size_t pad = c ? (size_t)(-(uintptr_t)(c->data + c->used) & (ARENA_ALIGN - 1)) : 0;
+    if (!c || c->size - c->used < n + pad) {
+        size_t size = (n > ARENA_CHUNK / 4 ? n : ARENA_CHUNK) + ARENA_ALIGN;
         if (size > SIZE_MAX - sizeof(arena_chunk)) return NULL;
         c = wpk_malloc(sizeof(arena_chunk) + size);
         if (!c) return NULL;
         c->size = size;
         c->used = 0;
-        if (a->head && size != ARENA_CHUNK) {
+        if (a->head && size != ARENA_CHUNK + ARENA_ALIGN) {
             /* a dedicated big chunk goes behind the current one so its free space stays in use */
             c->next = a->head->next;
             a->head->next = c;
@@ -35,8 +37,9 @@ void *arena_alloc(arena *a, size_t n) {
             a->head = c;
         }
     }
-    void *p = c->data + c->used;
-    c->used += n;
+    pad = (size_t)(-(uintptr_t)(c->data + c->used) & (ARENA_ALIGN - 1));
+    void *p = c->data + c->used + pad;
+    c->used += n + pad;
     memset(p, 0, n);
     return p;
 }

@@ -6,6 +6,8 @@
 #include "ir/graph.h"
 #include "ir/print.h"
 #include "ir/verify.h"
+#include "base/arena.h"
+#include <stdint.h>
 
 /* x -> Relu(a) -> Add(a, b) -> y, with b = Sigmoid(x); nodes added out of order */
 static ir_graph *build(void) {
@@ -36,7 +38,18 @@ static ir_graph *build(void) {
     return g;
 }
 
+/* arena memory is 64-byte aligned, as arena.h promises (kernels rely on it) */
+static void arena_alignment(void) {
+    arena a = {0};
+    for (size_t n = 1; n < 300000; n = n * 3 + 1) {
+        void *p = arena_alloc(&a, n);
+        CHECK(p && ((uintptr_t)p & 63) == 0);
+    }
+    arena_free(&a);
+}
+
 int main(void) {
+    arena_alignment();
     wpk_context *ctx = wpk_context_create();
     ir_graph *g = build();
     CHECK_ERR(ctx, ir_verify(ctx, g), WPK_ERR_MODEL, "node 'add' (Add) reads 'a' before it is produced");
