@@ -71,14 +71,17 @@ def kernels(args, cc, build):
         if p.returncode:
             sys.exit(f"layout_conv: the bench failed:\n{p.stderr}")
         for line in p.stdout.splitlines():
-            m = re.match(r"(.{26}) (\S+)\s+t=(\d+)\s+median\s+([0-9.]+)", line)
+            m = re.match(r"(.{26}) (\S+)\s+t=(\d+)\s+median\s+([0-9.]+) GFLOP/s\s+best\s+"
+                         r"([0-9.]+)", line)
             if m:
-                table[(m.group(1).strip(), m.group(2), int(t))] = float(m.group(4))
-    print("\n# median GFLOP/s, NCHWc / NCHW")
-    for (name, kernel, t), v in table.items():
+                table[(m.group(1).strip(), m.group(2), int(t))] = (float(m.group(4)),
+                                                                    float(m.group(5)))
+    print("\n# GFLOP/s median (best): NCHW, NCHWc, ratio of medians (of bests)")
+    for (name, kernel, t), (med, best) in table.items():
         if kernel == "NCHW" and (name, "NCHWc", t) in table:
-            b = table[(name, "NCHWc", t)]
-            print(f"{name:26s} t={t}  NCHW {v:7.2f}  NCHWc {b:7.2f}  x{b / v:5.1f}")
+            bmed, bbest = table[(name, "NCHWc", t)]
+            print(f"{name:26s} t={t}  NCHW {med:6.2f} ({best:6.2f})  NCHWc {bmed:6.2f} "
+                  f"({bbest:6.2f})  x{bmed / med:5.1f} (x{bbest / best:5.1f})")
 
 
 def end_to_end(args, build):
