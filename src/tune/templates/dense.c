@@ -115,16 +115,18 @@ static bool read_mm(const ir_node *n, const ir_tensor *const *in, const ir_tenso
 }
 
 static bool read_task(const tune_task *t, mm *g) {
-    const ir_tensor *in[TUNE_MAX_ARGS] = {0}, *out[1] = {&t->out[0]};
+    const ir_tensor *in[TUNE_MAX_ARGS] = {0}, *out[TUNE_MAX_ARGS] = {&t->out[0]};
     for (int i = 0; i < t->nin; i++) in[i] = tune_task_in(t, i);
+    for (int i = 1; i < t->nout && i < TUNE_MAX_ARGS; i++) out[i] = &t->out[i];
     return read_mm(t->node, in, out, g);
 }
 
 static bool supports(const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
     mm g;
-    if (!n || !in || !out || n->nin > TUNE_MAX_ARGS) return false;
-    const ir_tensor *ci[TUNE_MAX_ARGS] = {0}, *co[1] = {out[0]};
+    if (!n || !in || !out || n->nin > TUNE_MAX_ARGS || n->nout > TUNE_MAX_ARGS) return false;
+    const ir_tensor *ci[TUNE_MAX_ARGS] = {0}, *co[TUNE_MAX_ARGS] = {0};
     for (int i = 0; i < n->nin; i++) ci[i] = in[i];
+    for (int i = 0; i < n->nout; i++) co[i] = out[i]; /* read_mm looks at every output */
     return read_mm(n, ci, co, &g);
 }
 
