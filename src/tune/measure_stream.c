@@ -375,9 +375,21 @@ static void on_end(stream *S, tune_job *j) {
     if (j->state != J_DONE) return;
     int i = 0;
     while (S->jobs[i] != j) i++;
-    /* a build failure says nothing about timing: no need to hold it */
-    if (j->res.level == 0 || j->run.start == 0) level0_result(S, j, i);
-    else S->held++;
+    /* a build failure says nothing about timing, and a run alone needs no verdict */
+    if (j->res.level == 0 || j->run.start == 0) {
+        level0_result(S, j, i);
+    } else if (S->level == 0) {
+        /* timed beside builds in a window that has closed since (the level was cut or the
+           window filled while it ran), now that measurements run alone: again, alone */
+        if (j->res.status == TUNE_OK || j->res.status == TUNE_TIMEOUT) {
+            j->state = J_BUILT;
+            S->par->remeasured++;
+        } else {
+            level0_result(S, j, i);
+        }
+    } else {
+        S->held++;
+    }
 }
 
 static bool window_closes(const stream *S) {

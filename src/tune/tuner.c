@@ -315,8 +315,10 @@ static void report(job *J, tstate *t, bool done) {
     tune_progress p = {
         .task = (int)(t - J->ts), .ntasks = J->n, .key = t->mt->task.key,
         .trials = t->stored, .target = t->target == INT64_MAX ? 0 : t->target,
-        .measured = t->sum->measured, .best_gflops = t->have_best ? gflops(t, t->best_s) : 0,
-        .speedup = t->have_default && t->have_best ? t->sum->default_s / t->best_s : 0,
+        .measured = t->sum->measured, .best_gflops = gflops(t, t->sum->best_s),
+        /* recorded medians while tuning; the re-measured pair once the task is done */
+        .speedup = t->sum->default_s > 0 && t->sum->best_s > 0 ? t->sum->default_s / t->sum->best_s
+                                                               : 0,
         .eta_s = eta(J), .done = done};
     p.failed = t->sum->measured - t->sum->by_status[TUNE_OK];
     J->opt->progress(J->opt->progress_user, &p);
