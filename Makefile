@@ -46,7 +46,7 @@ fuzz:
 	@CC=clang cmake -S . -B $(FUZZ) -DWPK_FUZZ=ON -DWPK_SANITIZE=ON >/dev/null
 	@cmake --build $(FUZZ) -j$(JOBS) --target fuzz_model_reader
 	@mkdir -p $(FUZZ)/corpus && cp -n tests/fuzz/corpus/* $(FUZZ)/corpus/ 2>/dev/null || true
-	@$(FUZZ)/fuzz_model_reader -max_total_time=60 -rss_limit_mb=2048 $(FUZZ)/corpus tests/fuzz/corpus
+	@$(FUZZ)/fuzz_model_reader -max_total_time=30 -rss_limit_mb=2048 $(FUZZ)/corpus tests/fuzz/corpus
 
 clean:
 	rm -rf $(BUILD) $(ASAN) $(FUZZ)
