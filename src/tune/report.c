@@ -60,7 +60,7 @@ static void csv_curves(const tune_summary *s, strbuf *b) {
         const tune_task_summary *t = &s->tasks[i];
         double best = 0;
         for (int k = 0; k < t->ncurve; k++) {
-            const tune_trial *c = &t->curve[k];
+            const tune_curve_point *c = &t->curve[k];
             double g = c->status == TUNE_OK && c->median > 0 ? (double)t->flops / c->median * 1e-9
                                                              : 0;
             if (g > best) best = g;

@@ -91,16 +91,16 @@ static void text_of(const tune_space *s, const tune_config *c, char *dst, size_t
     sb_free(&b);
 }
 
-static bool curve_add(tstate *t, tune_status st, double median, double at) {
+static bool curve_add(tstate *t, tune_status st, double median, double at, bool is_default) {
     tune_task_summary *s = t->sum;
     if (s->ncurve == t->ncap) {
         int cap = t->ncap ? 2 * t->ncap : 64;
-        tune_trial *c = wpk_realloc(s->curve, sizeof *c * (size_t)cap);
+        tune_curve_point *c = wpk_realloc(s->curve, sizeof *c * (size_t)cap);
         if (!c) return false;
         s->curve = c;
         t->ncap = cap;
     }
-    s->curve[s->ncurve++] = (tune_trial){st, st == TUNE_OK ? median : 0, at};
+    s->curve[s->ncurve++] = (tune_curve_point){st, st == TUNE_OK ? median : 0, at, is_default};
     return true;
 }
 
@@ -134,7 +134,7 @@ static bool on_record(void *user, const tune_record *r) {
     tstate *t = L->t;
     tune_config c;
     wpk_context quiet = {0};
-    if (!curve_add(t, r->status, r->median, -1)) {
+    if (!curve_add(t, r->status, r->median, -1, !strcmp(r->config, t->def_text))) {
         L->oom = true;
         return false;
     }
@@ -355,7 +355,8 @@ static void on_result(void *user, int i, const tune_config *cfg, const tune_meas
     tune_result res = {r->status, r->median};
     tune_strategy_tell(t->strat, cfg, &res, 1);
     note(t, text, r->status, r->median);
-    if (!curve_add(t, r->status, r->median, now_s() - J->start)) J->db_status = WPK_ERR_NOMEM;
+    if (!curve_add(t, r->status, r->median, now_s() - J->start, !strcmp(text, t->def_text)))
+        J->db_status = WPK_ERR_NOMEM;
     if (r->status != TUNE_OK)
         wpk_log(J->ctx, WPK_LOG_DEBUG, "%s: %s: %s: %s", t->mt->task.key, text,
                 tune_status_name(r->status), r->message);

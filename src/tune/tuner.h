@@ -43,11 +43,12 @@ typedef struct tune_options {
 tune_options tune_default_options(void);
 
 /* One trial of a task in record order: what the report's curves are made of. */
-typedef struct tune_trial {
+typedef struct tune_curve_point {
     tune_status status;
     double median;            /* seconds; 0 unless TUNE_OK */
     double at_s;              /* seconds into this run when it was stored; -1: stored before */
-} tune_trial;
+    bool is_default;          /* the template's default config (measured first, not proposed) */
+} tune_curve_point;
 
 typedef struct tune_task_summary {
     const char *key;          /* borrowed from the task */
@@ -64,7 +65,7 @@ typedef struct tune_task_summary {
     double best_s;            /* of the best config (0: none succeeded) */
     char best_config[512];
     char skipped[512];        /* why the task could not be tuned ("" when it was) */
-    tune_trial *curve;        /* every trial in record order (owned) */
+    tune_curve_point *curve;  /* every trial in record order (owned) */
     int ncurve;
 } tune_task_summary;
 
