@@ -155,17 +155,26 @@ wpk_status wpk_model_lower(wpk_context *ctx, const wpk_model *model, const char 
 /* ---- session: a model prepared to run on a backend ---- */
 
 /* Where a session's kernels come from. REF: the reference kernels (plain C, the numeric
- * reference). CPU: kernels generated for this machine from the schedule templates at their
- * default configs, compiled with the system C compiler when a plan is first made for a set of
- * input shapes (cached on disk: $WPK_CACHE_DIR, else ~/.cache/wpk/kernels), with reference
- * kernels for the nodes no template takes (`wpk info` names them). */
+ * reference). CPU: per node the fastest implementation measured on this machine -- a kernel
+ * generated from a schedule template at its best tuned config, or a vendor library's (oneDNN,
+ * OpenBLAS) -- as the tuning records say (`wpk tune`); a node with no records runs its
+ * template's default config. Generated kernels are compiled with the system C compiler when a
+ * plan is first made for a set of input shapes (cached on disk: $WPK_CACHE_DIR, else
+ * ~/.cache/wpk/kernels); nodes no template takes run reference kernels (`wpk info` names
+ * them). */
 typedef enum wpk_backend { WPK_BACKEND_REF = 0, WPK_BACKEND_CPU = 1 } wpk_backend;
 
 typedef struct wpk_session_params {
     wpk_backend backend;  /* default: WPK_BACKEND_REF (`wpk run` defaults to CPU) */
-    int threads;    /* 0 = all cores */
+    int threads;    /* 0 = the machine's physical cores */
     int opt_level;  /* graph optimization level of the session's copy (wpk_optimize_params.level);
                        default 2 */
+    const char *records;  /* CPU: the tuning records database the choices come from; NULL: the
+                             default one ($WPK_CACHE_DIR or ~/.cache/wpk/records.db) when it
+                             exists; "": none (every node at its default) */
+    const char *provider; /* CPU: "auto" (NULL: the fastest measured per node), or every node
+                             that can on one: "generated", "onednn", "openblas", "ref" */
+    int profile;          /* nonzero: time every node of each run (wpk_session_profile) */
 } wpk_session_params;
 
 wpk_session_params wpk_session_default_params(void);
@@ -185,6 +194,54 @@ wpk_status wpk_session_run(wpk_session *session);
 
 /* Output i of the last run; the view's data is borrowed until the next run or free. */
 wpk_status wpk_session_output(wpk_session *session, int i, wpk_tensor_view *out);
+
+/* One node of the last run's profile (a session created with params.profile). */
+typedef struct wpk_node_profile {
+    const char *node;      /* borrowed until the session is freed */
+    const char *op;        /* "Conv", "wpk::FusedConv" */
+    const char *provider;  /* "generated", "onednn", "openblas", "ref" */
+    const char *impl;      /* the template or library and its config:
+                              "conv2d_nchwc tile_ow=8,..." / "onednn algo=direct" / "" */
+    const char *source;    /* "tuned" (best of its records), "default" (no records: the default
+                              config), "forced" (params.provider), "reference" */
+    double ms;             /* wall time of the node in the last run */
+} wpk_node_profile;
+
+/* The per-node profile of the last run, in execution order: *out borrowed until the next run
+ * or free, *n entries. WPK_ERR_INVALID_ARG when the session does not profile or has not run. */
+wpk_status wpk_session_profile(wpk_session *session, const wpk_node_profile **out, int *n);
+
+/* ---- compiled plans (.wpk) ---- */
+
+typedef struct wpk_compile_params {
+    int opt_level;        /* default 3 */
+    int batch;            /* the value of every symbolic dim (default 1) */
+    int threads;          /* 0: the physical cores */
+    const char *records;  /* as wpk_session_params.records */
+    const char *provider; /* as wpk_session_params.provider */
+    int strict;           /* nonzero: fail (WPK_ERR_INVALID_ARG, naming the nodes) when a node
+                             has no records and would run its default */
+} wpk_compile_params;
+
+wpk_compile_params wpk_compile_default_params(void);
+
+/* Optimize model's graph, specialize it, choose each node's implementation from the records,
+ * pre-pack its weights, plan memory, and write one artifact to path: a versioned header, the
+ * target fingerprint, the plan, the packed weights and the compiled kernels. The file is
+ * replaced only once the new one is complete. Untuned nodes are logged (WARN) by name. */
+wpk_status wpk_compile(wpk_context *ctx, const wpk_model *model, const wpk_compile_params *params,
+                       const char *path);
+
+/* A session running a compiled plan (no C compiler needed): params' threads and profile are
+ * taken, the rest is the plan's. An artifact of another format version or for another target
+ * is refused with WPK_ERR_UNSUPPORTED saying what differs; a damaged one with WPK_ERR_PARSE. */
+wpk_status wpk_session_create_from_plan(wpk_context *ctx, const char *path,
+                                        const wpk_session_params *params, wpk_session **out);
+
+/* The session's graph inputs and outputs (also of a plan's session, which has no model). */
+int wpk_session_num_inputs(const wpk_session *session);
+int wpk_session_num_outputs(const wpk_session *session);
+wpk_tensor_view wpk_session_input_info(const wpk_session *session, int i);
 
 /* ---- utilities ---- */
 

@@ -51,11 +51,26 @@ typedef struct tune_template {
      * schedule primitives reject (message naming the primitive). */
     wpk_status (*build)(te_ctx *c, const tune_task *task, const tune_space *s,
                         const tune_config *cfg, tune_build *out);
+    /* A vendor library's template (src/lib): build is NULL; the kernel of a config is made by
+     * lib->create with the config's "algo" knob value as the index of the library's config.
+     * NULL for the DSL templates. */
+    const struct lib_provider *lib;
 } tune_template;
 
 /* The template for node n (first in the registry that supports it), or NULL: that node runs on
  * its reference kernel. in/out: the node's tensors with static shapes. */
 const tune_template *tune_template_for(const ir_node *n, ir_tensor *const *in, ir_tensor *const *out);
+/* Every template that implements node n, at most max into out, in order of preference: the
+ * DSL templates of the registry (the first is tune_template_for's), then alternatives such as
+ * Winograd convolution, then the vendor libraries' templates (src/lib). Each poses its own
+ * task (its own workload key: a library's key is "<library>|" + the key the first DSL template
+ * gives, or "<library>|<op>:<shapes>" where none takes the node), measured and recorded like
+ * any other, so which implementation a node runs is one measured choice among them. Returns
+ * how many. */
+int tune_templates_for(const ir_node *n, ir_tensor *const *in, ir_tensor *const *out,
+                       const tune_template **list, int max);
+/* The template called name ("conv2d_nchwc", "onednn"), or NULL. */
+const tune_template *tune_template_find(const char *name);
 /* Fill a task for node n and template t. */
 void tune_task_init(tune_task *task, const tune_template *t, const ir_node *n, ir_tensor *const *in,
                     ir_tensor *const *out);

@@ -5,6 +5,7 @@
 #include "tune/template.h"
 #include "tune/templates/common.h"
 #include "tune/templates/conv.h"
+#include "tune/templates/library.h"
 
 /* Specialized templates before the general ones that also take their nodes: the blocked conv
  * is preferred wherever it applies, the NCHW direct conv takes the rest. */
@@ -21,6 +22,26 @@ static const tune_template *const registry[] = {
 };
 
 const tune_template *const *tune_templates(void) { return registry; }
+
+int tune_templates_for(const ir_node *n, ir_tensor *const *in, ir_tensor *const *out,
+                       const tune_template **list, int max) {
+    int k = 0;
+    for (int i = 0; registry[i] && k < max; i++)
+        if (registry[i]->supports(n, in, out)) list[k++] = registry[i];
+    const tune_template *const *libs = tune_library_templates();
+    for (int i = 0; libs[i] && k < max; i++)
+        if (libs[i]->supports(n, in, out)) list[k++] = libs[i];
+    return k;
+}
+
+const tune_template *tune_template_find(const char *name) {
+    for (int i = 0; registry[i]; i++)
+        if (!strcmp(registry[i]->name, name)) return registry[i];
+    const tune_template *const *libs = tune_library_templates();
+    for (int i = 0; libs[i]; i++)
+        if (!strcmp(libs[i]->name, name)) return libs[i];
+    return NULL;
+}
 
 const tune_template *tune_template_for(const ir_node *n, ir_tensor *const *in,
                                        ir_tensor *const *out) {
