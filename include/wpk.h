@@ -214,7 +214,7 @@ wpk_status wpk_session_profile(wpk_session *session, const wpk_node_profile **ou
 /* ---- compiled plans (.wpk) ---- */
 
 typedef struct wpk_compile_params {
-    int opt_level;        /* default 3 */
+    int opt_level;        /* default 2, as `wpk tune` and `wpk run` (the records must match) */
     int batch;            /* the value of every symbolic dim (default 1) */
     int threads;          /* 0: the physical cores */
     const char *records;  /* as wpk_session_params.records */
