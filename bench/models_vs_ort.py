@@ -1,0 +1,394 @@
+#!/usr/bin/env python3
+"""Whole torchvision models on wpk (tuned on this machine, compiled to a plan) against ONNX
+Runtime and PyTorch, in one run, at each batch and thread count: median latencies, their
+ratios and geometric means, with provenance, as a markdown table.
+    models_vs_ort.py [--models resnet18,resnet50,mobilenet_v2,squeezenet1_1] [--batches 1,8]
+                     [--threads 1,2] [--tune-time 120] [--skip-tune] [--iters 20] [--warmup 3]
+                     [--out bench/results/models_vs_ort.md] [--wpk build/wpk] [--dir DIR]
+
+Per model (random weights, exported once by PyTorch with a symbolic batch dim "N" into --dir,
+the cache also kept by tests/torchvision):
+  1. per batch, `wpk tune MODEL --batch B --time T --db DB` (T = --tune-time seconds per model and
+     batch; DB is DIR/records.db, so a rerun continues the tuning), then `wpk compile` into a
+     plan for that batch (while `wpk compile` does not exist: `wpk bench MODEL --db DB`);
+  2. per batch and thread count: `wpk bench --json` (--warmup runs, then --iters timed runs,
+     median; its random inputs and outputs saved), ONNX Runtime on the same inputs (every graph
+     optimization, intra_op_num_threads = threads, inter_op 1, sequential execution; the same
+     warm-up and iterations; its outputs must match wpk's within rel L2 <= 1e-4), and PyTorch
+     eager (torch.set_num_threads, inference mode, the same warm-up and iterations) in a worker
+     under a Python that has torch (--torch-python, default /usr/bin/python3).
+Ratios are other/wpk of medians measured in the same run (> 1: wpk is faster). The machine's
+load average is recorded before and after: on a shared machine the figures are noisy.
+Exit status: 0 when every run worked and every output matched, 1 otherwise.
+"""
+import argparse
+import json
+import math
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+MODELS = ["resnet18", "resnet50", "mobilenet_v2", "squeezenet1_1"]
+TOLERANCE = 1e-4
+DEFAULT_TUNE_S = 120
+
+
+# ---- the torch worker: runs under --torch-python (torch + torchvision, no onnx needed) ----
+
+def torch_model(name):
+    """The model with export_models.py's random weights and calibrated BatchNorm statistics."""
+    import torch
+    import torchvision
+    sys.path.insert(0, str(REPO / "tests" / "torchvision"))
+    import export_models
+    torch.manual_seed(0)
+    model = getattr(torchvision.models, name)(weights=None, **export_models.EXTRA_ARGS.get(name, {}))
+    export_models.calibrate_batchnorm(model)
+    return model
+
+
+def worker_export(name, path):
+    import torch
+    model = torch_model(name)
+    tmp = str(path) + ".tmp"  # an interrupted export must not look finished
+    with torch.no_grad():
+        torch.onnx.export(model, torch.randn(1, 3, 224, 224), tmp, opset_version=13,
+                          input_names=["input"], output_names=["logits"],
+                          dynamic_axes={"input": {0: "N"}, "logits": {0: "N"}},
+                          do_constant_folding=True)
+    os.replace(tmp, path)
+
+
+def worker_time(name, configs, warmup, iters):
+    """{"B,T": [samples in ms]} for each (batch, threads) of configs."""
+    import torch
+    torch.set_num_interop_threads(1)
+    model = torch_model(name)
+    out = {}
+    for batch, threads in configs:
+        torch.set_num_threads(threads)
+        x = torch.rand(batch, 3, 224, 224) * 2 - 1
+        with torch.no_grad(), torch.inference_mode():
+            for _ in range(warmup):
+                model(x)
+            samples = []
+            for _ in range(iters):
+                start = time.perf_counter()
+                model(x)
+                samples.append((time.perf_counter() - start) * 1e3)
+        out[f"{batch},{threads}"] = samples
+    return out
+
+
+def worker_main(argv):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("what", choices=["export", "time", "version"])
+    ap.add_argument("--model")
+    ap.add_argument("--path")
+    ap.add_argument("--configs", default="")
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--iters", type=int, default=20)
+    a = ap.parse_args(argv)
+    if a.what == "export":
+        worker_export(a.model, a.path)
+    elif a.what == "version":
+        import torch
+        import torchvision
+        config = torch.__config__.show()
+        cpu = re.search(r"CPU capability usage: (\S+)", config)
+        blas = re.search(r"BLAS_INFO=([^,]+)", config)
+        print(json.dumps({"torch": torch.__version__, "torchvision": torchvision.__version__,
+                          "torch_build": f"CPU capability {cpu.group(1) if cpu else '?'}, "
+                                         f"BLAS {blas.group(1) if blas else '?'}, "
+                                         f"mkldnn {torch.backends.mkldnn.is_available()}"}))
+    else:
+        configs = [tuple(map(int, c.split("x"))) for c in a.configs.split(",") if c]
+        print(json.dumps(worker_time(a.model, configs, a.warmup, a.iters)))
+
+
+# ---- the driver: runs under a Python with numpy and onnxruntime ----
+
+def sh(*args, cwd=REPO):
+    try:
+        return subprocess.run(args, capture_output=True, text=True, cwd=cwd).stdout.strip()
+    except OSError:
+        return ""
+
+
+def load_average():
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "unknown"
+
+
+def rel_l2(actual, expected):
+    import numpy as np
+    a, e = actual.astype(np.float64).ravel(), expected.astype(np.float64).ravel()
+    norm = np.linalg.norm(e)
+    diff = np.linalg.norm(a - e)
+    return float(diff / norm) if norm > 0 else float(diff)
+
+
+def run(args, what, timeout=None):
+    """stdout of a command; raises RuntimeError naming it and its stderr when it fails."""
+    try:
+        proc = subprocess.run([str(a) for a in args], capture_output=True, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"{what}: timed out after {timeout} s")
+    if proc.returncode != 0:
+        raise RuntimeError(f"{what} exited {proc.returncode}: {proc.stderr.strip()[-1500:]}")
+    return proc.stdout
+
+
+def wpk_has(wpk, command):
+    """Whether this wpk binary knows a subcommand (`wpk compile` arrives after `wpk bench`)."""
+    proc = subprocess.run([wpk, command, "--help"], capture_output=True, text=True)
+    return "unknown command" not in proc.stderr
+
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.wpk = args.wpk
+        self.dir = Path(args.dir)
+        self.db = self.dir / "records.db"
+        self.has_compile = wpk_has(self.wpk, "compile")
+        self.rows = []          # one per (model, batch, threads)
+        self.failures = []
+        self.notes = []
+        self.provenance = None  # from the first `wpk bench --json`
+
+    def log(self, msg):
+        print(msg, flush=True)
+
+    def export(self, name):
+        path = self.dir / f"{name}.onnx"
+        if not path.exists():
+            start = time.perf_counter()
+            run([self.args.torch_python, __file__, "--torch-worker", "export", "--model", name,
+                 "--path", path], f"export {name}")
+            self.log(f"{name}: exported in {time.perf_counter() - start:.0f} s -> {path}")
+        return path
+
+    def tune(self, name, model, batch):
+        if self.args.skip_tune:
+            return
+        start = time.perf_counter()
+        out = run([self.wpk, "tune", model, "--batch", batch, "--time", f"{self.args.tune_time:g}s",
+                   "--db", self.db, "-O", self.args.opt], f"wpk tune {name} --batch {batch}")
+        took = time.perf_counter() - start
+        tasks = re.search(r"(\d+) tasks?, (\d+) trials? measured", out)
+        self.log(f"{name} batch {batch}: tuned in {took:.0f} s"
+                 + (f" ({tasks.group(1)} tasks, {tasks.group(2)} new trials)" if tasks else ""))
+
+    def compile(self, name, model, batch):
+        """The plan to bench for this batch, or the model itself (benched with --db) while
+        `wpk compile` does not exist."""
+        if not self.has_compile:
+            return model
+        plan = self.dir / f"{name}.b{batch}.O{self.args.opt}.wpk"
+        start = time.perf_counter()
+        run([self.wpk, "compile", model, "--db", self.db, "--batch", batch, "-O", self.args.opt,
+             "-o", plan], f"wpk compile {name} --batch {batch}")
+        self.log(f"{name} batch {batch}: compiled in {time.perf_counter() - start:.0f} s -> {plan}")
+        return plan
+
+    def bench_wpk(self, name, target, batch, threads, save):
+        cmd = [self.wpk, "bench", target, "--threads", threads, "--iters", self.args.iters,
+               "--warmup", self.args.warmup, "--json", "--save", save]
+        if not str(target).endswith(".wpk"):
+            cmd += ["--batch", batch, "-O", self.args.opt]
+            if self.db.exists():  # none yet with --skip-tune on a fresh --dir
+                cmd += ["--db", self.db]
+        return json.loads(run(cmd, f"wpk bench {name} batch {batch} threads {threads}"))
+
+    def bench_ort(self, model, inputs, threads):
+        import onnxruntime as ort
+        opts = ort.SessionOptions()
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        opts.intra_op_num_threads = threads
+        opts.inter_op_num_threads = 1
+        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        sess = ort.InferenceSession(str(model), opts, providers=["CPUExecutionProvider"])
+        outputs = None
+        for _ in range(self.args.warmup):
+            outputs = sess.run(None, inputs)
+        samples = []
+        for _ in range(self.args.iters):
+            start = time.perf_counter()
+            outputs = sess.run(None, inputs)
+            samples.append((time.perf_counter() - start) * 1e3)
+        names = [o.name for o in sess.get_outputs()]
+        return dict(zip(names, outputs)), samples
+
+    def bench_torch(self, name, configs):
+        spec = ",".join(f"{b}x{t}" for b, t in configs)
+        out = run([self.args.torch_python, __file__, "--torch-worker", "time", "--model", name,
+                   "--configs", spec, "--warmup", self.args.warmup, "--iters", self.args.iters],
+                  f"PyTorch {name}")
+        return json.loads(out)
+
+    def model(self, name):
+        import numpy as np
+        path = self.export(name)
+        configs = [(b, t) for b in self.args.batches for t in self.args.threads]
+        torch_ms = self.bench_torch(name, configs)
+        for batch in self.args.batches:
+            self.tune(name, path, batch)
+            target = self.compile(name, path, batch)
+            for threads in self.args.threads:
+                row = {"model": name, "batch": batch, "threads": threads}
+                with tempfile.TemporaryDirectory(prefix="wpk-bench.") as tmp:
+                    save = Path(tmp)
+                    rep = self.bench_wpk(name, target, batch, threads, save)
+                    self.provenance = self.provenance or rep.get("provenance")
+                    row["wpk"] = rep["latency_ms"]["median"]
+                    row["wpk_min"] = rep["latency_ms"]["min"]
+                    row["wpk_samples"] = rep.get("samples_ms", [])
+                    row["sources"] = rep.get("sources", {})
+                    inputs = {i["name"]: np.load(save / i["file"]) for i in rep["inputs"]}
+                    wpk_out = {o["name"]: np.load(save / o["file"]) for o in rep["outputs"]}
+                ort_out, ort_samples = self.bench_ort(path, inputs, threads)
+                row["ort"] = statistics.median(ort_samples)
+                row["ort_min"] = min(ort_samples)
+                samples = torch_ms[f"{batch},{threads}"]
+                row["torch"] = statistics.median(samples)
+                row["torch_min"] = min(samples)
+                row["err"] = max(rel_l2(wpk_out[k], v) for k, v in ort_out.items())
+                if not row["err"] <= TOLERANCE:
+                    self.failures.append(f"{name} batch {batch} threads {threads}: wpk's outputs "
+                                         f"differ from ONNX Runtime's (rel L2 {row['err']:.3g} > {TOLERANCE:g})")
+                self.rows.append(row)
+                self.log(f"{name:14} batch {batch} threads {threads}: wpk {row['wpk']:8.2f} ms  "
+                         f"ORT {row['ort']:8.2f} ms  PyTorch {row['torch']:8.2f} ms  "
+                         f"rel L2 {row['err']:.2g}")
+
+    def markdown(self, started, load_before, versions):
+        a = self.args
+        p = self.provenance or {}
+        lines = ["# Whole models: wpk vs ONNX Runtime vs PyTorch (CPU)", "",
+                 f"Written by `bench/models_vs_ort.py {' '.join(sys.argv[1:])}` on "
+                 f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(started))} "
+                 f"(took {(time.time() - started) / 60:.0f} min).", "",
+                 "## Provenance", ""]
+        for key in ("commit", "version", "compiler", "build", "cpu", "target", "cores", "libraries"):
+            if key in p:
+                lines.append(f"- {key}: `{p[key]}`")
+        lines += [f"- ONNX Runtime {versions['ort']}, PyTorch {versions['torch']} "
+                  f"(torchvision {versions['torchvision']}; {versions['torch_build']}), "
+                  f"Python {platform.python_version()}",
+                  f"- load average (1/5/15 min) before: {load_before}, after: {load_average()} "
+                  f"(a shared machine: other processes' work is in these figures)",
+                  f"- models: torchvision with random weights (seed 0, BatchNorm calibrated), "
+                  f"exported with a symbolic batch dim, opset 13",
+                  f"- wpk: `wpk tune --time {a.tune_time:g}s -O {a.opt}` per model and batch into one "
+                  f"records database" + (" (skipped: --skip-tune, the database as it was)" if a.skip_tune else "")
+                  + (f", `wpk compile` into a plan per batch, `wpk bench PLAN --json`" if self.has_compile
+                     else ", `wpk bench MODEL --db DB --json` (no `wpk compile` in this build)"),
+                  f"- ONNX Runtime: all graph optimizations, intra_op_num_threads = threads, "
+                  f"inter_op 1, sequential; PyTorch: eager, torch.set_num_threads(threads), "
+                  f"interop threads 1, inference mode",
+                  f"- each: {a.warmup} warm-up runs, then {a.iters} timed runs; the table gives medians "
+                  f"(wall time); ratios are other / wpk (> 1: wpk is faster)", "",
+                  "## Latency", "",
+                  "| model | batch | threads | wpk ms | ORT ms | PyTorch ms | ORT/wpk | PyTorch/wpk | rel L2 vs ORT |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        r_ort, r_torch = [], []
+        for r in self.rows:
+            ro, rt = r["ort"] / r["wpk"], r["torch"] / r["wpk"]
+            r_ort.append(ro)
+            r_torch.append(rt)
+            lines.append(f"| {r['model']} | {r['batch']} | {r['threads']} | {r['wpk']:.2f} | "
+                         f"{r['ort']:.2f} | {r['torch']:.2f} | {ro:.2f} | {rt:.2f} | {r['err']:.1e} |")
+        if self.rows:
+            g = lambda v: math.exp(sum(map(math.log, v)) / len(v))  # noqa: E731
+            lines.append(f"| **geomean** | | | | | | **{g(r_ort):.2f}** | **{g(r_torch):.2f}** | |")
+        lines += ["", "## Minimums and wpk's kernel sources", "",
+                  "| model | batch | threads | wpk min | ORT min | PyTorch min | wpk nodes by source |",
+                  "|---|---:|---:|---:|---:|---:|---|"]
+        for r in self.rows:
+            src = ", ".join(f"{k} {v}" for k, v in sorted(r["sources"].items())) or "-"
+            lines.append(f"| {r['model']} | {r['batch']} | {r['threads']} | {r['wpk_min']:.2f} | "
+                         f"{r['ort_min']:.2f} | {r['torch_min']:.2f} | {src} |")
+        if self.failures or self.notes:
+            lines += ["", "## Problems", ""] + [f"- {f}" for f in self.failures + self.notes]
+        return "\n".join(lines) + "\n"
+
+
+def int_list(text):
+    try:
+        values = [int(v) for v in text.split(",") if v]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of numbers: {text!r}")
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"need numbers >= 1: {text!r}")
+    return values
+
+
+def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--torch-worker":
+        worker_main(sys.argv[2:])
+        return 0
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default=",".join(MODELS), help="comma-separated (default: %(default)s)")
+    ap.add_argument("--batches", type=int_list, default=[1, 8], help="default: 1,8")
+    ap.add_argument("--threads", type=int_list, default=[1, 2], help="default: 1,2")
+    ap.add_argument("--tune-time", type=float, default=DEFAULT_TUNE_S,
+                    help="seconds of `wpk tune` per model and batch (default: %(default)s)")
+    ap.add_argument("--skip-tune", action="store_true", help="use the records database as it is")
+    ap.add_argument("--iters", type=int, default=20, help="timed runs of each (default: %(default)s)")
+    ap.add_argument("--warmup", type=int, default=3, help="warm-up runs of each (default: %(default)s)")
+    ap.add_argument("-O", dest="opt", type=int, default=2, choices=range(4),
+                    help="wpk's graph optimization level, for tune, compile and bench (default: 2)")
+    ap.add_argument("--out", default=str(REPO / "bench/results/models_vs_ort.md"))
+    ap.add_argument("--wpk", default=str(REPO / "build/wpk"), help="the wpk binary")
+    ap.add_argument("--dir", default=os.path.join(tempfile.gettempdir(), "wpk-models-vs-ort"),
+                    help="exported models, plans and the records database (default: %(default)s)")
+    ap.add_argument("--torch-python", default="/usr/bin/python3", help="a Python with torch + torchvision")
+    args = ap.parse_args()
+    args.models = [m for m in args.models.split(",") if m]
+    unknown = [m for m in args.models if m not in MODELS]
+    if unknown:
+        ap.error("unknown model(s): " + ", ".join(unknown) + f" (known: {', '.join(MODELS)})")
+    if args.iters < 1 or args.warmup < 0 or args.tune_time <= 0:
+        ap.error("--iters must be >= 1, --warmup >= 0, --tune-time > 0")
+    if not os.access(args.wpk, os.X_OK):
+        ap.error(f"no wpk binary at {args.wpk} (build it, or pass --wpk)")
+    if shutil.which(args.torch_python) is None and not os.access(args.torch_python, os.X_OK):
+        ap.error(f"no Python at {args.torch_python} (--torch-python: one with torch + torchvision)")
+    import onnxruntime as ort
+    versions = json.loads(run([args.torch_python, __file__, "--torch-worker", "version"],
+                              f"{args.torch_python} (torch + torchvision)"))
+    versions["ort"] = ort.__version__
+    Path(args.dir).mkdir(parents=True, exist_ok=True)
+
+    started, load_before = time.time(), load_average()
+    bench = Bench(args)
+    if not bench.has_compile:
+        bench.notes.append("this wpk has no `compile` command: models were benched with --db, not as plans")
+    for name in args.models:
+        try:
+            bench.model(name)
+        except (RuntimeError, KeyError, ValueError, OSError) as e:
+            bench.failures.append(f"{name}: {e}")
+            print(f"{name}: FAILED: {e}", file=sys.stderr, flush=True)
+    text = bench.markdown(started, load_before, versions)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(text)
+    print("\n" + text)
+    print(f"written to {args.out}")
+    return 1 if bench.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
