@@ -23,7 +23,7 @@ static const char USAGE[] =
     "usage: wpk tune MODEL [--strategy ga|rl|anneal|random|grid|model] [--trials N | --time T]\n"
     "                [--db FILE] [--parallel auto|N] [--seed S] [-O LEVEL] [--batch N]\n"
     "                [--report DIR] [--timeout SECONDS] [--clock auto|wall|cpu]\n"
-    "                [--import FILE] [--export FILE] [-v]\n"
+    "                [--import FILE] [--export FILE] [--no-alternatives] [-v]\n"
     "  --trials N     records per task, counting those already stored (default 64 without\n"
     "                 --time); re-running continues where it stopped and a finished job\n"
     "                 measures nothing\n"
@@ -41,7 +41,10 @@ static const char USAGE[] =
     "                 kernel thread (with OMP_WAIT_POLICY=passive), which other processes on a\n"
     "                 busy machine do not disturb; auto (default): cpu when the load average\n"
     "                 is at least half the cores, else wall\n"
-    "  --import/--export FILE  records as JSON lines (MODEL may then be left out)\n";
+    "  --import/--export FILE  records as JSON lines (MODEL may then be left out)\n"
+    "  --no-alternatives  tune only each workload's primary template; by default every other\n"
+    "                 implementation of it is measured too (Winograd, oneDNN, OpenBLAS), so\n"
+    "                 that `wpk compile` and `wpk run` choose the fastest per node\n";
 
 static int usage_fail(const char *fmt, const char *arg) {
     fprintf(stderr, "wpk: error: ");
@@ -146,29 +149,49 @@ static void print_summary(const tune_summary *s, const tune_taskset *ts, const c
         printf("model: %d nodes, %d on %d tuned kernel task%s, %.3f GFLOPs in them\n", ts->nodes,
                ts->kernel_nodes, ts->ntasks, ts->ntasks == 1 ? "" : "s",
                (double)ts->total_flops * 1e-9);
-    printf("\n%4s %5s %6s %7s %10s %10s %8s %8s  %s\n", "task", "nodes", "FLOPs", "trials",
-           "default", "best", "oneDNN", "speed-up", "workload");
+    printf("\n%4s %5s %6s %7s %10s %10s %8s %8s  %-10s %s\n", "task", "nodes", "FLOPs", "trials",
+           "default", "best", "oneDNN", "speed-up", "fastest", "workload");
     printf("%4s %5s %6s %7s %10s %10s %8s %8s\n", "", "", "", "", "GFLOP/s", "GFLOP/s", "GFLOP/s",
            "");
     double geo = 0;
     int ngeo = 0;
     for (int i = 0; i < s->ntasks; i++) {
         const tune_task_summary *t = &s->tasks[i];
-        char def[32] = "-", best[32] = "-", up[32] = "-";
+        bool alt = ts && i < ts->ntasks && ts->tasks[i].alt_of >= 0;
+        char def[32] = "-", best[32] = "-", up[32] = "-", dnnl[32] = "-", fastest[32] = "-";
         if (t->default_s > 0) snprintf(def, sizeof def, "%.1f", (double)t->flops / t->default_s * 1e-9);
         if (t->best_s > 0) snprintf(best, sizeof best, "%.1f", (double)t->flops / t->best_s * 1e-9);
-        if (t->default_s > 0 && t->best_s > 0) {
+        if (!alt && t->default_s > 0 && t->best_s > 0) {
             snprintf(up, sizeof up, "%.2fx%s", t->default_s / t->best_s, t->remeasured ? "" : "*");
             geo += log(t->default_s / t->best_s);
             ngeo++;
         }
-        /* oneDNN per task comes with the vendor-library providers (issue 6) */
-        printf("%4d %5d %5.1f%% %7lld %10s %10s %8s %8s  %s\n", i, t->count, 100 * t->share,
-               (long long)t->trials, def, best, "-", up, t->key);
+        if (!alt && ts) {
+            /* the implementations of this workload: oneDNN's best, and which one is fastest */
+            double fast = t->best_s;
+            snprintf(fastest, sizeof fastest, "%s", t->best_s > 0 ? t->template_name : "-");
+            for (int k = i + 1; k < s->ntasks && k < ts->ntasks && ts->tasks[k].alt_of == i; k++) {
+                const tune_task_summary *a = &s->tasks[k];
+                if (a->best_s <= 0) continue;
+                if (!strcmp(a->template_name, "onednn"))
+                    snprintf(dnnl, sizeof dnnl, "%.1f", (double)a->flops / a->best_s * 1e-9);
+                if (fast <= 0 || a->best_s < fast) {
+                    fast = a->best_s;
+                    snprintf(fastest, sizeof fastest, "%s", a->template_name);
+                }
+            }
+        }
+        char num[16];
+        if (alt) snprintf(num, sizeof num, "  +");
+        else snprintf(num, sizeof num, "%d", i);
+        printf("%4s %5d %5.1f%% %7lld %10s %10s %8s %8s  %-10s %s\n", num, t->count,
+               100 * t->share, (long long)t->trials, def, best, dnnl, up, alt ? "" : fastest,
+               t->key);
     }
     if (ngeo) printf("geometric mean speed-up over the default configs: %.2fx\n", exp(geo / ngeo));
     printf("(default and best re-measured alone, back to back, at the end of each task that "
-           "measured anything; * = from stored records)\n");
+           "measured anything; * = from stored records; + = another implementation of the "
+           "workload above; fastest: the one `wpk compile` picks)\n");
     bool any = false;
     for (int i = 0; i < s->ntasks; i++) {
         const tune_task_summary *t = &s->tasks[i];
@@ -195,7 +218,7 @@ int cmd_tune(int argc, char **argv) {
     tune_options o = tune_default_options();
     const char *model = NULL, *db_path = NULL, *report = NULL, *import = NULL, *export = NULL;
     long long opt_level = 2;
-    bool verbose = false, trials_given = false;
+    bool verbose = false, trials_given = false, alternatives = true;
     const char *clock = "auto";
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -257,6 +280,8 @@ int cmd_tune(int argc, char **argv) {
             if (!a[2]) i++;
         } else if (!strcmp(a, "-v")) {
             verbose = true;
+        } else if (!strcmp(a, "--no-alternatives")) {
+            alternatives = false;
         } else if (a[0] == '-') {
             return usage_fail("unknown option '%s' for 'tune'", a);
         } else if (!model) {
@@ -300,7 +325,7 @@ int cmd_tune(int argc, char **argv) {
                                  added == 1 ? "" : "s", import);
     }
     if (st == WPK_OK && model) st = wpk_model_load(ctx, model, &m);
-    if (st == WPK_OK && model) st = tune_tasks_extract(ctx, m, (int)opt_level, &ts);
+    if (st == WPK_OK && model) st = tune_tasks_extract(ctx, m, (int)opt_level, alternatives, &ts);
     if (st == WPK_OK && model) {
         progress pr = {isatty(STDOUT_FILENO) != 0, -1};
         o.progress = on_progress;

@@ -111,6 +111,9 @@ static wpk_status build_lower(te_ctx *c, const tune_task *task, const char *name
                               const char *config, built *out) {
     memset(out, 0, sizeof *out);
     wpk_context *ctx = c->err;
+    if (!task->tmpl->build)
+        return wpk_error(ctx, WPK_ERR_INVALID_ARG, "%s is a library: it has no kernel to generate",
+                         task->tmpl->name);
     task->tmpl->space(task, &out->space);
     wpk_status st = cpu_config_resolve(ctx, task, &out->space, config, &out->cfg);
     if (st) return st;

@@ -14,12 +14,35 @@
 #include "codegen/c/cg_c.h"
 #include "compile/unit.h"
 #include "ir/ops.h"
+#include "lib/lib.h"
 #include "tune/measure_impl.h"
 
 /* ---- build worker ---- */
 
+/* A library's candidate has nothing to compile: its config is checked against the space, and
+ * the run child makes the kernel. */
+static void build_library(tune_measurer *m, tune_job *j, int fd) {
+    tune_build_msg h;
+    memset(&h, 0, sizeof h);
+    wpk_context *ctx = wpk_context_create();
+    tune_space s;
+    tune_config c;
+    m->task->tmpl->space(m->task, &s);
+    wpk_status st = ctx ? tune_config_parse(ctx, &s, j->text, &c) : WPK_ERR_NOMEM;
+    const char *msg = st == WPK_OK ? "" : ctx ? wpk_context_error(ctx) : "out of memory";
+    h.status = st == WPK_OK ? TUNE_OK : TUNE_COMPILE_ERROR;
+    h.noutputs = m->task->nout;
+    h.msg_len = (int64_t)strlen(msg);
+    if (tune_write_all(fd, &h, sizeof h)) tune_write_all(fd, msg, (size_t)h.msg_len);
+    wpk_context_free(ctx);
+}
+
 void tune_build_child(tune_measurer *m, void *arg, int fd) {
     tune_job *j = arg;
+    if (m->task->tmpl->lib) {
+        build_library(m, j, fd);
+        return;
+    }
     double t0 = tune_now();
     tune_build_msg h;
     memset(&h, 0, sizeof h);
@@ -102,14 +125,29 @@ static double clock_now(tune_clock c) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static void time_kernel(const tune_measure_params *p, cg_kernel_fn fn, void **args, run_state *r) {
-    for (int w = 0; w < p->warmup_calls; w++) fn(args);
+/* One call of the candidate: a generated kernel on its arguments, or a library kernel. */
+typedef struct candidate {
+    cg_kernel_fn fn;
+    void **args;
+    const lib_provider *lib;
+    lib_kernel *lk;
+    wpk_context *ctx;
+    ir_tensor *const *in, *const *out;
+} candidate;
+
+static void call(const candidate *c) {
+    if (c->fn) c->fn(c->args);
+    else c->lib->run(c->ctx, c->lk, c->in, c->out);
+}
+
+static void time_kernel(const tune_measure_params *p, const candidate *cand, run_state *r) {
+    for (int w = 0; w < p->warmup_calls; w++) call(cand);
     /* calls per sample from the fastest of three calls: one call that met a busy core must
        not make every sample a single call */
     double one = INFINITY;
     for (int k = 0; k < 3; k++) {
         double t = tune_now();
-        fn(args);
+        call(cand);
         double d = tune_now() - t;
         if (d < one) one = d;
     }
@@ -124,7 +162,7 @@ static void time_kernel(const tune_measure_params *p, cg_kernel_fn fn, void **ar
     int n = 0;
     while (n < p->max_samples) {
         double t0 = clock_now(p->clock);
-        for (int64_t c = 0; c < calls; c++) fn(args);
+        for (int64_t c = 0; c < calls; c++) call(cand);
         double t1 = clock_now(p->clock);
         r->samples[n++] = (t1 - t0) / div;
         double elapsed = tune_now() - start;
@@ -134,6 +172,80 @@ static void time_kernel(const tune_measure_params *p, cg_kernel_fn fn, void **ar
             break;
     }
     r->h.nsamples = n;
+}
+
+/* The outputs against the reference outputs: the largest relative error; a failure on r when
+ * it is beyond the tolerance. */
+static double check_outputs(tune_measurer *m, float *const *outs, int nout, run_state *r) {
+    const tune_task *t = m->task;
+    double err = 0;
+    for (int i = 0; i < nout; i++) {
+        if (t->out[i].dtype != WPK_DTYPE_FLOAT32) {
+            if (memcmp(outs[i], m->ref + m->ref_off[i], ir_nbytes(&t->out[i]))) err = INFINITY;
+            continue;
+        }
+        int64_t worst;
+        double e = rel_error(outs[i], (const float *)(m->ref + m->ref_off[i]),
+                             ir_numel(&t->out[i]), &worst);
+        if (!(e <= err)) err = e;
+        if (!(e <= m->params.tolerance)) {
+            char detail[160];
+            snprintf(detail, sizeof detail, "output %d differs from the reference: relative "
+                     "error %.3g at element %lld (tolerance %.1g)", i, e, (long long)worst,
+                     m->params.tolerance);
+            run_fail(r, TUNE_WRONG_RESULT, "%s", detail);
+        }
+    }
+    return err;
+}
+
+/* A library candidate: the provider makes its kernel for the task's node at the config's algo
+ * (packing the constant weights), then it is checked and timed like a generated one. A config
+ * the library refuses is a compile error (never a winner) with the library's reason. */
+static void run_library(tune_measurer *m, tune_job *j, run_state *r, wpk_context *ctx) {
+    const tune_task *t = m->task;
+    const lib_provider *lib = t->tmpl->lib;
+    tune_space s;
+    tune_config c;
+    t->tmpl->space(t, &s);
+    if (tune_config_parse(ctx, &s, j->text, &c) != WPK_OK) {
+        run_fail(r, TUNE_COMPILE_ERROR, "%s", wpk_context_error(ctx));
+        return;
+    }
+    int algo = (int)tune_config_get(&s, &c, "algo", 0);
+    ir_tensor ins[TUNE_MAX_ARGS], outs[TUNE_MAX_ARGS];
+    ir_tensor *in[TUNE_MAX_ARGS] = {0}, *out[TUNE_MAX_ARGS] = {0};
+    float *obuf[TUNE_MAX_ARGS] = {0};
+    void *raw;
+    for (int i = 0; i < t->nin; i++) {
+        if (m->in[i].dtype == WPK_DTYPE_UNDEFINED) continue;
+        ins[i] = m->in[i];
+        in[i] = &ins[i];
+    }
+    for (int i = 0; i < t->nout; i++) {
+        size_t bytes = ir_nbytes(&t->out[i]);
+        obuf[i] = tune_alloc64(bytes ? bytes : 1, &raw);
+        if (!obuf[i]) {
+            run_fail(r, TUNE_CRASH, "%s", "out of memory (the memory cap) for the outputs");
+            return;
+        }
+        memset(obuf[i], 0xff, bytes);
+        outs[i] = t->out[i];
+        outs[i].data = obuf[i];
+        out[i] = &outs[i];
+    }
+    lib_kernel *lk = NULL;
+    wpk_status st = lib->create(ctx, t->node, in, out, algo, m->params.threads, &lk);
+    if (st == WPK_OK) st = lib->run(ctx, lk, in, out);
+    if (st) {
+        run_fail(r, st == WPK_ERR_NOMEM ? TUNE_CRASH : TUNE_COMPILE_ERROR, "%s",
+                 wpk_context_error(ctx));
+        return;
+    }
+    r->h.error = check_outputs(m, obuf, t->nout, r);
+    candidate cand = {.lib = lib, .lk = lk, .ctx = ctx, .in = in, .out = out};
+    if (r->h.status == TUNE_OK) time_kernel(&m->params, &cand, r);
+    /* the kernel is not destroyed: the process ends now */
 }
 
 void tune_run_child(tune_measurer *m, void *arg, int fd) {
@@ -157,6 +269,10 @@ void tune_run_child(tune_measurer *m, void *arg, int fd) {
     cg_kernel_fn fn = NULL;
     if (!ctx) {
         run_fail(&r, TUNE_CRASH, "%s", "out of memory starting the run");
+        goto done;
+    }
+    if (t->tmpl->lib) {
+        run_library(m, j, &r, ctx);
         goto done;
     }
     if (k->ninputs > m->npresent || k->noutputs > t->nout || k->noutputs < 1 ||
@@ -205,26 +321,10 @@ void tune_run_child(tune_measurer *m, void *arg, int fd) {
         for (int i = 0; i < k->nscratch; i++) args[a++] = scratch + k->scratch_off[i];
     }
     fn(args);
-    double err = 0;
-    for (int i = 0; i < k->noutputs; i++) {
-        if (t->out[i].dtype != WPK_DTYPE_FLOAT32) {
-            if (memcmp(outs[i], m->ref + m->ref_off[i], ir_nbytes(&t->out[i]))) err = INFINITY;
-            continue;
-        }
-        int64_t worst;
-        double e = rel_error(outs[i], (const float *)(m->ref + m->ref_off[i]),
-                             ir_numel(&t->out[i]), &worst);
-        if (!(e <= err)) err = e;
-        if (!(e <= m->params.tolerance)) {
-            char detail[160];
-            snprintf(detail, sizeof detail, "output %d differs from the reference: relative "
-                     "error %.3g at element %lld (tolerance %.1g)", i, e, (long long)worst,
-                     m->params.tolerance);
-            run_fail(&r, TUNE_WRONG_RESULT, "%s", detail);
-        }
-    }
+    double err = check_outputs(m, outs, k->noutputs, &r);
     r.h.error = err;
-    if (r.h.status == TUNE_OK) time_kernel(&m->params, fn, args, &r);
+    candidate cand = {.fn = fn, .args = args};
+    if (r.h.status == TUNE_OK) time_kernel(&m->params, &cand, &r);
 done:
     r.h.msg_len = (int64_t)strlen(r.msg);
     if (tune_write_all(fd, &r.h, sizeof r.h) &&

@@ -38,8 +38,34 @@ static wpk_status optimize(wpk_context *ctx, const wpk_model *model, int level, 
     return WPK_OK;
 }
 
+/* Implementations of one node at most (templates + libraries). */
+#define MAX_IMPLS 8
+
+/* After primary task p: a task for every other implementation of its node whose key no task
+ * of the set has yet. */
+static void add_alternatives(tune_taskset *set, int p, ir_tensor *vals) {
+    const tune_task *pt = &set->tasks[p].task;
+    ir_tensor *in[TUNE_MAX_ARGS * 8], *out[TUNE_MAX_ARGS * 8];
+    if (pt->node->nin > TUNE_MAX_ARGS * 8 || pt->node->nout > TUNE_MAX_ARGS * 8) return;
+    cpu_node_tensors(pt->node, vals, in, out);
+    const tune_template *impls[MAX_IMPLS];
+    int n = tune_templates_for(pt->node, in, out, impls, MAX_IMPLS);
+    for (int k = 0; k < n; k++) {
+        if (impls[k] == pt->tmpl) continue;
+        tune_task t;
+        tune_task_init(&t, impls[k], pt->node, in, out);
+        bool seen = false;
+        for (int j = 0; j < set->ntasks && !seen; j++) seen = !strcmp(set->tasks[j].task.key, t.key);
+        if (seen) continue;
+        tune_model_task *a = &set->tasks[set->ntasks++];
+        *a = set->tasks[p];
+        a->task = t;
+        a->alt_of = p;
+    }
+}
+
 wpk_status tune_tasks_extract(wpk_context *ctx, const wpk_model *model, int opt_level,
-                              tune_taskset *out) {
+                              bool alternatives, tune_taskset *out) {
     memset(out, 0, sizeof *out);
     if (opt_level < 0 || opt_level > 3)
         return wpk_error(ctx, WPK_ERR_INVALID_ARG, "optimization level %d is out of range (0 to "
@@ -62,24 +88,27 @@ wpk_status tune_tasks_extract(wpk_context *ctx, const wpk_model *model, int opt_
     wpk_free(shapes);
     cpu_tasks ct = {0};
     if (st == WPK_OK) st = cpu_tasks_collect(ctx, out->plan->g, out->plan->vals, &ct);
+    int per = alternatives ? MAX_IMPLS : 1;
     if (st == WPK_OK) {
-        out->tasks = wpk_calloc((size_t)ct.ntasks + 1, sizeof *out->tasks);
+        out->tasks = wpk_calloc((size_t)ct.ntasks * (size_t)per + 1, sizeof *out->tasks);
         if (!out->tasks) st = wpk_error(ctx, WPK_ERR_NOMEM, "out of memory extracting tasks");
     }
     if (st == WPK_OK) {
-        out->ntasks = ct.ntasks;
         out->nodes = out->plan->g->nnodes;
         for (int i = 0; i < ct.ntasks; i++) {
-            tune_model_task *t = &out->tasks[i];
+            out->total_flops += ct.tasks[i].flops;
+            out->kernel_nodes += ct.tasks[i].count;
+        }
+        for (int i = 0; i < ct.ntasks; i++) {
+            int primary = out->ntasks;
+            tune_model_task *t = &out->tasks[out->ntasks++];
             t->task = ct.tasks[i].task;
             t->count = ct.tasks[i].count;
             t->flops = ct.tasks[i].flops;
-            out->total_flops += t->flops;
-            out->kernel_nodes += t->count;
+            t->share = out->total_flops > 0 ? (double)t->flops / (double)out->total_flops : 0;
+            t->alt_of = -1;
+            if (alternatives) add_alternatives(out, primary, out->plan->vals);
         }
-        for (int i = 0; i < ct.ntasks; i++)
-            out->tasks[i].share =
-                out->total_flops > 0 ? (double)out->tasks[i].flops / (double)out->total_flops : 0;
     }
     cpu_tasks_free(&ct);
     if (st) {

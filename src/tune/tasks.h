@@ -15,12 +15,17 @@ typedef struct tune_model_task {
     int count;        /* nodes posing this workload */
     int64_t flops;    /* of all of them */
     double share;     /* flops / the set's total (0..1) */
+    int alt_of;       /* -1: the workload's primary implementation (the template the cpu
+                         backend runs without records); else the index of that task, of which
+                         this is another implementation (tune_templates_for: Winograd, a
+                         vendor library), measured so that the backend can choose */
 } tune_model_task;
 
 typedef struct tune_taskset {
-    tune_model_task *tasks;  /* in order of first appearance in the graph */
+    tune_model_task *tasks;  /* in order of first appearance in the graph, each primary task
+                                followed by its alternatives */
     int ntasks;
-    int64_t total_flops;     /* of every task */
+    int64_t total_flops;     /* of every primary task */
     int nodes;               /* nodes of the specialized graph */
     int kernel_nodes;        /* of them, nodes a template takes (the rest: reference kernels) */
     /* owned: what the tasks' nodes live in */
@@ -29,12 +34,13 @@ typedef struct tune_taskset {
 } tune_taskset;
 
 /* The tasks of model (borrowed; must outlive the set) at optimization level opt_level (0..3,
- * the session's default is 2). Errors: WPK_ERR_INVALID_ARG for a level out of range, the
+ * the session's default is 2): per workload its primary task and, with alternatives, one task
+ * per other implementation of its first node (distinct keys only). Errors: WPK_ERR_INVALID_ARG for a level out of range, the
  * model's unsupported ops (wpk_model_check_supported), optimization and specialization errors
  * (WPK_ERR_UNSUPPORTED naming a value whose shape is not static at batch 1), WPK_ERR_NOMEM.
  * *out is the caller's (tune_taskset_free), zeroed on failure. */
 wpk_status tune_tasks_extract(wpk_context *ctx, const wpk_model *model, int opt_level,
-                              tune_taskset *out);
+                              bool alternatives, tune_taskset *out);
 void tune_taskset_free(tune_taskset *t);
 
 #endif

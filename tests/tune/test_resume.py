@@ -87,7 +87,7 @@ def main():
         db = os.path.join(tmp, "records.db")
         env = dict(os.environ, WPK_CACHE_DIR=os.path.join(tmp, "cache"))
         cmd = [args.wpk, "tune", model, "--trials", str(args.trials), "--db", db, "--batch", "4",
-               "--seed", "3"]
+               "--seed", "3", "--no-alternatives"]
         ok &= kill_after(cmd, env, db, 3, "early")
         ok &= kill_after(cmd, env, db, 3 * args.trials, "later")
         done = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)

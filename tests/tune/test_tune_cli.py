@@ -98,7 +98,7 @@ def main():
         rep = os.path.join(tmp, "report")
         t0 = time.time()
         rc, out, err = run([wpk, "tune", model, "--db", db, "--time", "25s", "--strategy",
-                            "random", "--report", rep, "--batch", "4"], env)
+                            "random", "--report", rep, "--batch", "4", "--no-alternatives"], env)
         took = time.time() - t0
         check(rc == 0, f"--time run: exit {rc}: {err}")
         con = sqlite3.connect(db)
@@ -139,8 +139,24 @@ def main():
         rc, out, err = run([wpk, "tune", "--db", db3, "--import", exp], env)
         check(rc == 0 and "imported 0 records" in out, f"import twice: {out} {err}")
         # a model tuned with the imported records measures nothing more than what it lacks
-        rc, out, err = run([wpk, "tune", model, "--db", db3, "--trials", "1"], env)
+        rc, out, err = run([wpk, "tune", model, "--db", db3, "--trials", "1", "--no-alternatives"],
+                           env)
         check(rc == 0 and " 0 trials measured" in out, f"imported records are used: {out}")
+
+        # by default every implementation of a workload is measured: the convs' other
+        # templates, and each vendor library that takes them, under keys of their own
+        db4 = os.path.join(tmp, "d.db")
+        rc, out, err = run([wpk, "tune", model, "--db", db4, "--trials", "2"], env)
+        con = sqlite3.connect(db4)
+        tmpls = {t for (t,) in con.execute("SELECT DISTINCT template FROM records")}
+        keys = [k for (k,) in con.execute("SELECT DISTINCT workload FROM records")]
+        con.close()
+        check(rc == 0 and len(keys) > 5, f"alternatives tuned: {keys} {err}")
+        check({"conv2d_nchwc", "conv2d_nchw"} <= tmpls, f"both conv templates measured: {tmpls}")
+        for lib in ("onednn", "openblas"):
+            if f"{lib}|" in out or lib in tmpls:
+                check(any(k.startswith(lib + "|") for k in keys), f"{lib}'s records: {keys}")
+        check("fastest" in out, f"the summary names the fastest implementation: {out}")
     print("test_tune_cli: " + ("ok" if not failures else f"{len(failures)} FAILED"))
     return 1 if failures else 0
 
