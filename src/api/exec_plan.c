@@ -2,7 +2,10 @@
  * running it from one workspace (or dynamically, when a shape depends on run-time data). */
 #include "api/exec_plan.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "base/alloc.h"
 #include "base/target.h"
@@ -11,6 +14,8 @@
 void exec_plan_free(exec_plan *p) {
     if (!p) return;
     cpu_program_free(p->cpu);
+    wpk_free(p->node_ms);
+    wpk_free(p->profile);
     memory_plan_free(&p->mem);
     ir_exec_free(&p->exec);
     wpk_free(p->vals);
@@ -117,9 +122,66 @@ wpk_status exec_plan_create(wpk_context *ctx, const ir_graph *src, const ir_tens
 }
 
 wpk_status exec_plan_compile_cpu(wpk_context *ctx, exec_plan *p, int threads) {
+    cpu_options opt = {threads, NULL, NULL};
+    return exec_plan_compile(ctx, p, &opt);
+}
+
+wpk_status exec_plan_compile(wpk_context *ctx, exec_plan *p, const cpu_options *opt) {
     if (!p->is_static || p->cpu) return WPK_OK;
-    cpu_options opt = {threads};
-    return cpu_program_create(ctx, p->g, p->vals, &p->mem, &opt, &p->cpu);
+    return cpu_program_create(ctx, p->g, p->vals, &p->mem, opt, &p->cpu);
+}
+
+wpk_status exec_plan_enable_profile(wpk_context *ctx, exec_plan *p) {
+    if (p->profile) return WPK_OK;
+    if (!p->is_static)
+        return wpk_error(ctx, WPK_ERR_UNSUPPORTED, "the graph's shapes depend on data computed "
+                         "while it runs (it runs on the dynamic interpreter): no per-node "
+                         "profile");
+    if (!p->cpu) {
+        /* reference kernels through the program's loop, which times each step */
+        cpu_options ref = {1, "ref", NULL};
+        wpk_status st = cpu_program_create(ctx, p->g, p->vals, &p->mem, &ref, &p->cpu);
+        if (st) return st;
+    }
+    const ir_graph *g = p->g;
+    p->node_ms = wpk_calloc((size_t)g->nnodes + 1, sizeof *p->node_ms);
+    p->profile = wpk_calloc((size_t)g->nnodes + 1, sizeof *p->profile);
+    if (!p->node_ms || !p->profile) {
+        wpk_free(p->node_ms);
+        wpk_free(p->profile);
+        p->node_ms = NULL;
+        p->profile = NULL;
+        return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory for a profile");
+    }
+    for (int k = 0; k < g->nnodes; k++) {
+        wpk_node_profile *e = &p->profile[k];
+        e->node = g->nodes[k].name;
+        e->op = g->nodes[k].op_type;
+        cpu_program_node_info(p->cpu, k, &e->provider, &e->impl, &e->source);
+    }
+    return WPK_OK;
+}
+
+wpk_status exec_plan_records_open(wpk_context *ctx, const char *records, tune_db **out) {
+    *out = NULL;
+    if (records && !*records) return WPK_OK;
+    char path[4096];
+    struct stat sb;
+    if (records) {
+        if (stat(records, &sb) != 0)
+            return wpk_error(ctx, WPK_ERR_IO, "%s: no such tuning records database", records);
+        return tune_db_open(ctx, records, out);
+    }
+    /* the default location, as tune_db_open finds it, but only read when it is there */
+    const char *env = getenv("WPK_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME");
+    const char *home = getenv("HOME");
+    int n;
+    if (env && *env) n = snprintf(path, sizeof path, "%s/records.db", env);
+    else if (xdg && *xdg) n = snprintf(path, sizeof path, "%s/wpk/records.db", xdg);
+    else if (home && *home) n = snprintf(path, sizeof path, "%s/.cache/wpk/records.db", home);
+    else return WPK_OK;
+    if (n < 0 || (size_t)n >= sizeof path || stat(path, &sb) != 0) return WPK_OK;
+    return tune_db_open(ctx, path, out);
 }
 
 bool exec_plan_matches(const exec_plan *p, const ir_tensor *shapes) {
@@ -145,7 +207,10 @@ wpk_status exec_plan_run(wpk_context *ctx, exec_plan *p, char *workspace, const 
     for (int i = 0; i < g->ninputs; i++)
         if (ir_nbytes(&inputs[i]))
             memcpy(p->vals[g->inputs[i]].data, inputs[i].data, ir_nbytes(&inputs[i]));
-    return p->cpu ? cpu_program_run(ctx, p->cpu, g, p->vals) : ir_exec_static(ctx, g, p->vals);
+    if (!p->cpu) return ir_exec_static(ctx, g, p->vals);
+    wpk_status st = cpu_program_run(ctx, p->cpu, g, p->vals, p->node_ms);
+    for (int k = 0; p->profile && k < g->nnodes; k++) p->profile[k].ms = p->node_ms[k];
+    return st;
 }
 
 const ir_tensor *exec_plan_output(const exec_plan *p, int i) {

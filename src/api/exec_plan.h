@@ -11,6 +11,8 @@
 #include "compile/cpu_compile.h"
 #include "ir/eval.h"
 #include "passes/memory_plan.h"
+#include "tune/records.h"
+#include "wpk.h"
 
 typedef struct exec_plan {
     int ninputs;
@@ -22,6 +24,9 @@ typedef struct exec_plan {
     const char *bound;  /* the workspace vals point into; NULL before the first run */
     ir_exec exec;       /* the dynamic interpreter's buffers when !is_static */
     cpu_program *cpu;   /* generated kernels (the cpu backend), or NULL: reference kernels */
+    double *node_ms;    /* per node: its time in the last run, when profiling (else NULL) */
+    wpk_node_profile *profile; /* per node, when profiling: what it runs (strings borrowed
+                                  from g and cpu) and node_ms after a run */
 } exec_plan;
 
 /* Specialize src (borrowed; must outlive the plan) to the input types in shapes[i], one per
@@ -39,6 +44,22 @@ void exec_plan_free(exec_plan *p);
  * that is not static keeps running on the dynamic interpreter (nothing is compiled). Errors of
  * cpu_program_create. */
 wpk_status exec_plan_compile_cpu(wpk_context *ctx, exec_plan *p, int threads);
+
+/* Compile a static plan for the cpu backend with opt (threads, provider, records): as
+ * exec_plan_compile_cpu. */
+wpk_status exec_plan_compile(wpk_context *ctx, exec_plan *p, const cpu_options *opt);
+
+/* Time every node of each later run (wpk_session_profile). A static plan on reference kernels
+ * gets a program of reference steps (compile nothing) so the same loop times it; a plan on the
+ * dynamic interpreter cannot be profiled per node (WPK_ERR_UNSUPPORTED, saying so).
+ * WPK_ERR_NOMEM. */
+wpk_status exec_plan_enable_profile(wpk_context *ctx, exec_plan *p);
+
+/* Open the tuning records as wpk_session_params.records says: NULL, the default database
+ * ($WPK_CACHE_DIR, else $XDG_CACHE_HOME/wpk, else ~/.cache/wpk; file records.db) when that file
+ * exists, else none (*out NULL); "" none; a path, that file, which must exist (WPK_ERR_IO
+ * naming it otherwise). Errors of tune_db_open. *out is the caller's (tune_db_close). */
+wpk_status exec_plan_records_open(wpk_context *ctx, const char *records, tune_db **out);
 
 /* True when the plan was built for exactly these input dtypes and shapes. */
 bool exec_plan_matches(const exec_plan *p, const ir_tensor *shapes);

@@ -7,6 +7,7 @@
 #include "api/exec_plan.h"
 #include "api/model.h"
 #include "base/alloc.h"
+#include "compile/choice.h"
 #include "base/target.h"
 #include "ir/print.h"
 #include "passes/pass.h"
@@ -29,6 +30,8 @@ struct wpk_session {
     exec_plan *last;        /* the plan of the last successful run */
     char *ws_raw, *ws;      /* the workspace: ws is ws_raw aligned to MEMORY_PLAN_ALIGN */
     size_t ws_size;
+    int threads;            /* params.threads, or the default (target_default_threads) */
+    char *records, *provider; /* copies of params' strings (which point at them) */
 };
 
 wpk_session_params wpk_session_default_params(void) {
@@ -66,13 +69,30 @@ wpk_status wpk_session_create(wpk_context *ctx, const wpk_model *model,
     if (p.opt_level < 0 || p.opt_level > 3)
         return wpk_error(ctx, WPK_ERR_INVALID_ARG, "optimization level %d is out of range (0 to "
                          "3)", p.opt_level);
-    wpk_status st = wpk_model_check_supported(ctx, model);
+    wpk_status st = cpu_provider_check(ctx, p.provider);
+    if (st) return st;
+    if (p.records && *p.records) {
+        /* a database named but missing is a mistake to report now, not a silent default */
+        tune_db *db = NULL;
+        st = exec_plan_records_open(ctx, p.records, &db);
+        tune_db_close(db);
+        if (st) return st;
+    }
+    st = wpk_model_check_supported(ctx, model);
     if (st) return st;
     wpk_session *s = wpk_calloc(1, sizeof *s);
     if (!s) return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory creating a session");
     s->ctx = ctx;
     s->model = model;
     s->params = p;
+    s->threads = p.threads > 0 ? p.threads : target_default_threads();
+    if (p.records && !(s->params.records = s->records = wpk_strdup(p.records))) st = WPK_ERR_NOMEM;
+    if (p.provider && !(s->params.provider = s->provider = wpk_strdup(p.provider)))
+        st = WPK_ERR_NOMEM;
+    if (st) {
+        wpk_session_free(s);
+        return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory creating a session");
+    }
     size_t nin = (size_t)model->g->ninputs + 1;
     s->in = wpk_calloc(nin, sizeof *s->in);
     s->in_cap = wpk_calloc(nin, sizeof *s->in_cap);
@@ -98,6 +118,8 @@ void wpk_session_free(wpk_session *s) {
     wpk_free(s->bound);
     wpk_free(s->ws_raw);
     ir_graph_free(s->g);
+    wpk_free(s->records);
+    wpk_free(s->provider);
     wpk_free(s);
 }
 
@@ -174,8 +196,17 @@ static wpk_status find_plan(wpk_session *s, exec_plan **out) {
         }
     exec_plan *p = NULL;
     wpk_status st = exec_plan_create(s->ctx, s->g, s->in, false, &p);
-    if (st == WPK_OK && s->params.backend == WPK_BACKEND_CPU)
-        st = exec_plan_compile_cpu(s->ctx, p, s->params.threads);
+    if (st == WPK_OK && s->params.backend == WPK_BACKEND_CPU) {
+        /* the records are read while the plan's kernels are chosen, not held open */
+        tune_db *db = NULL;
+        st = exec_plan_records_open(s->ctx, s->params.records, &db);
+        if (st == WPK_OK) {
+            cpu_options opt = {s->threads, s->params.provider, db};
+            st = exec_plan_compile(s->ctx, p, &opt);
+        }
+        tune_db_close(db);
+    }
+    if (st == WPK_OK && s->params.profile) st = exec_plan_enable_profile(s->ctx, p);
     if (st) {
         exec_plan_free(p);
         return st;
@@ -211,7 +242,7 @@ wpk_status wpk_session_run(wpk_session *s) {
         if (!s->bound[i])
             return wpk_error(s->ctx, WPK_ERR_INVALID_ARG, "input '%s' is not bound",
                              g->values[g->inputs[i]].name);
-    if (s->params.threads > 0) omp_set_num_threads(s->params.threads);
+    omp_set_num_threads(s->threads);
     s->last = NULL;
     exec_plan *p = NULL;
     wpk_status st = find_plan(s, &p);
@@ -238,4 +269,24 @@ wpk_status wpk_session_output(wpk_session *s, int i, wpk_tensor_view *out) {
     memcpy(out->dims, t->dims, sizeof(int64_t) * (size_t)t->ndim);
     out->data = t->data;
     return WPK_OK;
+}
+
+wpk_status wpk_session_profile(wpk_session *s, const wpk_node_profile **out, int *n) {
+    *out = NULL;
+    *n = 0;
+    if (!s->params.profile)
+        return wpk_error(s->ctx, WPK_ERR_INVALID_ARG, "the session was created without "
+                         "params.profile: nothing is timed");
+    if (!s->last || !s->last->profile)
+        return wpk_error(s->ctx, WPK_ERR_INVALID_ARG, "the session has not run");
+    *out = s->last->profile;
+    *n = s->last->g->nnodes;
+    return WPK_OK;
+}
+
+int wpk_session_num_inputs(const wpk_session *s) { return s->model->g->ninputs; }
+int wpk_session_num_outputs(const wpk_session *s) { return s->model->g->noutputs; }
+
+wpk_tensor_view wpk_session_input_info(const wpk_session *s, int i) {
+    return wpk_model_input(s->model, i);
 }

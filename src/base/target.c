@@ -1,6 +1,12 @@
-/* target.c -- CPU features from the compiler's cpuid builtins; cores from sysconf. */
+/* target.c -- CPU features from the compiler's cpuid builtins; physical cores from the
+ * affinity mask and /sys's CPU topology. */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_ISSET */
 #include "base/target.h"
 
+#include <pthread.h>
+#include <stdbool.h>
+#include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -18,7 +24,65 @@ int target_vector_floats(void) {
     return 4;
 }
 
+static long read_long(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    long v = -1;
+    if (fscanf(f, "%ld", &v) != 1) v = -1;
+    fclose(f);
+    return v;
+}
+
+#define MAX_CORES 1024
+
+static int cores;
+static pthread_once_t cores_once = PTHREAD_ONCE_INIT;
+
+/* A core is a (package, core id) pair: the CPUs that share one are SMT siblings, which share
+ * the core's vector units, so compute-bound kernels gain nothing from a thread on each. */
+static void count_cores(void) {
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t set;
+    bool have_set = sched_getaffinity(0, sizeof set, &set) == 0;
+    static long seen[MAX_CORES][2];
+    int n = 0, cpus = 0;
+    bool topo = true;
+    for (int c = 0; c < CPU_SETSIZE && topo; c++) {
+        if (have_set ? !CPU_ISSET(c, &set) : c >= online) continue;
+        cpus++;
+        char path[128];
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/topology/core_id", c);
+        long core = read_long(path);
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/topology/physical_package_id",
+                 c);
+        long pkg = read_long(path);
+        if (core < 0) {
+            topo = false;
+            break;
+        }
+        bool dup = false;
+        for (int i = 0; i < n && !dup; i++) dup = seen[i][0] == pkg && seen[i][1] == core;
+        if (!dup && n < MAX_CORES) {
+            seen[n][0] = pkg;
+            seen[n][1] = core;
+            n++;
+        }
+    }
+    if (!topo || n == 0) n = cpus > 0 ? cpus : (int)online;
+    cores = n > 0 ? n : 1;
+}
+
 int target_cores(void) {
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
+    pthread_once(&cores_once, count_cores);
+    return cores;
+}
+
+int target_default_threads(void) {
+    const char *env = getenv("OMP_NUM_THREADS");
+    if (env && *env) {
+        /* "4" or a nested list "4,2": the outer level's count */
+        long v = strtol(env, NULL, 10);
+        if (v > 0 && v <= 4096) return (int)v;
+    }
+    return target_cores();
 }

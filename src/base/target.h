@@ -5,7 +5,12 @@
 /* Floats per vector register the code may use: 16 with AVX-512F, 8 with AVX2+FMA, else 4;
  * $WPK_VECTOR_FLOATS (4, 8 or 16) overrides it (golden tests pin it). */
 int target_vector_floats(void);
-/* Physical cores available to this process (at least 1). */
+/* Physical cores available to this process (at least 1): the CPUs of its affinity mask,
+ * counted once per core (SMT siblings share one), from /sys's topology; the online CPU count
+ * where /sys does not say. Read once; thread-safe. */
 int target_cores(void);
+/* The threads a session runs on when told 0: $OMP_NUM_THREADS (its first number) when set,
+ * else target_cores(). */
+int target_default_threads(void);
 
 #endif

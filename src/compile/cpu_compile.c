@@ -1,39 +1,22 @@
-/* cpu_compile.c -- the cpu backend's program: tasks -> kernels -> compiled units -> one step
- * per node with its argument pointers, pre-packed weights and scratch laid out once; running
- * it (see cpu_compile.h). */
+/* cpu_compile.c -- the cpu backend's program: choices -> kernels -> compiled units -> one step
+ * per node with its argument pointers, pre-packed weights and scratch laid out once (or a
+ * library kernel made with its weights); running it (see cpu_compile.h). */
 #include "compile/cpu_compile.h"
 
+#include <dlfcn.h>
 #include <omp.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "base/alloc.h"
+#include "base/target.h"
+#include "compile/program.h"
 #include "compile/tasks.h"
-#include "compile/unit.h"
 
 #define MAX_NODE_ARGS 64
-
-/* One node's work: a compiled kernel, or (fn NULL) its reference kernel. */
-typedef struct cpu_step {
-    cg_kernel_fn fn;
-    int nargs;
-    int *value;        /* per argument: the value whose data it is at run time, -1: fixed */
-    void **argv;       /* per argument: the pointer passed (fixed ones set at compile) */
-} cpu_step;
-
-struct cpu_program {
-    arena mem;          /* steps and their argument arrays */
-    void **blocks;      /* wpk_malloc'd blocks behind the 64-byte aligned buffers (packed
-                           weights, aligned constants, scratch): arena memory is not aligned
-                           that far */
-    int nblocks, cap_blocks;
-    cpu_step *steps;    /* one per node */
-    int nsteps;
-    cpu_units units;
-    cpu_compile_stats stats;
-};
 
 static double now_ms(void) {
     struct timespec ts;
@@ -43,13 +26,33 @@ static double now_ms(void) {
 
 const cpu_compile_stats *cpu_program_stats(const cpu_program *p) { return &p->stats; }
 
+int cpu_program_threads(const cpu_options *opt) {
+    return opt && opt->threads > 0 ? opt->threads : target_default_threads();
+}
+
 void cpu_program_free(cpu_program *p) {
     if (!p) return;
+    for (int k = 0; p->steps && k < p->nsteps; k++)
+        if (p->steps[k].lk) p->steps[k].lib->destroy(p->steps[k].lk);
     for (int i = 0; i < p->nblocks; i++) wpk_free(p->blocks[i]);
     wpk_free(p->blocks);
+    for (int i = 0; i < p->nkernels; i++) cpu_kernel_free(&p->kernels[i]);
+    wpk_free(p->kernels);
     cpu_units_free(&p->units);
+    for (int i = 0; i < p->nhandles; i++)
+        if (p->handles[i]) dlclose(p->handles[i]);
+    wpk_free(p->handles);
     arena_free(&p->mem);
     wpk_free(p);
+}
+
+void cpu_program_node_info(const cpu_program *p, int k, const char **provider, const char **impl,
+                           const char **source) {
+    const cpu_step *s = &p->steps[k];
+    *provider = s->kind == CPU_STEP_KERNEL ? "generated" : s->kind == CPU_STEP_LIB ? s->lib->name
+                                                                                   : "ref";
+    *impl = s->impl ? s->impl : "";
+    *source = cpu_source_name(s->kind == CPU_STEP_REF ? CPU_SOURCE_REFERENCE : s->source);
 }
 
 /* Bytes of the constant data a kernel argument reads: the value's own, or (a view of a
@@ -61,8 +64,7 @@ static const void *const_data(const ir_graph *g, const memory_plan *mem, int v) 
     return NULL;
 }
 
-/* n bytes at a 64-byte aligned address, owned by the program; NULL when out of memory. */
-static void *alloc64(cpu_program *p, size_t n) {
+void *cpu_program_alloc64(cpu_program *p, size_t n) {
     if (p->nblocks == p->cap_blocks) {
         int cap = p->cap_blocks ? 2 * p->cap_blocks : 32;
         void **b = wpk_realloc(p->blocks, sizeof *b * (size_t)cap);
@@ -76,76 +78,172 @@ static void *alloc64(cpu_program *p, size_t n) {
     return raw + (64 - (uintptr_t)raw % 64) % 64;
 }
 
-typedef struct builder {
-    wpk_context *ctx;
-    cpu_program *p;
-    const ir_graph *g;
-    const ir_tensor *vals;
-    const memory_plan *mem;
-    void **aligned;     /* per value: its constant data at a 64-byte aligned address, or NULL */
-} builder;
-
 /* v's constant data where kernels can read it: 64-byte aligned (the generated code assumes it). */
-static void *aligned_const(builder *B, int v, const void *data) {
-    if (B->aligned[v]) return B->aligned[v];
-    if ((uintptr_t)data % 64 == 0) return B->aligned[v] = (void *)data;
-    size_t n = ir_nbytes(&B->vals[v]);
-    void *copy = alloc64(B->p, n ? n : 1);
+static void *aligned_const(cpu_program *p, void **aligned, const ir_tensor *vals, int v,
+                           const void *data) {
+    if (aligned[v]) return aligned[v];
+    if ((uintptr_t)data % 64 == 0) return aligned[v] = (void *)data;
+    size_t n = ir_nbytes(&vals[v]);
+    void *copy = cpu_program_alloc64(p, n ? n : 1);
     if (copy) memcpy(copy, data, n);
-    return B->aligned[v] = copy;
+    return aligned[v] = copy;
 }
 
-/* The step of node k on kernel kn: arguments from the node's present inputs (kernel input i
- * is the i-th present one: a template leaves trailing ones it bakes in, Clip's bounds), the
- * packed forms where the kernel packs, then outputs, then scratch. */
-static wpk_status make_step(builder *B, int k, const cpu_kernel *kn, void *scratch,
-                            cpu_step *s) {
-    const ir_node *n = &B->g->nodes[k];
-    cpu_program *p = B->p;
+/* Arguments from the node's present inputs (kernel input i is the i-th present one: a
+ * template leaves trailing ones it bakes in, Clip's bounds), the packed forms where the kernel
+ * packs, then outputs, then scratch. */
+wpk_status cpu_program_kernel_step(wpk_context *ctx, cpu_program *p, const ir_graph *g,
+                                   const ir_tensor *vals, const memory_plan *mem, void **aligned,
+                                   int k, int ki, const void *const *packed) {
+    const ir_node *n = &g->nodes[k];
+    const cpu_kernel *kn = &p->kernels[ki];
+    cpu_step *s = &p->steps[k];
     int present[MAX_NODE_ARGS], np = 0, outs[MAX_NODE_ARGS], no = 0;
     for (int i = 0; i < n->nin && np < MAX_NODE_ARGS; i++)
         if (n->in[i] >= 0) present[np++] = n->in[i];
     for (int i = 0; i < n->nout && no < MAX_NODE_ARGS; i++)
         if (n->out[i] >= 0) outs[no++] = n->out[i];
     if (kn->ninputs > np || kn->noutputs != no)
-        return wpk_error(B->ctx, WPK_ERR_INTERNAL, "node '%s': kernel %s (%s) takes %d inputs "
+        return wpk_error(ctx, WPK_ERR_INTERNAL, "node '%s': kernel %s (%s) takes %d inputs "
                          "and %d outputs, the node has %d and %d", n->name, kn->name,
-                         kn->tmpl->name, kn->ninputs, kn->noutputs, np, no);
+                         kn->tmpl ? kn->tmpl->name : "?", kn->ninputs, kn->noutputs, np, no);
     s->nargs = kn->ninputs + kn->noutputs + kn->nscratch;
     s->value = arena_alloc(&p->mem, sizeof *s->value * (size_t)s->nargs);
     s->argv = arena_alloc(&p->mem, sizeof *s->argv * (size_t)s->nargs);
-    if (!s->value || !s->argv) return wpk_error(B->ctx, WPK_ERR_NOMEM, "out of memory");
+    if (!s->value || !s->argv) return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory");
     int a = 0;
     for (int i = 0; i < kn->ninputs; i++, a++) {
         int v = present[i];
-        const void *cd = const_data(B->g, B->mem, v);
+        const void *cd = const_data(g, mem, v);
         s->value[a] = cd ? -1 : v;
         if (!cd) continue;
-        void *src = aligned_const(B, v, cd);
-        if (!src) return wpk_error(B->ctx, WPK_ERR_NOMEM, "out of memory copying constants");
+        void *src = aligned_const(p, aligned, vals, v, cd);
+        if (!src) return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory copying constants");
         s->argv[a] = src;
         if (i < TUNE_MAX_ARGS && kn->pack_numel[i] > 0) {
             /* the packed form lives as long as the program; computed now, once */
-            void *packed = alloc64(p, sizeof(float) * (size_t)kn->pack_numel[i]);
-            if (!packed) return wpk_error(B->ctx, WPK_ERR_NOMEM, "out of memory pre-packing");
-            void *pargs[2] = {src, packed};
-            kn->pack_fn[i](pargs);
-            s->argv[a] = packed;
+            size_t bytes = sizeof(float) * (size_t)kn->pack_numel[i];
+            void *dst = cpu_program_alloc64(p, bytes);
+            if (!dst) return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory pre-packing");
+            if (packed && packed[i]) {
+                memcpy(dst, packed[i], bytes);
+            } else if (kn->pack_fn[i]) {
+                void *pargs[2] = {src, dst};
+                kn->pack_fn[i](pargs);
+            } else {
+                return wpk_error(ctx, WPK_ERR_INTERNAL, "node '%s': no packed form of input %d",
+                                 n->name, i);
+            }
+            s->argv[a] = dst;
             p->stats.prepacked++;
         }
     }
     for (int i = 0; i < kn->noutputs; i++, a++) s->value[a] = outs[i];
     for (int i = 0; i < kn->nscratch; i++, a++) {
         s->value[a] = -1;
-        s->argv[a] = (char *)scratch + kn->scratch_off[i];
+        s->argv[a] = (char *)p->scratch + kn->scratch_off[i];
     }
+    s->kind = CPU_STEP_KERNEL;
     s->fn = kn->fn;
+    s->kernel = ki;
     return WPK_OK;
+}
+
+wpk_status cpu_program_lib_step(wpk_context *ctx, cpu_program *p, const ir_graph *g,
+                                const ir_tensor *vals, int k, const lib_provider *lib,
+                                int config) {
+    const ir_node *n = &g->nodes[k];
+    ir_tensor *in[MAX_NODE_ARGS], *out[MAX_NODE_ARGS];
+    if (n->nin > MAX_NODE_ARGS || n->nout > MAX_NODE_ARGS)
+        return wpk_error(ctx, WPK_ERR_UNSUPPORTED, "node '%s': too many tensors", n->name);
+    /* lib->create only reads the tensors (weights are packed into the kernel) */
+    cpu_node_tensors(n, (ir_tensor *)vals, in, out);
+    cpu_step *s = &p->steps[k];
+    wpk_status st = lib->create(ctx, n, in, out, config, p->threads, &s->lk);
+    if (st) return st;
+    s->kind = CPU_STEP_LIB;
+    s->lib = lib;
+    s->lib_config = config;
+    char names[LIB_MAX_CONFIGS][LIB_CONFIG_MAX];
+    int nc = lib->configs(n, in, out, names);
+    char impl[LIB_CONFIG_MAX + 64];
+    snprintf(impl, sizeof impl, "%s %s", lib->name, config < nc ? names[config] : "?");
+    s->impl = arena_strdup(&p->mem, impl);
+    return s->impl ? WPK_OK : wpk_error(ctx, WPK_ERR_NOMEM, "out of memory");
 }
 
 static bool want_dump(void) {
     const char *d = getenv("WPK_DUMP");
     return d && (!strcmp(d, "lower") || !strcmp(d, "all"));
+}
+
+/* The config index of a library choice ("algo=N"; default 0). */
+static int lib_config_of(const cpu_choice *c) {
+    const char *a = strstr(c->config, "algo=");
+    return a ? atoi(a + 5) : 0;
+}
+
+/* Library kernels first: a node whose library refuses falls back to its generated choice
+ * before the generated kernels are built. */
+static wpk_status make_lib_steps(wpk_context *ctx, cpu_program *p, const ir_graph *g,
+                                 const ir_tensor *vals, cpu_choices *ch) {
+    for (int k = 0; k < g->nnodes; k++) {
+        int ci = ch->node_choice[k];
+        if (ci < 0 || !ch->choices[ci].task.tmpl->lib) continue;
+        const cpu_choice *c = &ch->choices[ci];
+        wpk_status st = cpu_program_lib_step(ctx, p, g, vals, k, c->task.tmpl->lib,
+                                             lib_config_of(c));
+        if (st == WPK_OK) {
+            p->steps[k].source = c->source;
+            p->stats.lib_nodes++;
+            p->stats.tuned_nodes += c->source == CPU_SOURCE_TUNED;
+            continue;
+        }
+        if (st == WPK_ERR_NOMEM) return st;
+        wpk_log(ctx, WPK_LOG_WARN, "node '%s' (%s): %s config '%s' cannot run here (%s); "
+                "using the generated kernel", g->nodes[k].name, g->nodes[k].op_type,
+                c->task.tmpl->name, c->config[0] ? c->config : "algo=0", wpk_context_error(ctx));
+        wpk_clear_error(ctx);
+        memset(&p->steps[k], 0, sizeof p->steps[k]);
+        cpu_choices_fall_back(ch, k);
+    }
+    return WPK_OK;
+}
+
+/* Build every generated choice's kernel into p->kernels (index = choice index; tmpl NULL where
+ * none). A build that fails at a recorded config warns and falls back to the default config;
+ * one that fails at the default leaves its nodes on the reference kernel. */
+static wpk_status build_kernels(wpk_context *ctx, cpu_program *p, cpu_choices *ch,
+                                const cpu_build_options *bo) {
+    for (int i = 0; i < ch->n; i++) {
+        cpu_choice *c = &ch->choices[i];
+        if (c->count <= 0 || c->task.tmpl->lib) continue;
+        for (;;) {
+            wpk_status bs = cpu_kernel_build(ctx, &c->task, i, c->config[0] ? c->config : NULL,
+                                             bo, &p->kernels[i]);
+            if (bs == WPK_OK) break;
+            if (bs == WPK_ERR_NOMEM) return bs;
+            const ir_node *n = c->task.node;
+            if (c->config[0]) {
+                char was[sizeof c->config + 64];
+                snprintf(was, sizeof was, "%s config '%s'", c->task.tmpl->name, c->config);
+                if (cpu_choice_fallback(c)) {
+                    wpk_log(ctx, WPK_LOG_WARN, "node '%s' (%s): %s does not build (%s); using "
+                            "the default config", n->name, n->op_type, was,
+                            wpk_context_error(ctx));
+                    wpk_clear_error(ctx);
+                    continue;
+                }
+            }
+            wpk_log(ctx, WPK_LOG_WARN, "node '%s' (%s) runs its reference kernel: template %s "
+                    "failed: %s", n->name, n->op_type, c->task.tmpl->name, wpk_context_error(ctx));
+            wpk_clear_error(ctx);
+            p->stats.fallbacks += c->count;
+            memset(&p->kernels[i], 0, sizeof p->kernels[i]);
+            break;
+        }
+    }
+    return WPK_OK;
 }
 
 wpk_status cpu_program_create(wpk_context *ctx, const ir_graph *g, const ir_tensor *vals,
@@ -156,36 +254,28 @@ wpk_status cpu_program_create(wpk_context *ctx, const ir_graph *g, const ir_tens
     if (!p) return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory compiling the graph");
     p->nsteps = g->nnodes;
     p->stats.nodes = g->nnodes;
+    p->threads = cpu_program_threads(opt);
     p->steps = arena_alloc(&p->mem, sizeof *p->steps * (size_t)(g->nnodes + 1));
-    builder B = {ctx, p, g, vals, mem, wpk_calloc((size_t)g->nvalues + 1, sizeof(void *))};
-    cpu_tasks tasks = {0};
-    cpu_kernel *kernels = NULL, **ready = NULL;
-    wpk_status st = p->steps && B.aligned ? cpu_tasks_collect(ctx, g, vals, &tasks)
-                                          : wpk_error(ctx, WPK_ERR_NOMEM, "out of memory");
+    if (p->steps) memset(p->steps, 0, sizeof *p->steps * (size_t)(g->nnodes + 1));
+    void **aligned = wpk_calloc((size_t)g->nvalues + 1, sizeof(void *));
+    cpu_choices ch = {0};
+    cpu_kernel **ready = NULL;
+    cpu_choose_options co = {opt ? opt->db : NULL, NULL, opt ? opt->provider : NULL};
+    wpk_status st = p->steps && aligned ? cpu_choose(ctx, g, vals, &co, &ch)
+                                        : wpk_error(ctx, WPK_ERR_NOMEM, "out of memory");
+    if (st == WPK_OK) st = make_lib_steps(ctx, p, g, vals, &ch);
     if (st == WPK_OK) {
-        kernels = wpk_calloc((size_t)tasks.ntasks + 1, sizeof *kernels);
-        ready = wpk_calloc((size_t)tasks.ntasks + 1, sizeof *ready);
-        if (!kernels || !ready) st = wpk_error(ctx, WPK_ERR_NOMEM, "out of memory");
+        p->nkernels = ch.n;
+        p->kernels = wpk_calloc((size_t)ch.n + 1, sizeof *p->kernels);
+        ready = wpk_calloc((size_t)ch.n + 1, sizeof *ready);
+        if (!p->kernels || !ready) st = wpk_error(ctx, WPK_ERR_NOMEM, "out of memory");
     }
-    /* build every task's kernel; one that fails leaves its nodes on the reference kernel */
-    int nready = 0;
     cpu_build_options bo = {cg_c_default_options(), want_dump()};
-    int threads = opt && opt->threads > 0 ? opt->threads : omp_get_max_threads();
-    bo.cg.openmp = threads > 1;
-    for (int i = 0; st == WPK_OK && i < tasks.ntasks; i++) {
-        const tune_task *t = &tasks.tasks[i].task;
-        wpk_status bs = cpu_kernel_build(ctx, t, i, NULL, &bo, &kernels[i]);
-        if (bs == WPK_ERR_NOMEM) st = bs;
-        else if (bs) {
-            wpk_log(ctx, WPK_LOG_WARN, "node '%s' (%s) runs its reference kernel: template %s "
-                    "failed: %s", t->node->name, t->node->op_type, t->tmpl->name,
-                    wpk_context_error(ctx));
-            wpk_clear_error(ctx);
-            p->stats.fallbacks += tasks.tasks[i].count;
-        } else {
-            ready[nready++] = &kernels[i];
-        }
-    }
+    bo.cg.openmp = p->threads > 1;
+    if (st == WPK_OK) st = build_kernels(ctx, p, &ch, &bo);
+    int nready = 0;
+    for (int i = 0; st == WPK_OK && i < ch.n; i++)
+        if (p->kernels[i].tmpl) ready[nready++] = &p->kernels[i];
     double t1 = now_ms();
     p->stats.build_ms = t1 - t0;
     if (st == WPK_OK) st = cpu_units_compile(ctx, ready, nready, &p->units);
@@ -195,8 +285,8 @@ wpk_status cpu_program_create(wpk_context *ctx, const ir_graph *g, const ir_tens
                 wpk_context_error(ctx));
         wpk_clear_error(ctx);
         for (int i = 0; i < nready; i++) {
-            ready[i]->fn = NULL;
-            p->stats.fallbacks += tasks.tasks[ready[i] - kernels].count;
+            p->stats.fallbacks += ch.choices[ready[i] - p->kernels].count;
+            cpu_kernel_free(ready[i]);
         }
         nready = 0;
         st = WPK_OK;
@@ -207,33 +297,40 @@ wpk_status cpu_program_create(wpk_context *ctx, const ir_graph *g, const ir_tens
     p->stats.compiler_runs = p->units.compiled;
     p->stats.kernels = nready;
     /* one scratch area for all kernels: they run one after another */
-    int64_t scratch_bytes = 0;
-    for (int i = 0; i < nready; i++)
-        if (ready[i]->scratch_bytes > scratch_bytes) scratch_bytes = ready[i]->scratch_bytes;
-    void *scratch = NULL;
-    if (st == WPK_OK && scratch_bytes > 0 &&
-        !(scratch = alloc64(p, (size_t)scratch_bytes)))
+    for (int i = 0; i < nready; i++) {
+        sb_free(&ready[i]->source); /* compiled: the text is not needed any more */
+        if (ready[i]->scratch_bytes > p->scratch_bytes) p->scratch_bytes = ready[i]->scratch_bytes;
+    }
+    if (st == WPK_OK && p->scratch_bytes > 0 &&
+        !(p->scratch = cpu_program_alloc64(p, (size_t)p->scratch_bytes)))
         st = wpk_error(ctx, WPK_ERR_NOMEM, "out of memory for %lld bytes of kernel scratch",
-                       (long long)scratch_bytes);
+                       (long long)p->scratch_bytes);
     for (int k = 0; st == WPK_OK && k < g->nnodes; k++) {
-        int ti = tasks.node_task[k];
-        if (ti < 0 || !kernels[ti].fn) continue;
-        st = make_step(&B, k, &kernels[ti], scratch, &p->steps[k]);
+        int ci = ch.node_choice[k];
+        if (ci < 0 || p->steps[k].kind == CPU_STEP_LIB || !p->kernels[ci].fn) continue;
+        const cpu_choice *c = &ch.choices[ci];
+        st = cpu_program_kernel_step(ctx, p, g, vals, mem, aligned, k, ci, NULL);
+        if (st) break;
+        p->steps[k].source = c->source;
+        char impl[sizeof c->config + 80];
+        snprintf(impl, sizeof impl, "%s %s", c->task.tmpl->name, p->kernels[ci].config);
+        if (!(p->steps[k].impl = arena_strdup(&p->mem, impl)))
+            st = wpk_error(ctx, WPK_ERR_NOMEM, "out of memory");
         p->stats.kernel_nodes++;
+        p->stats.tuned_nodes += c->source == CPU_SOURCE_TUNED;
     }
     p->stats.pack_ms = now_ms() - t2;
     if (st == WPK_OK)
-        wpk_log(ctx, WPK_LOG_INFO, "cpu: %d of %d nodes on %d kernels (%d unit%s, %d compiled, "
-                "%d fallback%s, %d pre-packed); build %.0f ms, compile %.0f ms, pack %.0f ms",
-                p->stats.kernel_nodes, p->stats.nodes, p->stats.kernels, p->stats.units,
-                p->stats.units == 1 ? "" : "s", p->stats.compiler_runs, p->stats.fallbacks,
-                p->stats.fallbacks == 1 ? "" : "s", p->stats.prepacked, p->stats.build_ms,
-                p->stats.compile_ms, p->stats.pack_ms);
-    for (int i = 0; kernels && i < tasks.ntasks; i++) cpu_kernel_free(&kernels[i]);
-    wpk_free(kernels);
+        wpk_log(ctx, WPK_LOG_INFO, "cpu: %d of %d nodes on %d kernels, %d on library kernels, "
+                "%d tuned (%d unit%s, %d compiled, %d fallback%s, %d pre-packed); build %.0f ms, "
+                "compile %.0f ms, pack %.0f ms",
+                p->stats.kernel_nodes, p->stats.nodes, p->stats.kernels, p->stats.lib_nodes,
+                p->stats.tuned_nodes, p->stats.units, p->stats.units == 1 ? "" : "s",
+                p->stats.compiler_runs, p->stats.fallbacks, p->stats.fallbacks == 1 ? "" : "s",
+                p->stats.prepacked, p->stats.build_ms, p->stats.compile_ms, p->stats.pack_ms);
     wpk_free(ready);
-    wpk_free(B.aligned);
-    cpu_tasks_free(&tasks);
+    wpk_free(aligned);
+    cpu_choices_free(&ch);
     if (st) {
         cpu_program_free(p);
         return st;
@@ -242,30 +339,36 @@ wpk_status cpu_program_create(wpk_context *ctx, const ir_graph *g, const ir_tens
     return WPK_OK;
 }
 
-wpk_status cpu_program_run(wpk_context *ctx, cpu_program *p, const ir_graph *g, ir_tensor *vals) {
+static wpk_status run_step(wpk_context *ctx, cpu_step *s, const ir_node *n, ir_tensor *vals) {
     ir_tensor *in[MAX_NODE_ARGS], *out[MAX_NODE_ARGS];
+    if (s->kind == CPU_STEP_KERNEL) {
+        for (int a = 0; a < s->nargs; a++)
+            if (s->value[a] >= 0) s->argv[a] = vals[s->value[a]].data;
+        s->fn(s->argv);
+        return WPK_OK;
+    }
+    if (n->nin > MAX_NODE_ARGS || n->nout > MAX_NODE_ARGS)
+        return wpk_error(ctx, WPK_ERR_UNSUPPORTED, "node '%s' (%s): more than %d inputs or "
+                         "outputs", n->name, n->op_type, MAX_NODE_ARGS);
+    cpu_node_tensors(n, vals, in, out);
+    if (s->kind == CPU_STEP_LIB) return s->lib->run(ctx, s->lk, in, out);
+    const ir_op_info *info = ir_op_get(n->op);
+    if (!info->ref)
+        return wpk_error(ctx, WPK_ERR_UNSUPPORTED, "node '%s': op '%s' is not supported",
+                         n->name, n->op_type);
+    /* a view the plan laid on its input's buffer: the bytes are already where they belong */
+    if (info->ref == op_copy_ref && n->nout == 1 && out[0] && in[0] &&
+        out[0]->data == in[0]->data)
+        return WPK_OK;
+    return info->ref(ctx, n, in, out);
+}
+
+wpk_status cpu_program_run(wpk_context *ctx, cpu_program *p, const ir_graph *g, ir_tensor *vals,
+                           double *node_ms) {
     for (int k = 0; k < g->nnodes; k++) {
-        cpu_step *s = &p->steps[k];
-        if (s->fn) {
-            for (int a = 0; a < s->nargs; a++)
-                if (s->value[a] >= 0) s->argv[a] = vals[s->value[a]].data;
-            s->fn(s->argv);
-            continue;
-        }
-        const ir_node *n = &g->nodes[k];
-        const ir_op_info *info = ir_op_get(n->op);
-        if (!info->ref)
-            return wpk_error(ctx, WPK_ERR_UNSUPPORTED, "node '%s': op '%s' is not supported",
-                             n->name, n->op_type);
-        if (n->nin > MAX_NODE_ARGS || n->nout > MAX_NODE_ARGS)
-            return wpk_error(ctx, WPK_ERR_UNSUPPORTED, "node '%s' (%s): more than %d inputs or "
-                             "outputs", n->name, n->op_type, MAX_NODE_ARGS);
-        cpu_node_tensors(n, vals, in, out);
-        /* a view the plan laid on its input's buffer: the bytes are already where they belong */
-        if (info->ref == op_copy_ref && n->nout == 1 && out[0] && in[0] &&
-            out[0]->data == in[0]->data)
-            continue;
-        wpk_status st = info->ref(ctx, n, in, out);
+        double t0 = node_ms ? now_ms() : 0;
+        wpk_status st = run_step(ctx, &p->steps[k], &g->nodes[k], vals);
+        if (node_ms) node_ms[k] = now_ms() - t0;
         if (st) return st;
     }
     return WPK_OK;

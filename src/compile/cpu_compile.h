@@ -1,7 +1,8 @@
 /* cpu_compile.h -- the cpu backend's compile step: a specialized graph (static shapes, memory
- * planned) becomes a program of generated kernels. Per node, the template that takes it
- * (tune_template_for) poses a task; nodes with the same workload share one kernel. Each
- * kernel is built at its template's default config (a later issue looks up tuned records),
+ * planned) becomes a program of kernels. Per node, compile/choice.h picks the implementation
+ * (the fastest in the tuning records among the generated templates and the vendor libraries,
+ * else the primary template's default config, else the reference kernel); nodes with the same
+ * workload and config share one generated kernel. Each generated kernel is built at its config,
  * lowered (loop_lower), emitted as C (cg_c_emit), and all kernels of the program are compiled
  * together (translation units of many kernels, compiled concurrently, cached on disk by
  * cg_c_compile). Constant weights a template wants in another layout are pre-packed once,
@@ -20,6 +21,8 @@ typedef struct cpu_program cpu_program;
 typedef struct cpu_compile_stats {
     int nodes;          /* nodes of the graph */
     int kernel_nodes;   /* nodes that run generated kernels */
+    int lib_nodes;      /* nodes that run library kernels */
+    int tuned_nodes;    /* nodes (generated or library) on a config from the records */
     int kernels;        /* distinct kernels (workloads) */
     int fallbacks;      /* nodes a template took but could not build: reference kernels (each
                            logged as a warning naming the node and the cause) */
@@ -35,6 +38,9 @@ typedef struct cpu_options {
     int threads;        /* threads the program runs on (0: OpenMP's default). With 1 the kernels
                            are compiled without OpenMP: a parallel region that runs on one
                            thread makes libgomp allocate a team on every run */
+    const char *provider; /* cpu_choose_options.provider: NULL/"auto", "generated", "ref", or a
+                             library's name */
+    struct tune_db *db;   /* borrowed tuning records the choices come from, or NULL */
 } cpu_options;
 
 /* Compile g (borrowed: must outlive the program; nodes in execution order) whose values have
@@ -50,10 +56,19 @@ void cpu_program_free(cpu_program *p);
 
 /* Run every node of g (the graph the program was made for) in order on vals: one per value,
  * types as at compile, data bound (constants, the workspace at the memory plan's offsets,
- * graph inputs). Allocates nothing; returns a reference kernel's first error. Not thread-safe
- * for one program (the argument arrays and scratch are the program's). */
-wpk_status cpu_program_run(wpk_context *ctx, cpu_program *p, const ir_graph *g, ir_tensor *vals);
+ * graph inputs). node_ms: NULL, or one entry per node that receives the node's wall time in
+ * milliseconds (the clock is read only when it is given). Allocates nothing; returns a
+ * reference or library kernel's first error. Not thread-safe for one program (the argument
+ * arrays and scratch are the program's). */
+wpk_status cpu_program_run(wpk_context *ctx, cpu_program *p, const ir_graph *g, ir_tensor *vals,
+                           double *node_ms);
 
 const cpu_compile_stats *cpu_program_stats(const cpu_program *p);
+
+/* What node k runs: provider ("generated", "ref", or a library's name), impl (template or
+ * library and its config, "" on a reference kernel) and source ("tuned", "default", "forced",
+ * "reference"). Strings live as long as p. */
+void cpu_program_node_info(const cpu_program *p, int k, const char **provider,
+                           const char **impl, const char **source);
 
 #endif

@@ -1,0 +1,248 @@
+/* choice.c -- per node, the implementation to run: the candidate with the fastest record, the
+ * primary template's default, or the reference kernel; forced providers narrow the candidates
+ * (see choice.h). */
+#include "compile/choice.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "compile/kernel.h"
+#include "compile/tasks.h"
+#include "lib/lib.h"
+#include "tune/target_fingerprint.h"
+
+#define MAX_NODE_ARGS 64
+#define MAX_CANDIDATES 16
+
+const char *cpu_source_name(cpu_source s) {
+    switch (s) {
+    case CPU_SOURCE_DEFAULT: return "default";
+    case CPU_SOURCE_TUNED: return "tuned";
+    case CPU_SOURCE_FORCED: return "forced";
+    default: return "reference";
+    }
+}
+
+static bool is_auto(const char *provider) {
+    return !provider || !*provider || !strcmp(provider, "auto");
+}
+
+wpk_status cpu_provider_check(wpk_context *ctx, const char *provider) {
+    if (is_auto(provider) || !strcmp(provider, "generated") || !strcmp(provider, "ref") ||
+        lib_provider_find(provider))
+        return WPK_OK;
+    char names[256] = "auto, generated, ref";
+    const lib_provider *const *libs = lib_providers();
+    for (int i = 0; libs[i]; i++) {
+        size_t l = strlen(names);
+        snprintf(names + l, sizeof names - l, ", %s", libs[i]->name);
+    }
+    return wpk_error(ctx, WPK_ERR_INVALID_ARG, "unknown provider '%s' (available: %s)%s",
+                     provider, names,
+                     !strcmp(provider, "onednn") || !strcmp(provider, "openblas")
+                         ? "; this wpk was built without that library" : "");
+}
+
+/* The best usable record of one candidate's workload. */
+typedef struct best_rec {
+    wpk_context *ctx;
+    const tune_task *task;
+    tune_space space;
+    char config[256];
+    double median;
+    bool found;
+} best_rec;
+
+static bool consider(void *user, const tune_record *r) {
+    best_rec *b = user;
+    if (r->status != TUNE_OK || r->median <= 0) return true;
+    if (b->found && r->median >= b->median) return true;
+    if (r->template_name && strcmp(r->template_name, b->task->tmpl->name)) return true;
+    /* a config the template no longer has (its knobs changed since it was measured) cannot run:
+       say so and let the next best win */
+    tune_config cfg;
+    wpk_context *quiet = wpk_context_create();
+    wpk_status st = quiet ? cpu_config_resolve(quiet, b->task, &b->space, r->config, &cfg)
+                          : WPK_ERR_NOMEM;
+    if (st) {
+        wpk_log(b->ctx, WPK_LOG_WARN, "node '%s': the record of %s config '%s' does not fit "
+                "the template any more (%s); using the next best", b->task->node->name,
+                b->task->tmpl->name, r->config, quiet ? wpk_context_error(quiet) : "out of memory");
+    } else {
+        snprintf(b->config, sizeof b->config, "%s", r->config);
+        b->median = r->median;
+        b->found = true;
+    }
+    wpk_context_free(quiet);
+    return true;
+}
+
+/* The fastest usable record of task: into config and *median; false when there is none. */
+static bool best_record(wpk_context *ctx, const cpu_choose_options *o, const tune_task *task,
+                        char *config, size_t size, double *median) {
+    if (!o->db) return false;
+    best_rec *b = wpk_calloc(1, sizeof *b);
+    if (!b) return false;
+    b->ctx = ctx;
+    b->task = task;
+    task->tmpl->space(task, &b->space);
+    const char *target = o->target ? o->target : tune_target_fingerprint();
+    wpk_context *rctx = wpk_context_create();
+    /* a database that cannot be read leaves the node at its default: never a failed run */
+    if (rctx && tune_db_each(o->db, target, task->key, consider, b) != WPK_OK)
+        wpk_log(ctx, WPK_LOG_WARN, "node '%s': tuning records unreadable: %s", task->node->name,
+                wpk_context_error(rctx));
+    wpk_context_free(rctx);
+    bool found = b->found;
+    if (found) {
+        snprintf(config, size, "%s", b->config);
+        *median = b->median;
+    }
+    wpk_free(b);
+    return found;
+}
+
+static bool wanted(const tune_template *t, const char *provider) {
+    if (is_auto(provider)) return true;
+    if (!strcmp(provider, "generated")) return !t->lib;
+    return t->lib && !strcmp(t->lib->name, provider);
+}
+
+/* Node k's choice into c; false when it runs its reference kernel. */
+static bool choose_node(wpk_context *ctx, const cpu_choose_options *o, const ir_node *n,
+                        ir_tensor *const *in, ir_tensor *const *out, cpu_choice *c) {
+    const tune_template *cand[MAX_CANDIDATES];
+    int ncand = tune_templates_for(n, in, out, cand, MAX_CANDIDATES);
+    if (ncand == 0 || (o->provider && !strcmp(o->provider, "ref"))) return false;
+    const tune_template *primary = NULL;
+    for (int i = 0; i < ncand && !primary; i++)
+        if (!cand[i]->lib) primary = cand[i];
+    /* a library forced where it does not take the node: the generated choice */
+    bool any = false;
+    for (int i = 0; i < ncand; i++) any |= wanted(cand[i], o->provider);
+    const char *provider = any ? o->provider : "generated";
+    memset(c, 0, sizeof *c);
+    bool have = false;
+    for (int i = 0; i < ncand; i++) {
+        if (!wanted(cand[i], provider)) continue;
+        tune_task t;
+        tune_task_init(&t, cand[i], n, in, out);
+        char config[256];
+        double median;
+        if (!best_record(ctx, o, &t, config, sizeof config, &median)) continue;
+        if (have && median >= c->median) continue;
+        c->task = t;
+        snprintf(c->config, sizeof c->config, "%s", config);
+        c->median = median;
+        c->source = CPU_SOURCE_TUNED;
+        have = true;
+    }
+    if (have) return true;
+    /* no records: the primary template's default, or the forced library's first config */
+    const tune_template *t = NULL;
+    if (!is_auto(provider) && strcmp(provider, "generated"))
+        for (int i = 0; i < ncand && !t; i++)
+            if (wanted(cand[i], provider)) t = cand[i];
+    c->source = t ? CPU_SOURCE_FORCED : CPU_SOURCE_DEFAULT;
+    if (!t) t = primary ? primary : cand[0];
+    tune_task_init(&c->task, t, n, in, out);
+    return true;
+}
+
+/* Same kernel: the workload, the config, and which inputs are constants (a template may
+ * pre-pack those). */
+static bool same_choice(const cpu_choice *a, const cpu_choice *b) {
+    if (a->task.tmpl != b->task.tmpl || strcmp(a->task.key, b->task.key) ||
+        strcmp(a->config, b->config) || a->task.nin != b->task.nin)
+        return false;
+    for (int i = 0; i < a->task.nin; i++)
+        if ((a->task.in[i].data != NULL) != (b->task.in[i].data != NULL)) return false;
+    return true;
+}
+
+/* Every tensor of the node has a known dtype. */
+static bool known(const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+    for (int i = 0; i < n->nin; i++)
+        if (in[i] && in[i]->dtype == WPK_DTYPE_UNDEFINED) return false;
+    for (int i = 0; i < n->nout; i++)
+        if (out[i] && out[i]->dtype == WPK_DTYPE_UNDEFINED) return false;
+    return true;
+}
+
+wpk_status cpu_choose(wpk_context *ctx, const ir_graph *g, const ir_tensor *vals,
+                      const cpu_choose_options *opt, cpu_choices *out) {
+    memset(out, 0, sizeof *out);
+    cpu_choose_options none = {0};
+    if (!opt) opt = &none;
+    out->nnodes = g->nnodes;
+    out->node_choice = wpk_calloc((size_t)g->nnodes + 1, sizeof *out->node_choice);
+    /* room for a fallback per node besides the first choices (cpu_choices_fall_back) */
+    out->choices = wpk_calloc(2 * (size_t)g->nnodes + 1, sizeof *out->choices);
+    if (!out->node_choice || !out->choices) {
+        cpu_choices_free(out);
+        return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory choosing kernels");
+    }
+    ir_tensor *in[MAX_NODE_ARGS], *outs[MAX_NODE_ARGS];
+    for (int k = 0; k < g->nnodes; k++) {
+        const ir_node *n = &g->nodes[k];
+        out->node_choice[k] = -1;
+        if (n->nin > MAX_NODE_ARGS || n->nout > MAX_NODE_ARGS) continue;
+        /* the templates only read vals */
+        cpu_node_tensors(n, (ir_tensor *)vals, in, outs);
+        if (!known(n, in, outs)) continue;
+        cpu_choice *c = &out->choices[out->n];
+        if (!choose_node(ctx, opt, n, in, outs, c)) continue;
+        int found = -1;
+        for (int j = 0; j < out->n && found < 0; j++)
+            if (same_choice(&out->choices[j], c)) found = j;
+        if (found < 0) found = out->n++;
+        out->choices[found].count++;
+        out->choices[found].flops += c->task.flops;
+        out->node_choice[k] = found;
+    }
+    return WPK_OK;
+}
+
+void cpu_choices_free(cpu_choices *c) {
+    wpk_free(c->choices);
+    wpk_free(c->node_choice);
+    memset(c, 0, sizeof *c);
+}
+
+bool cpu_choice_fallback(cpu_choice *c) {
+    ir_tensor *in[TUNE_MAX_ARGS] = {0}, *out[TUNE_MAX_ARGS] = {0};
+    for (int i = 0; i < c->task.nin; i++)
+        in[i] = c->task.in[i].dtype != WPK_DTYPE_UNDEFINED ? &c->task.in[i] : NULL;
+    for (int i = 0; i < c->task.nout; i++)
+        out[i] = c->task.out[i].dtype != WPK_DTYPE_UNDEFINED ? &c->task.out[i] : NULL;
+    const tune_template *primary = tune_template_for(c->task.node, in, out);
+    if (!primary || (primary == c->task.tmpl && !c->config[0])) return false;
+    tune_task t;
+    tune_task_init(&t, primary, c->task.node, in, out);
+    c->task = t;
+    c->config[0] = 0;
+    c->source = CPU_SOURCE_DEFAULT;
+    c->median = 0;
+    return true;
+}
+
+int cpu_choices_fall_back(cpu_choices *c, int k) {
+    int i = c->node_choice[k];
+    if (i < 0) return -1;
+    cpu_choice *fb = &c->choices[c->n];
+    *fb = c->choices[i];
+    fb->count = 0;
+    fb->flops = 0;
+    c->choices[i].count--;
+    c->node_choice[k] = -1;
+    /* the node's own task: the choice may have been made for another node of its workload */
+    if (!cpu_choice_fallback(fb) || fb->task.tmpl->lib) return -1;
+    int found = -1;
+    for (int j = 0; j < c->n && found < 0; j++)
+        if (j != i && c->choices[j].count > 0 && same_choice(&c->choices[j], fb)) found = j;
+    if (found < 0) found = c->n++;
+    c->choices[found].count++;
+    c->node_choice[k] = found;
+    return found;
+}

@@ -1,0 +1,254 @@
+/* test_choice.c -- per-node implementation choice from tuning records, and the per-node profile:
+ * a temporary records database with hand-written records; the faster candidate (another
+ * template, or another config of the same one) wins and the profile says "tuned"; no records
+ * gives "default"; forced providers; a record whose config no longer fits is skipped with a
+ * warning naming the node and the config; outputs equal the reference backend's. Kernels are
+ * compiled into a temporary cache (WPK_CACHE_DIR), so the user's records are never read. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "api/exec_plan.h"
+#include "api/model.h"
+#include "base/alloc.h"
+#include "check.h"
+#include "compile/choice.h"
+#include "compile/tasks.h"
+#include "tune/records.h"
+#include "tune/target_fingerprint.h"
+#include "wpk.h"
+
+#define MODEL "tests/fuzz/corpus/conv_relu.onnx"
+
+static char dir[128];
+static char warnings[8192];
+
+static void on_log(void *user, wpk_log_level level, const char *msg) {
+    (void)user;
+    if (level != WPK_LOG_WARN) return;
+    size_t l = strlen(warnings);
+    snprintf(warnings + l, sizeof warnings - l, "%s\n", msg);
+}
+
+/* The candidates of the model's one compute node after -O2, as the cpu backend sees them. */
+typedef struct cands {
+    int n;
+    tune_task task[8];
+    char def[8][256];    /* each one's default config text */
+    char other[8][256];  /* another config of it ("" when it has one config only) */
+} cands;
+
+static void find_candidates(wpk_context *ctx, cands *c) {
+    memset(c, 0, sizeof *c);
+    wpk_model *m = NULL;
+    CHECK(wpk_model_load(ctx, MODEL, &m) == WPK_OK);
+    if (!m) return;
+    wpk_optimize_params op = wpk_optimize_default_params();
+    op.level = 2;
+    CHECK(wpk_model_optimize(ctx, m, &op) == WPK_OK);
+    ir_tensor shapes[1] = {m->g->values[m->g->inputs[0]].t};
+    shapes[0].dims[0] = 1;
+    exec_plan *p = NULL;
+    CHECK(exec_plan_create(ctx, m->g, shapes, true, &p) == WPK_OK);
+    if (p) {
+        CHECK(p->g->nnodes == 1);
+        ir_tensor *in[8], *out[8];
+        const ir_node *n = &p->g->nodes[0];
+        cpu_node_tensors(n, p->vals, in, out);
+        const tune_template *list[8];
+        c->n = tune_templates_for(n, in, out, list, 8);
+        for (int i = 0; i < c->n; i++) {
+            tune_task_init(&c->task[i], list[i], n, in, out);
+            tune_space s;
+            list[i]->space(&c->task[i], &s);
+            tune_config cfg;
+            list[i]->default_config(&c->task[i], &s, &cfg);
+            strbuf b = {0};
+            tune_config_print(&s, &cfg, &b);
+            snprintf(c->def[i], sizeof c->def[i], "%s", b.s ? b.s : "");
+            sb_free(&b);
+            for (int64_t j = 0; j < tune_space_size(&s) && j < 64 && !c->other[i][0]; j++) {
+                tune_config_from_index(&s, j, &cfg);
+                tune_config_print(&s, &cfg, &b);
+                if (b.s && strcmp(b.s, c->def[i])) snprintf(c->other[i], 256, "%s", b.s);
+                sb_free(&b);
+            }
+        }
+        /* the tasks are read after the plan is gone: keep their node out of reach */
+        for (int i = 0; i < c->n; i++) c->task[i].node = NULL;
+    }
+    exec_plan_free(p);
+    wpk_model_free(m);
+}
+
+static void add(tune_db *db, const tune_task *t, const char *config, double median) {
+    double samples[3] = {median, median * 1.01, median * 0.99};
+    tune_record r = {tune_target_fingerprint(), t->key, t->tmpl->name, config, TUNE_OK, samples,
+                     3, median, "test", 1700000000};
+    CHECK(tune_db_add(db, &r) == WPK_OK);
+}
+
+/* Run the model with these params; profile of its node and the output. */
+static wpk_status run(wpk_context *ctx, const wpk_session_params *sp, char *impl, size_t cap,
+                      char *source, char *provider, float *y, int ny) {
+    wpk_model *m = NULL;
+    wpk_session *s = NULL;
+    wpk_status st = wpk_model_load(ctx, MODEL, &m);
+    if (st == WPK_OK) st = wpk_session_create(ctx, m, sp, &s);
+    float x[3 * 8 * 8];
+    for (int i = 0; i < 3 * 8 * 8; i++) x[i] = (float)((i * 37) % 19) / 9.0f - 1.0f;
+    int64_t dims[4] = {1, 3, 8, 8};
+    if (st == WPK_OK) st = wpk_session_set_input(s, "x", WPK_DTYPE_FLOAT32, dims, 4, x);
+    if (st == WPK_OK) st = wpk_session_run(s);
+    wpk_tensor_view v;
+    if (st == WPK_OK) st = wpk_session_output(s, 0, &v);
+    if (st == WPK_OK) memcpy(y, v.data, sizeof(float) * (size_t)ny);
+    const wpk_node_profile *prof = NULL;
+    int n = 0;
+    if (st == WPK_OK && sp->profile) {
+        st = wpk_session_profile(s, &prof, &n);
+        CHECK(n >= 1);
+        for (int k = 0; k < n; k++) {
+            CHECK(prof[k].ms >= 0 && prof[k].node && prof[k].op);
+            /* the compute node: the one that is not a view */
+            if (strcmp(prof[k].op, "Reshape")) {
+                snprintf(impl, cap, "%s", prof[k].impl);
+                snprintf(source, 32, "%s", prof[k].source);
+                snprintf(provider, 32, "%s", prof[k].provider);
+            }
+        }
+    }
+    wpk_session_free(s);
+    wpk_model_free(m);
+    return st;
+}
+
+static bool close_to(const float *a, const float *b, int n) {
+    for (int i = 0; i < n; i++)
+        if (!(fabsf(a[i] - b[i]) <= 1e-4f + 1e-4f * fabsf(b[i]))) return false;
+    return true;
+}
+
+int main(void) {
+    snprintf(dir, sizeof dir, "/tmp/wpk_test_choice_%d", (int)getpid());
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s", dir, dir);
+    if (system(cmd) != 0) return 1;
+    setenv("WPK_CACHE_DIR", dir, 1);
+    wpk_context *ctx = wpk_context_create();
+    wpk_context_set_log(ctx, on_log, NULL, WPK_LOG_WARN);
+
+    enum { NY = 2 * 8 * 8 };
+    float ref[NY], y[NY];
+    char impl[512], source[32], provider[32];
+    wpk_session_params sp = wpk_session_default_params();
+    sp.profile = 1;
+    /* the reference backend, profiled too */
+    CHECK(run(ctx, &sp, impl, sizeof impl, source, provider, ref, NY) == WPK_OK);
+    CHECK(!strcmp(provider, "ref") && !strcmp(source, "reference") && !strcmp(impl, ""));
+
+    cands c;
+    find_candidates(ctx, &c);
+    CHECK(c.n >= 1 && c.other[0][0]);
+    printf("%d candidate(s): %s%s%s\n", c.n, c.task[0].tmpl->name, c.n > 1 ? ", " : "",
+           c.n > 1 ? c.task[1].tmpl->name : "");
+
+    /* no records ("" = none): the primary template at its default */
+    sp.backend = WPK_BACKEND_CPU;
+    sp.records = "";
+    CHECK(run(ctx, &sp, impl, sizeof impl, source, provider, y, NY) == WPK_OK);
+    CHECK(!strcmp(source, "default") && !strcmp(provider, "generated"));
+    CHECK(strstr(impl, c.task[0].tmpl->name) == impl && strstr(impl, c.def[0]));
+    CHECK(close_to(y, ref, NY));
+
+    /* an explicit database that does not exist is an error, not a silent default */
+    char db_path[300];
+    snprintf(db_path, sizeof db_path, "%s/none.db", dir);
+    sp.records = db_path;
+    CHECK_ERR(ctx, run(ctx, &sp, impl, sizeof impl, source, provider, y, NY), WPK_ERR_IO,
+              "none.db");
+
+    /* records: the faster of two configs of the primary template */
+    snprintf(db_path, sizeof db_path, "%s/records.db", dir);
+    tune_db *db = NULL;
+    CHECK(tune_db_open(ctx, db_path, &db) == WPK_OK);
+    if (!db) CHECK_DONE();
+    add(db, &c.task[0], c.def[0], 2e-3);
+    add(db, &c.task[0], c.other[0], 1e-3);
+    add(db, &c.task[0], "no_such_knob=3", 1e-4); /* fastest, but no longer fits */
+    sp.records = db_path;
+    warnings[0] = 0;
+    CHECK(run(ctx, &sp, impl, sizeof impl, source, provider, y, NY) == WPK_OK);
+    CHECK(!strcmp(source, "tuned") && strstr(impl, c.other[0]));
+    CHECK(strstr(warnings, "node 'conv'") && strstr(warnings, "no_such_knob=3"));
+    CHECK(close_to(y, ref, NY));
+    /* the default database (NULL) is $WPK_CACHE_DIR/records.db when it exists */
+    sp.records = NULL;
+    CHECK(run(ctx, &sp, impl, sizeof impl, source, provider, y, NY) == WPK_OK);
+    CHECK(!strcmp(source, "tuned") && strstr(impl, c.other[0]));
+    sp.records = db_path;
+
+    /* another candidate measured faster still wins over the primary */
+    if (c.n > 1) {
+        add(db, &c.task[1], c.def[1], 5e-4);
+        CHECK(run(ctx, &sp, impl, sizeof impl, source, provider, y, NY) == WPK_OK);
+        CHECK(!strcmp(source, "tuned") && strstr(impl, c.task[1].tmpl->name) == impl);
+        CHECK(close_to(y, ref, NY));
+        /* forcing "generated" keeps library candidates out */
+        sp.provider = "generated";
+        CHECK(run(ctx, &sp, impl, sizeof impl, source, provider, y, NY) == WPK_OK);
+        CHECK(!strcmp(provider, "generated"));
+        sp.provider = NULL;
+    }
+
+    /* provider "ref": the reference kernel on the cpu backend */
+    sp.provider = "ref";
+    CHECK(run(ctx, &sp, impl, sizeof impl, source, provider, y, NY) == WPK_OK);
+    CHECK(!strcmp(provider, "ref") && !strcmp(source, "reference"));
+    CHECK(close_to(y, ref, NY));
+    /* a library: its kernel where it takes the node, else the generated choice */
+    const char *libs[] = {"onednn", "openblas"};
+    for (int i = 0; i < 2; i++) {
+        sp.provider = libs[i];
+        wpk_status st = run(ctx, &sp, impl, sizeof impl, source, provider, y, NY);
+        if (st == WPK_ERR_INVALID_ARG) {
+            CHECK(strstr(wpk_context_error(ctx), "unknown provider"));
+            printf("%s: not built in\n", libs[i]);
+            continue;
+        }
+        CHECK(st == WPK_OK);
+        CHECK(!strcmp(provider, libs[i]) || !strcmp(provider, "generated"));
+        CHECK(close_to(y, ref, NY));
+        printf("%s: node runs on %s (%s)\n", libs[i], provider, impl);
+    }
+    sp.provider = "cudnn";
+    CHECK_ERR(ctx, run(ctx, &sp, impl, sizeof impl, source, provider, y, NY), WPK_ERR_INVALID_ARG,
+              "unknown provider 'cudnn'");
+    sp.provider = NULL;
+
+    /* a config that parses but whose schedule the template rejects would warn and build the
+       default; every config of the space is legal here, so the parse check above stands in */
+
+    /* no profile asked: wpk_session_profile says so */
+    {
+        wpk_model *m = NULL;
+        wpk_session *s = NULL;
+        wpk_session_params np = wpk_session_default_params();
+        CHECK(wpk_model_load(ctx, MODEL, &m) == WPK_OK);
+        CHECK(wpk_session_create(ctx, m, &np, &s) == WPK_OK);
+        const wpk_node_profile *prof;
+        int n;
+        CHECK_ERR(ctx, wpk_session_profile(s, &prof, &n), WPK_ERR_INVALID_ARG, "profile");
+        CHECK(wpk_session_num_inputs(s) == 1 && wpk_session_num_outputs(s) == 1);
+        CHECK(!strcmp(wpk_session_input_info(s, 0).name, "x"));
+        wpk_session_free(s);
+        wpk_model_free(m);
+    }
+
+    tune_db_close(db);
+    wpk_context_free(ctx);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0) return 1;
+    CHECK_DONE();
+}
