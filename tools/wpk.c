@@ -22,12 +22,25 @@ static void usage(FILE *f) {
           "  info MODEL [--graph]          inputs/outputs, op histogram, parameters, FLOPs,\n"
           "                                unsupported ops; --graph prints the graph IR\n"
           "  run  MODEL [-i NAME=FILE.npy]... [-o OUTDIR] [--backend cpu|ref] [--threads N]\n"
-          "             [--seed S] [--iters N] [-O LEVEL] [-v]\n"
+          "             [--seed S] [--iters N] [-O LEVEL] [--db FILE] [--provider P] [-v]\n"
+          "  run  --plan MODEL.wpk [-i NAME=FILE.npy]... [-o OUTDIR] [--threads N] [--iters N]\n"
           "                                run the model; inputs not given get seeded random\n"
           "                                values; outputs go to OUTDIR/<name>.npy (default\n"
-          "                                OUTDIR: wpk_out); --backend cpu (the default):\n"
-          "                                generated kernels, compiled on first use and cached;\n"
-          "                                ref: the reference kernels; -v logs compile statistics\n"
+          "                                OUTDIR: wpk_out); --backend cpu (the default): per\n"
+          "                                node the fastest kernel in the tuning records (--db,\n"
+          "                                default: the cache's records.db; --db '' none) else\n"
+          "                                the template's default, compiled on first use and\n"
+          "                                cached; --provider auto|generated|ref|onednn|openblas\n"
+          "                                forces one kind; ref: the reference kernels; --plan:\n"
+          "                                a compiled plan (no C compiler needed); -v logs\n"
+          "                                compile statistics\n"
+          "  compile MODEL -o MODEL.wpk [--db FILE] [-O LEVEL] [--batch N] [--provider P]\n"
+          "             [--threads N] [--strict]\n"
+          "                                optimize (default -O2), specialize to batch N, choose\n"
+          "                                every node's kernel from the records, build, pre-pack\n"
+          "                                and plan memory into one file; prints per op how many\n"
+          "                                nodes are tuned / default / library / reference;\n"
+          "                                --strict fails naming the nodes without records\n"
           "  space MODEL [-O LEVEL]        the cpu backend's kernel tasks (graph optimized at\n"
           "                                LEVEL, default 2; symbolic dims at 1): workload key,\n"
           "                                template, nodes, FLOPs share, knobs, space size\n"
@@ -297,7 +310,7 @@ static void print_shape(const wpk_tensor_view *t) {
 }
 
 typedef struct run_opts {
-    const char *model, *outdir;
+    const char *model, *outdir, *plan;
     const char *names[MAX_BINDINGS], *files[MAX_BINDINGS];
     int nbind;
     wpk_session_params params;
@@ -359,6 +372,18 @@ static int parse_run(int argc, char **argv, run_opts *o) {
             i++;
         } else if (strcmp(a, "-v") == 0) {
             o->verbose = 1;
+        } else if (strcmp(a, "--plan") == 0) {
+            if (!val) return usage_error("%s needs a compiled plan (.wpk)", a);
+            o->plan = val;
+            i++;
+        } else if (strcmp(a, "--db") == 0 || strcmp(a, "--records") == 0) {
+            if (!val) return usage_error("%s needs a records database file ('' for none)", a);
+            o->params.records = val;
+            i++;
+        } else if (strcmp(a, "--provider") == 0) {
+            if (!val) return usage_error("%s needs auto, generated, ref, onednn or openblas", a);
+            o->params.provider = val;
+            i++;
         } else if (strcmp(a, "--iters") == 0) {
             if (!val || !parse_int(val, 1, 1000000, &v))
                 return usage_error("--iters needs a positive number, not '%s'", val ? val : "");
@@ -372,7 +397,10 @@ static int parse_run(int argc, char **argv, run_opts *o) {
             return usage_error("unexpected argument '%s'", a);
         }
     }
-    if (!o->model) return usage_error("%s", "'run' needs a model file");
+    if (!o->model && !o->plan) return usage_error("%s", "'run' needs a model file or --plan FILE");
+    if (o->model && o->plan)
+        return usage_error("'run --plan' takes no model file (the plan has its graph): '%s'",
+                           o->model);
     return 0;
 }
 
@@ -382,18 +410,17 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 /* Bind every graph input: from its -i file, or seeded random values. */
-static wpk_status bind_inputs(wpk_context *ctx, const wpk_model *m, wpk_session *s,
-                              const run_opts *o) {
+static wpk_status bind_inputs(wpk_context *ctx, wpk_session *s, const run_opts *o) {
     for (int b = 0; b < o->nbind; b++) {
         int found = 0;
-        for (int i = 0; i < wpk_model_num_inputs(m); i++)
-            found |= strcmp(wpk_model_input(m, i).name, o->names[b]) == 0;
+        for (int i = 0; i < wpk_session_num_inputs(s); i++)
+            found |= strcmp(wpk_session_input_info(s, i).name, o->names[b]) == 0;
         if (!found) {
             char names[1024] = "";
-            for (int i = 0; i < wpk_model_num_inputs(m); i++) {
+            for (int i = 0; i < wpk_session_num_inputs(s); i++) {
                 size_t l = strlen(names);
                 snprintf(names + l, sizeof names - l, "%s'%s'", i ? ", " : "",
-                         wpk_model_input(m, i).name);
+                         wpk_session_input_info(s, i).name);
             }
             return wpk_error(ctx, WPK_ERR_INVALID_ARG, "-i %s=%s: the model has no input named "
                              "'%s' (its inputs are: %s)", o->names[b], o->files[b], o->names[b],
@@ -407,14 +434,15 @@ static wpk_status bind_inputs(wpk_context *ctx, const wpk_model *m, wpk_session 
         if (st) return st;
     }
     uint64_t rng = o->seed * 0x9E3779B97F4A7C15ULL + 0x2545F4914F6CDD1DULL;
-    for (int i = 0; i < wpk_model_num_inputs(m); i++) {
-        wpk_tensor_view in = wpk_model_input(m, i);
+    for (int i = 0; i < wpk_session_num_inputs(s); i++) {
+        wpk_tensor_view in = wpk_session_input_info(s, i);
         int given = 0;
         for (int b = 0; b < o->nbind; b++) given |= strcmp(in.name, o->names[b]) == 0;
         if (given) continue;
         int64_t n = 1;
         for (int d = 0; d < in.ndim; d++) {
-            if (in.dims[d] < 0) in.dims[d] = 1; /* symbolic dims run at 1 unless given */
+            if (in.dims[d] < 0) in.dims[d] = 1; /* symbolic dims run at 1 unless given (a plan's
+                                                   session gives the dims it was compiled for) */
             n *= in.dims[d];
         }
         void *data = wpk_malloc((size_t)n * wpk_dtype_size(in.dtype) + 1);
@@ -427,12 +455,11 @@ static wpk_status bind_inputs(wpk_context *ctx, const wpk_model *m, wpk_session 
     return WPK_OK;
 }
 
-static wpk_status write_outputs(wpk_context *ctx, wpk_session *s, const wpk_model *m,
-                                const char *outdir) {
+static wpk_status write_outputs(wpk_context *ctx, wpk_session *s, const char *outdir) {
     if (mkdir(outdir, 0777) != 0 && errno != EEXIST)
         return wpk_error(ctx, WPK_ERR_IO, "%s: cannot create the output directory: %s", outdir,
                          strerror(errno));
-    for (int i = 0; i < wpk_model_num_outputs(m); i++) {
+    for (int i = 0; i < wpk_session_num_outputs(s); i++) {
         wpk_tensor_view t;
         wpk_status st = wpk_session_output(s, i, &t);
         if (st) return st;
@@ -462,15 +489,20 @@ static int cmd_run(int argc, char **argv) {
     wpk_model *m = NULL;
     wpk_session *s = NULL;
     double *times = wpk_calloc((size_t)o.iters, sizeof(double));
-    wpk_status st = times ? wpk_model_load(ctx, o.model, &m) : WPK_ERR_NOMEM;
-    if (st == WPK_OK) st = wpk_session_create(ctx, m, &o.params, &s);
-    if (st == WPK_OK) st = bind_inputs(ctx, m, s, &o);
+    wpk_status st = times ? WPK_OK : WPK_ERR_NOMEM;
+    if (st == WPK_OK && o.plan) {
+        st = wpk_session_create_from_plan(ctx, o.plan, &o.params, &s);
+    } else if (st == WPK_OK) {
+        st = wpk_model_load(ctx, o.model, &m);
+        if (st == WPK_OK) st = wpk_session_create(ctx, m, &o.params, &s);
+    }
+    if (st == WPK_OK) st = bind_inputs(ctx, s, &o);
     for (long it = 0; st == WPK_OK && it < o.iters; it++) {
         double t0 = now_ms();
         st = wpk_session_run(s);
         times[it] = now_ms() - t0;
     }
-    if (st == WPK_OK) st = write_outputs(ctx, s, m, o.outdir);
+    if (st == WPK_OK) st = write_outputs(ctx, s, o.outdir);
     if (st == WPK_OK) {
         qsort(times, (size_t)o.iters, sizeof(double), cmp_double);
         if (o.iters == 1)
@@ -489,6 +521,141 @@ static int cmd_run(int argc, char **argv) {
     return rc;
 }
 
+/* Per op type: how many nodes run what, for compile's summary. */
+typedef struct kind_count {
+    char op[64];
+    int nodes, tuned, def, library, reference;
+} kind_count;
+
+/* Summarize a plan: load it (which checks it), run it once on zeros with profiling, and count
+ * per op type where each node's kernel came from. Returns the node count, -1 on failure. */
+static int summarize_plan(wpk_context *ctx, const char *path, int threads, kind_count *kinds,
+                          int max, int *nkinds, wpk_status *st) {
+    wpk_session_params sp = wpk_session_default_params();
+    sp.threads = threads;
+    sp.profile = 1;
+    wpk_session *s = NULL;
+    *st = wpk_session_create_from_plan(ctx, path, &sp, &s);
+    for (int i = 0; *st == WPK_OK && i < wpk_session_num_inputs(s); i++) {
+        wpk_tensor_view in = wpk_session_input_info(s, i);
+        int64_t n = 1;
+        for (int d = 0; d < in.ndim; d++) n *= in.dims[d];
+        void *zeros = wpk_calloc((size_t)n * wpk_dtype_size(in.dtype) + 1, 1);
+        *st = zeros ? wpk_session_set_input(s, in.name, in.dtype, in.dims, in.ndim, zeros)
+                    : WPK_ERR_NOMEM;
+        wpk_free(zeros);
+    }
+    if (*st == WPK_OK) *st = wpk_session_run(s);
+    const wpk_node_profile *prof = NULL;
+    int n = 0;
+    if (*st == WPK_OK) *st = wpk_session_profile(s, &prof, &n);
+    *nkinds = 0;
+    for (int k = 0; *st == WPK_OK && k < n; k++) {
+        int j = 0;
+        while (j < *nkinds && strcmp(kinds[j].op, prof[k].op)) j++;
+        if (j == *nkinds) {
+            if (*nkinds == max) j = max - 1; /* the last row collects the rest */
+            else {
+                memset(&kinds[j], 0, sizeof kinds[j]);
+                snprintf(kinds[j].op, sizeof kinds[j].op, "%s", prof[k].op);
+                (*nkinds)++;
+            }
+        }
+        kind_count *c = &kinds[j];
+        c->nodes++;
+        if (!strcmp(prof[k].source, "reference")) c->reference++;
+        else if (strcmp(prof[k].provider, "generated")) c->library++;
+        else if (!strcmp(prof[k].source, "tuned")) c->tuned++;
+        else c->def++;
+    }
+    wpk_session_free(s);
+    return *st == WPK_OK ? n : -1;
+}
+
+static int cmd_compile(int argc, char **argv) {
+    const char *path = NULL, *out = NULL;
+    wpk_compile_params p = wpk_compile_default_params();
+    int verbose = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        long v;
+        if (strcmp(a, "-o") == 0) {
+            if (!val) return usage_error("%s needs the plan file to write", a);
+            out = argv[++i];
+        } else if (strncmp(a, "-O", 2) == 0) {
+            const char *lv = a[2] ? a + 2 : val;
+            if (!parse_level(lv, &p.opt_level))
+                return usage_error("%s needs an optimization level from 0 to 3", a);
+            if (!a[2]) i++;
+        } else if (strcmp(a, "--db") == 0 || strcmp(a, "--records") == 0) {
+            if (!val) return usage_error("%s needs a records database file ('' for none)", a);
+            p.records = argv[++i];
+        } else if (strcmp(a, "--batch") == 0) {
+            if (!val || !parse_int(val, 1, 1 << 20, &v))
+                return usage_error("--batch needs a positive number, not '%s'", val ? val : "");
+            p.batch = (int)v;
+            i++;
+        } else if (strcmp(a, "--threads") == 0) {
+            if (!val || !parse_int(val, 0, 4096, &v))
+                return usage_error("--threads needs a number from 0 to 4096, not '%s'",
+                                   val ? val : "");
+            p.threads = (int)v;
+            i++;
+        } else if (strcmp(a, "--provider") == 0) {
+            if (!val) return usage_error("%s needs auto, generated, ref, onednn or openblas", a);
+            p.provider = argv[++i];
+        } else if (strcmp(a, "--strict") == 0) {
+            p.strict = 1;
+        } else if (strcmp(a, "-v") == 0) {
+            verbose = 1;
+        } else if (a[0] == '-') {
+            return usage_error("unknown option '%s' for 'compile'", a);
+        } else if (!path) {
+            path = a;
+        } else {
+            return usage_error("unexpected argument '%s'", a);
+        }
+    }
+    if (!path) return usage_error("%s", "'compile' needs a model file");
+    if (!out) return usage_error("%s", "'compile' needs -o MODEL.wpk");
+    wpk_context *ctx = wpk_context_create();
+    if (!ctx) return fail(WPK_ERR_NOMEM, "out of memory");
+    wpk_context_set_log(ctx, log_stderr, NULL, verbose ? WPK_LOG_INFO : WPK_LOG_WARN);
+    wpk_model *m = NULL;
+    double t0 = now_ms();
+    wpk_status st = wpk_model_load(ctx, path, &m);
+    if (st == WPK_OK) st = wpk_compile(ctx, m, &p, out);
+    double t1 = now_ms();
+    int rc = 0;
+    kind_count kinds[64];
+    int nkinds = 0, nodes = -1;
+    if (st == WPK_OK) nodes = summarize_plan(ctx, out, p.threads, kinds, 64, &nkinds, &st);
+    if (st == WPK_OK) {
+        struct stat sb;
+        long long bytes = stat(out, &sb) == 0 ? (long long)sb.st_size : -1;
+        int tot[4] = {0};
+        for (int k = 0; k < nkinds; k++) {
+            tot[0] += kinds[k].tuned;
+            tot[1] += kinds[k].def;
+            tot[2] += kinds[k].library;
+            tot[3] += kinds[k].reference;
+        }
+        printf("%s -> %s (-O%d, batch %d): %d nodes, %lld bytes, compiled in %.0f ms\n", path,
+               out, p.opt_level, p.batch, nodes, bytes, t1 - t0);
+        printf("  %-28s %6s %6s %8s %8s %10s\n", "op", "nodes", "tuned", "default", "library",
+               "reference");
+        for (int k = 0; k < nkinds; k++)
+            printf("  %-28s %6d %6d %8d %8d %10d\n", kinds[k].op, kinds[k].nodes, kinds[k].tuned,
+                   kinds[k].def, kinds[k].library, kinds[k].reference);
+        printf("  %-28s %6d %6d %8d %8d %10d\n", "total", nodes, tot[0], tot[1], tot[2], tot[3]);
+    } else {
+        rc = fail(st, wpk_context_error(ctx));
+    }
+    wpk_model_free(m);
+    wpk_context_free(ctx);
+    return rc;
+}
+
 int cmd_tune(int argc, char **argv); /* tools/cmd_tune.c: argv as main's */
 
 int main(int argc, char **argv) {
@@ -503,6 +670,7 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "space") == 0) return cmd_kernels(argc - 2, argv + 2, false);
     if (strcmp(cmd, "lower") == 0) return cmd_kernels(argc - 2, argv + 2, true);
     if (strcmp(cmd, "tune") == 0) return cmd_tune(argc, argv);
+    if (strcmp(cmd, "compile") == 0) return cmd_compile(argc - 2, argv + 2);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("wpk %s\n", wpk_version());
         return 0;

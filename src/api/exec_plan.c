@@ -122,7 +122,7 @@ wpk_status exec_plan_create(wpk_context *ctx, const ir_graph *src, const ir_tens
 }
 
 wpk_status exec_plan_compile_cpu(wpk_context *ctx, exec_plan *p, int threads) {
-    cpu_options opt = {threads, NULL, NULL};
+    cpu_options opt = {threads, NULL, NULL, false};
     return exec_plan_compile(ctx, p, &opt);
 }
 
@@ -139,7 +139,7 @@ wpk_status exec_plan_enable_profile(wpk_context *ctx, exec_plan *p) {
                          "profile");
     if (!p->cpu) {
         /* reference kernels through the program's loop, which times each step */
-        cpu_options ref = {1, "ref", NULL};
+        cpu_options ref = {1, "ref", NULL, false};
         wpk_status st = cpu_program_create(ctx, p->g, p->vals, &p->mem, &ref, &p->cpu);
         if (st) return st;
     }
@@ -162,25 +162,31 @@ wpk_status exec_plan_enable_profile(wpk_context *ctx, exec_plan *p) {
     return WPK_OK;
 }
 
-wpk_status exec_plan_records_open(wpk_context *ctx, const char *records, tune_db **out) {
-    *out = NULL;
-    if (records && !*records) return WPK_OK;
-    char path[4096];
-    struct stat sb;
+void exec_plan_records_path(const char *records, char *path, size_t cap) {
+    path[0] = 0;
     if (records) {
-        if (stat(records, &sb) != 0)
-            return wpk_error(ctx, WPK_ERR_IO, "%s: no such tuning records database", records);
-        return tune_db_open(ctx, records, out);
+        snprintf(path, cap, "%s", records);
+        return;
     }
     /* the default location, as tune_db_open finds it, but only read when it is there */
     const char *env = getenv("WPK_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME");
     const char *home = getenv("HOME");
-    int n;
-    if (env && *env) n = snprintf(path, sizeof path, "%s/records.db", env);
-    else if (xdg && *xdg) n = snprintf(path, sizeof path, "%s/wpk/records.db", xdg);
-    else if (home && *home) n = snprintf(path, sizeof path, "%s/.cache/wpk/records.db", home);
-    else return WPK_OK;
-    if (n < 0 || (size_t)n >= sizeof path || stat(path, &sb) != 0) return WPK_OK;
+    int n = -1;
+    if (env && *env) n = snprintf(path, cap, "%s/records.db", env);
+    else if (xdg && *xdg) n = snprintf(path, cap, "%s/wpk/records.db", xdg);
+    else if (home && *home) n = snprintf(path, cap, "%s/.cache/wpk/records.db", home);
+    struct stat sb;
+    if (n < 0 || (size_t)n >= cap || stat(path, &sb) != 0) path[0] = 0;
+}
+
+wpk_status exec_plan_records_open(wpk_context *ctx, const char *records, tune_db **out) {
+    *out = NULL;
+    char path[4096];
+    exec_plan_records_path(records, path, sizeof path);
+    if (!path[0]) return WPK_OK;
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return wpk_error(ctx, WPK_ERR_IO, "%s: no such tuning records database", path);
     return tune_db_open(ctx, path, out);
 }
 

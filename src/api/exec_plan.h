@@ -61,6 +61,9 @@ wpk_status exec_plan_enable_profile(wpk_context *ctx, exec_plan *p);
  * naming it otherwise). Errors of tune_db_open. *out is the caller's (tune_db_close). */
 wpk_status exec_plan_records_open(wpk_context *ctx, const char *records, tune_db **out);
 
+/* The file exec_plan_records_open would open for `records` into path ("" for none). */
+void exec_plan_records_path(const char *records, char *path, size_t cap);
+
 /* True when the plan was built for exactly these input dtypes and shapes. */
 bool exec_plan_matches(const exec_plan *p, const ir_tensor *shapes);
 

@@ -33,6 +33,25 @@ wpk_status wpk_model_load(wpk_context *ctx, const char *path, wpk_model **out) {
     return WPK_OK;
 }
 
+wpk_status api_model_from_buffer(wpk_context *ctx, const uint8_t *buf, size_t len,
+                                 const char *what, wpk_model **out) {
+    *out = NULL;
+    wpk_model *m = wpk_calloc(1, sizeof *m);
+    if (!m) return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory loading %s", what);
+    wpk_status st = onnx_import_buffer(ctx, buf, len, NULL, what, &m->g);
+    if (st == WPK_OK) st = ir_verify(ctx, m->g);
+    if (st == WPK_OK) {
+        st = reinfer(ctx, m);
+        if (st) wpk_error_prefix(ctx, "%s", what);
+    }
+    if (st) {
+        wpk_model_free(m);
+        return st;
+    }
+    *out = m;
+    return WPK_OK;
+}
+
 void wpk_model_free(wpk_model *m) {
     if (!m) return;
     ir_graph_free(m->g);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/alloc.h"
 #include "base/target.h"
@@ -39,9 +40,12 @@ void cpu_program_free(cpu_program *p) {
     for (int i = 0; i < p->nkernels; i++) cpu_kernel_free(&p->kernels[i]);
     wpk_free(p->kernels);
     cpu_units_free(&p->units);
-    for (int i = 0; i < p->nhandles; i++)
+    for (int i = 0; i < p->nhandles; i++) {
         if (p->handles[i]) dlclose(p->handles[i]);
+        if (p->handle_fds && p->handle_fds[i] >= 0) close(p->handle_fds[i]);
+    }
     wpk_free(p->handles);
+    wpk_free(p->handle_fds);
     arena_free(&p->mem);
     wpk_free(p);
 }
@@ -279,7 +283,7 @@ wpk_status cpu_program_create(wpk_context *ctx, const ir_graph *g, const ir_tens
     double t1 = now_ms();
     p->stats.build_ms = t1 - t0;
     if (st == WPK_OK) st = cpu_units_compile(ctx, ready, nready, &p->units);
-    if (st == WPK_ERR_UNSUPPORTED) {
+    if (st == WPK_ERR_UNSUPPORTED && !(opt && opt->require_compiler)) {
         /* no C compiler on this machine: the reference kernels still run the model */
         wpk_log(ctx, WPK_LOG_WARN, "the cpu backend runs every node on its reference kernel: %s",
                 wpk_context_error(ctx));

@@ -13,6 +13,8 @@
 #ifndef WPK_COMPILE_CPU_COMPILE_H
 #define WPK_COMPILE_CPU_COMPILE_H
 
+#include <stdbool.h>
+
 #include "ir/graph.h"
 #include "passes/memory_plan.h"
 
@@ -41,6 +43,8 @@ typedef struct cpu_options {
     const char *provider; /* cpu_choose_options.provider: NULL/"auto", "generated", "ref", or a
                              library's name */
     struct tune_db *db;   /* borrowed tuning records the choices come from, or NULL */
+    bool require_compiler; /* no C compiler: fail (WPK_ERR_UNSUPPORTED) instead of running the
+                              reference kernels */
 } cpu_options;
 
 /* Compile g (borrowed: must outlive the program; nodes in execution order) whose values have

@@ -42,6 +42,9 @@ struct cpu_program {
     int threads;        /* what the kernels were made for (>= 1) */
     cpu_units units;    /* modules compiled here, or */
     void **handles;     /* modules loaded from a plan (dlopen handles) */
+    int *handle_fds;    /* the memfd each was loaded from, open while it is loaded (-1: none):
+                           the loader knows an object by its name "/proc/self/fd/N", so N must
+                           not be reused for another object while this one is loaded */
     int nhandles;
     cpu_compile_stats stats;
 };

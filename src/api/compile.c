@@ -1,0 +1,221 @@
+/* compile.c -- wpk_compile: a model optimized, specialized to a batch, its kernels chosen from
+ * the records, built, pre-packed and memory-planned, written as one .wpk artifact; and reading
+ * such an artifact's body back (api/plan.h) for wpk_session_create_from_plan. */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "api/model.h"
+#include "api/plan.h"
+#include "api/session.h"
+#include "base/alloc.h"
+#include "base/strbuf.h"
+#include "base/target.h"
+#include "compile/plan_io.h"
+#include "onnx/onnx_export.h"
+#include "passes/pass.h"
+#include "tune/target_fingerprint.h"
+
+#define MAX_LISTED 8
+
+wpk_compile_params wpk_compile_default_params(void) {
+    wpk_compile_params p;
+    memset(&p, 0, sizeof p);
+    p.opt_level = 2;
+    p.batch = 1;
+    return p;
+}
+
+/* The ONNX bytes of g: written beside the plan (the exporter writes files), read back. */
+static wpk_status graph_bytes(wpk_context *ctx, const ir_graph *g, const char *path,
+                              uint8_t **out, size_t *len) {
+    *out = NULL;
+    char tmp[4200];
+    if (snprintf(tmp, sizeof tmp, "%s.%ld.graph.tmp", path, (long)getpid()) >= (int)sizeof tmp)
+        return wpk_error(ctx, WPK_ERR_IO, "%s: path too long", path);
+    wpk_status st = onnx_export_file(ctx, g, tmp);
+    if (st) return st;
+    FILE *f = fopen(tmp, "rb");
+    long n = -1;
+    if (f && fseek(f, 0, SEEK_END) == 0) n = ftell(f);
+    uint8_t *buf = n >= 0 ? wpk_malloc((size_t)n + 1) : NULL;
+    bool ok = buf && fseek(f, 0, SEEK_SET) == 0 && fread(buf, 1, (size_t)n, f) == (size_t)n;
+    if (f) fclose(f);
+    unlink(tmp);
+    if (!ok) {
+        wpk_free(buf);
+        return wpk_error(ctx, n >= 0 && !buf ? WPK_ERR_NOMEM : WPK_ERR_IO,
+                         "%s: cannot read back the plan's graph", tmp);
+    }
+    *out = buf;
+    *len = (size_t)n;
+    return WPK_OK;
+}
+
+/* The model's graph optimized at level, as a session optimizes its copy. */
+static wpk_status optimized(wpk_context *ctx, const wpk_model *model, int level, ir_graph **out) {
+    *out = ir_graph_clone(model->g);
+    if (!*out) return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory compiling the model");
+    pass_options opt = pass_default_options();
+    opt.level = level;
+    opt.vector_floats = target_vector_floats();
+    return passes_run(ctx, *out, &opt);
+}
+
+/* Bind every input at its shape with symbolic dims at batch (zeros: nothing runs). */
+static wpk_status bind_zeros(wpk_context *ctx, wpk_session *s, const wpk_model *m, int batch) {
+    for (int i = 0; i < wpk_model_num_inputs(m); i++) {
+        wpk_tensor_view v = wpk_model_input(m, i);
+        size_t n = wpk_dtype_size(v.dtype);
+        for (int d = 0; d < v.ndim; d++) {
+            if (v.dims[d] < 0) v.dims[d] = batch;
+            n *= (size_t)v.dims[d];
+        }
+        void *zeros = wpk_calloc(n ? n : 1, 1);
+        if (!zeros) return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory binding '%s'", v.name);
+        wpk_status st = wpk_session_set_input(s, v.name, v.dtype, v.dims, v.ndim, zeros);
+        wpk_free(zeros);
+        if (st) return st;
+    }
+    return WPK_OK;
+}
+
+/* The nodes left at their default config: logged, and with strict an error naming them. */
+static wpk_status check_untuned(wpk_context *ctx, const exec_plan *p, int strict) {
+    strbuf names = {0};
+    int untuned = 0;
+    for (int k = 0; k < p->g->nnodes; k++) {
+        const char *provider, *impl, *source;
+        cpu_program_node_info(p->cpu, k, &provider, &impl, &source);
+        if (strcmp(source, "default")) continue;
+        if (untuned++ < MAX_LISTED)
+            sb_printf(&names, "%s'%s' (%s)", untuned > 1 ? ", " : "", p->g->nodes[k].name,
+                      p->g->nodes[k].op_type);
+    }
+    if (untuned > MAX_LISTED) sb_printf(&names, " and %d more", untuned - MAX_LISTED);
+    wpk_status st = WPK_OK;
+    if (untuned && strict)
+        st = wpk_error(ctx, WPK_ERR_INVALID_ARG, "%d node%s without tuning records (--strict): %s; "
+                       "run 'wpk tune' on the model first", untuned, untuned == 1 ? "" : "s",
+                       names.s ? names.s : "");
+    else if (untuned)
+        wpk_log(ctx, WPK_LOG_WARN, "%d node%s without tuning records run their default config: %s",
+                untuned, untuned == 1 ? "" : "s", names.s ? names.s : "");
+    sb_free(&names);
+    return st;
+}
+
+static wpk_status write_plan(wpk_context *ctx, const char *path, const uint8_t *graph,
+                             size_t graph_len, const wpk_compile_params *cp, const char *records,
+                             const exec_plan *p) {
+    artifact_writer w = {0};
+    aw_bytes(&w, graph, graph_len);
+    aw_u32(&w, (uint32_t)cp->opt_level);
+    aw_u32(&w, (uint32_t)cp->batch);
+    aw_str(&w, cp->provider ? cp->provider : "");
+    aw_str(&w, records);
+    aw_u32(&w, (uint32_t)p->ninputs);
+    for (int i = 0; i < p->ninputs; i++) {
+        aw_u32(&w, (uint32_t)p->key[i].dtype);
+        aw_u32(&w, (uint32_t)p->key[i].ndim);
+        for (int d = 0; d < p->key[i].ndim; d++) aw_i64(&w, p->key[i].dims[d]);
+    }
+    wpk_status st = cpu_program_save(ctx, p->cpu, p->g, &w);
+    if (st == WPK_OK) st = artifact_write(ctx, path, tune_target_fingerprint(), &w);
+    aw_free(&w);
+    return st;
+}
+
+wpk_status wpk_compile(wpk_context *ctx, const wpk_model *model, const wpk_compile_params *params,
+                       const char *path) {
+    wpk_clear_error(ctx);
+    wpk_compile_params cp = params ? *params : wpk_compile_default_params();
+    if (cp.opt_level < 0 || cp.opt_level > 3)
+        return wpk_error(ctx, WPK_ERR_INVALID_ARG, "optimization level %d is out of range (0 to "
+                         "3)", cp.opt_level);
+    if (cp.batch < 1)
+        return wpk_error(ctx, WPK_ERR_INVALID_ARG, "batch must be >= 1, not %d", cp.batch);
+    if (cp.threads < 0)
+        return wpk_error(ctx, WPK_ERR_INVALID_ARG, "threads must be >= 0, not %d", cp.threads);
+    if (!path || !*path) return wpk_error(ctx, WPK_ERR_INVALID_ARG, "no output path for the plan");
+    wpk_status st = wpk_model_check_supported(ctx, model);
+    if (st) return st;
+    /* the graph goes through its ONNX bytes before anything is specialized, so the plan is
+       made from exactly the graph a loader will read back */
+    ir_graph *g = NULL;
+    uint8_t *bytes = NULL;
+    size_t len = 0;
+    wpk_model *m = NULL;
+    wpk_session *s = NULL;
+    exec_plan *p = NULL;
+    char records[4096];
+    exec_plan_records_path(cp.records, records, sizeof records);
+    st = optimized(ctx, model, cp.opt_level, &g);
+    if (st == WPK_OK) st = graph_bytes(ctx, g, path, &bytes, &len);
+    if (st == WPK_OK) st = api_model_from_buffer(ctx, bytes, len, path, &m);
+    if (st == WPK_OK) {
+        wpk_session_params sp = wpk_session_default_params();
+        sp.backend = WPK_BACKEND_CPU;
+        sp.opt_level = 0; /* optimized above */
+        sp.threads = cp.threads;
+        sp.records = records;
+        sp.provider = cp.provider;
+        st = wpk_session_create(ctx, m, &sp, &s);
+    }
+    if (st == WPK_OK) st = bind_zeros(ctx, s, m, cp.batch);
+    if (st == WPK_OK) st = session_prepare(s, &p);
+    if (st == WPK_OK && !p->cpu)
+        st = wpk_error(ctx, WPK_ERR_UNSUPPORTED, "the graph's shapes depend on data computed "
+                       "while it runs: it cannot be compiled into a plan");
+    if (st == WPK_OK) st = check_untuned(ctx, p, cp.strict);
+    if (st == WPK_OK) st = write_plan(ctx, path, bytes, len, &cp, records, p);
+    if (st && model->g->path) wpk_error_prefix(ctx, "%s", model->g->path);
+    wpk_session_free(s);
+    wpk_model_free(m);
+    wpk_free(bytes);
+    ir_graph_free(g);
+    return st;
+}
+
+wpk_status api_plan_read(wpk_context *ctx, const char *path, api_plan *out) {
+    memset(out, 0, sizeof *out);
+    artifact_reader r;
+    wpk_status st = artifact_read(ctx, path, tune_target_fingerprint(), &out->file, &r, NULL, 0);
+    if (st) return st;
+    const void *graph = ar_bytes(&r, &out->graph_len);
+    out->graph = graph;
+    out->opt_level = (int)ar_u32(&r);
+    out->batch = (int)ar_u32(&r);
+    out->provider = ar_str(&r);
+    out->records = ar_str(&r);
+    uint32_t nin = ar_count(&r, 1u << 16, 8);
+    out->ninputs = (int)nin;
+    out->shapes = r.bad ? NULL : wpk_calloc((size_t)nin + 1, sizeof *out->shapes);
+    if (!r.bad && !out->shapes) {
+        api_plan_free(out);
+        return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory reading %s", path);
+    }
+    for (uint32_t i = 0; !r.bad && i < nin; i++) {
+        ir_tensor *t = &out->shapes[i];
+        t->dtype = (wpk_dtype)ar_u32(&r);
+        uint32_t nd = ar_u32(&r);
+        if (nd > WPK_MAX_DIMS || wpk_dtype_size(t->dtype) == 0) r.bad = true;
+        t->ndim = r.bad ? 0 : (int)nd;
+        for (int d = 0; d < t->ndim; d++) {
+            t->dims[d] = ar_i64(&r);
+            if (t->dims[d] < 0 || t->dims[d] > ((int64_t)1 << 40)) r.bad = true;
+        }
+    }
+    if (r.bad) {
+        api_plan_free(out);
+        return wpk_error(ctx, WPK_ERR_PARSE, "%s: the plan is damaged (its header sections)", path);
+    }
+    out->program = r;
+    return WPK_OK;
+}
+
+void api_plan_free(api_plan *p) {
+    wpk_free(p->file);
+    wpk_free(p->shapes);
+    memset(p, 0, sizeof *p);
+}

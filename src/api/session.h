@@ -1,0 +1,16 @@
+/* session.h -- what src/api's other files need of a session (the struct stays in session.c). */
+#ifndef WPK_API_SESSION_H
+#define WPK_API_SESSION_H
+
+#include "api/exec_plan.h"
+#include "wpk.h"
+
+/* The plan for the inputs bound now: from the session's cache, or specialized and compiled as
+ * its params say (records read, kernels built), without running it. Every input must be bound.
+ * *out is borrowed from the session. */
+wpk_status session_prepare(wpk_session *s, exec_plan **out);
+
+/* The threads the session runs on (params.threads, or the default). */
+int session_threads(const wpk_session *s);
+
+#endif
