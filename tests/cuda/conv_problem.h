@@ -12,25 +12,7 @@
 
 #include "ir/graph.h"
 #include "ir/ops.h"
-
-/* max |got - want| <= TOL * max(1, max |want|) */
-#define TOL 1e-5
-
-static unsigned rng_state = 2024;
-static float frand(void) {
-    rng_state = rng_state * 1103515245u + 12345u;
-    return (float)((rng_state >> 9) & 0xffff) / 32768.0f - 1.0f;
-}
-static float *randoms(int64_t n) {
-    float *p = aligned_alloc(64, (size_t)((n * 4 + 63) / 64 * 64));
-    for (int64_t i = 0; i < n; i++) p[i] = frand();
-    return p;
-}
-static float *nans(int64_t n) {
-    float *p = aligned_alloc(64, (size_t)((n * 4 + 63) / 64 * 64));
-    for (int64_t i = 0; i < n; i++) p[i] = NAN;
-    return p;
-}
+#include "test_data.h"
 
 typedef struct conv_case {
     const char *name;
@@ -132,19 +114,5 @@ static void problem_free(problem *p) {
     ir_graph_free(p->g);
 }
 
-
-static bool close_all(const float *got, const float *want, int64_t n, const char *what) {
-    double err = 0, big = 1;
-    int64_t at = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double d = fabs((double)got[i] - want[i]);
-        if (!(d <= err)) err = d, at = i;
-        if (fabs(want[i]) > big) big = fabs(want[i]);
-    }
-    if (err <= TOL * big) return true;
-    fprintf(stderr, "%s: [%lld] = %g, want %g (max error %g)\n", what, (long long)at, got[at],
-            want[at], err);
-    return false;
-}
 
 #endif

@@ -392,7 +392,3 @@ const tune_template tune_conv2d_cuda = {
     .default_config = default_config,
     .build = build,
 };
-
-static const tune_template *const cuda_registry[] = {&tune_conv2d_cuda, NULL};
-
-const tune_template *const *tune_templates_cuda(void) { return cuda_registry; }

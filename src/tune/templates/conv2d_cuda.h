@@ -1,6 +1,6 @@
 /* conv2d_cuda.h -- the GPU convolution template (conv2d_cuda.c): a direct NCHW conv scheduled
  * for CUDA with Woodpecker-DL's knobs. It is not in the CPU registry (templates.c): the CUDA
- * target asks for it by name, through tune_templates_cuda(). */
+ * target finds it through its own registry (templates_cuda.h). */
 #ifndef WPK_TUNE_TEMPLATES_CONV2D_CUDA_H
 #define WPK_TUNE_TEMPLATES_CONV2D_CUDA_H
 
@@ -28,7 +28,7 @@
 
 extern const tune_template tune_conv2d_cuda;
 
-/* The CUDA templates, NULL-terminated (for the CUDA target's task extraction and the tests). */
+/* The CUDA templates, NULL-terminated (the registry: src/tune/templates_cuda.c). */
 const tune_template *const *tune_templates_cuda(void);
 
 /* Bytes of shared memory a config of this task stages per reduction step (0 with shared off);
