@@ -168,6 +168,55 @@ typedef struct rt_cublas_api {
 
 const rt_cublas_api *rt_cublas_load(char *why, size_t cap);
 
+/* ---- cuBLASLt ---- */
+typedef struct cublaslt_context_s *cublaslt_handle;
+typedef struct cublaslt_desc_s *cublaslt_desc;
+typedef struct cublaslt_layout_s *cublaslt_layout;
+typedef struct cublaslt_pref_s *cublaslt_pref;
+
+typedef struct cublaslt_algo {       /* cublasLtMatmulAlgo_t: opaque, 64 bytes */
+    unsigned long long data[8];
+} cublaslt_algo;
+
+typedef struct cublaslt_heuristic {  /* cublasLtMatmulHeuristicResult_t */
+    cublaslt_algo algo;
+    size_t workspace;
+    cublas_status state;
+    float waves;
+    int reserved[4];
+} cublaslt_heuristic;
+
+enum { CUBLAS_COMPUTE_32F = 68, CUBLAS_COMPUTE_32F_PEDANTIC = 69,
+       CUBLAS_COMPUTE_32F_FAST_TF32 = 77, CUDA_R_32F = 0 };
+enum { CUBLASLT_DESC_TRANSA = 3, CUBLASLT_DESC_TRANSB = 4, CUBLASLT_DESC_EPILOGUE = 7,
+       CUBLASLT_DESC_BIAS_POINTER = 8, CUBLASLT_PREF_MAX_WORKSPACE = 1 };
+enum { CUBLASLT_EPILOGUE_DEFAULT = 1, CUBLASLT_EPILOGUE_RELU = 2, CUBLASLT_EPILOGUE_BIAS = 4,
+       CUBLASLT_EPILOGUE_RELU_BIAS = 6 };
+
+typedef struct rt_cublaslt_api {
+    cublas_status (*create)(cublaslt_handle *);
+    cublas_status (*destroy)(cublaslt_handle);
+    size_t (*version)(void);
+    cublas_status (*desc_create)(cublaslt_desc *, int, int);
+    cublas_status (*desc_destroy)(cublaslt_desc);
+    cublas_status (*desc_set)(cublaslt_desc, int, const void *, size_t);
+    cublas_status (*layout_create)(cublaslt_layout *, int, unsigned long long, unsigned long long,
+                                   long long);
+    cublas_status (*layout_destroy)(cublaslt_layout);
+    cublas_status (*pref_create)(cublaslt_pref *);
+    cublas_status (*pref_destroy)(cublaslt_pref);
+    cublas_status (*pref_set)(cublaslt_pref, int, const void *, size_t);
+    cublas_status (*heuristic)(cublaslt_handle, cublaslt_desc, cublaslt_layout, cublaslt_layout,
+                               cublaslt_layout, cublaslt_layout, cublaslt_pref, int,
+                               cublaslt_heuristic *, int *);
+    cublas_status (*matmul)(cublaslt_handle, cublaslt_desc, const void *, const void *,
+                            cublaslt_layout, const void *, cublaslt_layout, const void *,
+                            const void *, cublaslt_layout, void *, cublaslt_layout,
+                            const cublaslt_algo *, void *, size_t, cu_stream);
+} rt_cublaslt_api;
+
+const rt_cublaslt_api *rt_cublaslt_load(char *why, size_t cap);
+
 /* For the library providers (cudnn.c, cublas.c): the device's error context, and the class of
  * a failure they report on it. */
 wpk_context *rt_cuda_ctx(const rt_cuda *d);

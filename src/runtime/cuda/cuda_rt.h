@@ -1,7 +1,8 @@
 /* cuda_rt.h -- the CUDA backend of the runtime: one GPU through the driver API (device memory,
  * async copies on the backend's stream, modules from NVRTC images, launches, on-device timing
  * with CUDA events, a watchdog for hung kernels) and the vendor-library kernels (cuDNN forward
- * convolution with each algorithm as a config, cuBLAS sgemm). Every CUDA library is loaded with
+ * convolution with each algorithm as a config, cuBLAS sgemm, cuBLASLt GEMM with fused
+ * epilogues). Every CUDA library is loaded with
  * dlopen when first needed, never linked: on a machine without a GPU the same binary runs and
  * rt_cuda_open reports "CUDA unavailable: <reason>". Depends on base only.
  *
@@ -168,6 +169,32 @@ void rt_cublas_free(rt_cublas *b);
 /* Row-major C[m, n] = A[m, k] * B (B is [k, n], or [n, k] when trans_b), queued on d's stream. */
 wpk_status rt_cublas_matmul(rt_cublas *b, int64_t m, int64_t n, int64_t k, uint64_t a,
                             uint64_t bm, bool trans_b, uint64_t c);
+
+/* ---- cuBLASLt: row-major GEMM with the bias / ReLU epilogue fused, each algorithm its
+ * heuristic offers a config ---- */
+typedef struct rt_gemm_desc {
+    int64_t m, n, k;
+    bool trans_a, trans_b;   /* A stored [k, m] / B stored [n, k] (Gemm's transA / transB) */
+    bool bias, relu;         /* C[m, n] = relu(A B + bias[n]): Gemm's C as a row, FusedGemm */
+    bool tf32;               /* TF32 tensor cores (else FP32 pedantic math) */
+} rt_gemm_desc;
+
+typedef struct rt_cublaslt_gemm rt_cublaslt_gemm;
+
+#define RT_CUBLASLT_MAX_ALGOS 8
+#define RT_CUBLASLT_MAX_WORKSPACE ((size_t)32 << 20)
+
+/* Describe the product on device d and ask cuBLASLt's heuristic for up to RT_CUBLASLT_MAX_ALGOS
+ * algorithms (each needing at most RT_CUBLASLT_MAX_WORKSPACE); the largest workspace among them
+ * is allocated now. WPK_ERR_UNSUPPORTED when cuBLASLt is missing or offers no algorithm (the
+ * message says which); WPK_ERR_NOMEM for device memory. *out is the caller's. */
+wpk_status rt_cublaslt_gemm_create(rt_cuda *d, const rt_gemm_desc *g, rt_cublaslt_gemm **out);
+void rt_cublaslt_gemm_free(rt_cublaslt_gemm *g);
+/* How many algorithms (configs 0..n-1, the heuristic's order: its best first). */
+int rt_cublaslt_gemm_configs(const rt_cublaslt_gemm *g);
+/* Queue C = epilogue(A B) with algorithm `config` on d's stream; bias 0 unless the desc has one. */
+wpk_status rt_cublaslt_gemm_run(rt_cublaslt_gemm *g, int config, uint64_t a, uint64_t b,
+                                uint64_t bias, uint64_t c);
 
 /* ---- the backend as a vtable (the shape the runtime engine drives every backend through) ---- */
 typedef struct rt_device_ops {

@@ -1,5 +1,7 @@
-/* loader.c -- finding the CUDA libraries at run time: dlopen of the driver (libcuda), cuDNN and
- * cuBLAS, and their function tables (cuda_api.h), each filled once per process. */
+/* loader.c -- finding the CUDA libraries at run time: dlopen of the driver (libcuda), cuDNN,
+ * cuBLAS and cuBLASLt, and their function tables (cuda_api.h), each filled once per process.
+ * $WPK_CUDA_DRIVER_LIBRARY, $WPK_CUDNN_LIBRARY, $WPK_CUBLAS_LIBRARY and $WPK_CUBLASLT_LIBRARY
+ * name another file for each (the tests' mocks). */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -29,6 +31,19 @@ void *rt_cuda_sym(void *lib, const char *a, const char *b) {
     void *p = dlsym(lib, a);
     if (!p && b) p = dlsym(lib, b);
     return p;
+}
+
+/* $env when set (tests: a mock library), else the first of names that loads. */
+static void *open_lib(const char *env, const char *const *names, int n, const char *what,
+                      char *why, size_t cap) {
+    const char *path = getenv(env);
+    if (path && *path) {
+        const char *one[1] = {path};
+        char label[128];
+        snprintf(label, sizeof label, "%s ($%s)", what, env);
+        return rt_cuda_dlopen_first(one, 1, label, why, cap);
+    }
+    return rt_cuda_dlopen_first(names, n, what, why, cap);
 }
 
 /* ---- the driver ---- */
@@ -126,7 +141,7 @@ static char dnn_why[768];
 static void dnn_bind(void) {
     static const char *const names[] = {"libcudnn.so.9", "libcudnn.so",
                                         "/usr/local/cuda/lib64/libcudnn.so.9"};
-    void *lib = rt_cuda_dlopen_first(names, 3, "cuDNN", dnn_why, sizeof dnn_why);
+    void *lib = open_lib("WPK_CUDNN_LIBRARY", names, 3, "cuDNN", dnn_why, sizeof dnn_why);
     if (!lib) return;
     const char *missing = NULL;
     RT_CUDA_BIND(lib, dnn, version, "cudnnGetVersion", NULL, &missing);
@@ -184,7 +199,7 @@ static char blas_why[768];
 static void blas_bind(void) {
     static const char *const names[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so",
                                         "/usr/local/cuda/lib64/libcublas.so"};
-    void *lib = rt_cuda_dlopen_first(names, 4, "cuBLAS", blas_why, sizeof blas_why);
+    void *lib = open_lib("WPK_CUBLAS_LIBRARY", names, 4, "cuBLAS", blas_why, sizeof blas_why);
     if (!lib) return;
     const char *missing = NULL;
     RT_CUDA_BIND(lib, blas, create, "cublasCreate_v2", NULL, &missing);
@@ -212,4 +227,49 @@ const rt_cublas_api *rt_cublas_load(char *why, size_t cap) {
     if (!ok) snprintf(why, cap, "%s", blas_why);
     pthread_mutex_unlock(&lock);
     return ok ? &blas : NULL;
+}
+
+/* ---- cuBLASLt ---- */
+
+static rt_cublaslt_api lt;
+static bool lt_tried, lt_ok;
+static char lt_why[768];
+
+static void lt_bind(void) {
+    static const char *const names[] = {"libcublasLt.so.13", "libcublasLt.so.12",
+                                        "libcublasLt.so", "/usr/local/cuda/lib64/libcublasLt.so"};
+    void *lib = open_lib("WPK_CUBLASLT_LIBRARY", names, 4, "cuBLASLt", lt_why, sizeof lt_why);
+    if (!lib) return;
+    const char *missing = NULL;
+    RT_CUDA_BIND(lib, lt, create, "cublasLtCreate", NULL, &missing);
+    RT_CUDA_BIND(lib, lt, destroy, "cublasLtDestroy", NULL, &missing);
+    RT_CUDA_BIND(lib, lt, version, "cublasLtGetVersion", NULL, &missing);
+    RT_CUDA_BIND(lib, lt, desc_create, "cublasLtMatmulDescCreate", NULL, &missing);
+    RT_CUDA_BIND(lib, lt, desc_destroy, "cublasLtMatmulDescDestroy", NULL, &missing);
+    RT_CUDA_BIND(lib, lt, desc_set, "cublasLtMatmulDescSetAttribute", NULL, &missing);
+    RT_CUDA_BIND(lib, lt, layout_create, "cublasLtMatrixLayoutCreate", NULL, &missing);
+    RT_CUDA_BIND(lib, lt, layout_destroy, "cublasLtMatrixLayoutDestroy", NULL, &missing);
+    RT_CUDA_BIND(lib, lt, pref_create, "cublasLtMatmulPreferenceCreate", NULL, &missing);
+    RT_CUDA_BIND(lib, lt, pref_destroy, "cublasLtMatmulPreferenceDestroy", NULL, &missing);
+    RT_CUDA_BIND(lib, lt, pref_set, "cublasLtMatmulPreferenceSetAttribute", NULL, &missing);
+    RT_CUDA_BIND(lib, lt, heuristic, "cublasLtMatmulAlgoGetHeuristic", NULL, &missing);
+    RT_CUDA_BIND(lib, lt, matmul, "cublasLtMatmul", NULL, &missing);
+    if (missing) {
+        snprintf(lt_why, sizeof lt_why, "cuBLASLt lacks %s", missing);
+        dlclose(lib);
+        return;
+    }
+    lt_ok = true;
+}
+
+const rt_cublaslt_api *rt_cublaslt_load(char *why, size_t cap) {
+    pthread_mutex_lock(&lock);
+    if (!lt_tried) {
+        lt_tried = true;
+        lt_bind();
+    }
+    bool ok = lt_ok;
+    if (!ok) snprintf(why, cap, "%s", lt_why);
+    pthread_mutex_unlock(&lock);
+    return ok ? &lt : NULL;
 }
