@@ -47,6 +47,16 @@ expect 0 "output y: [2, 2, 8, 8]" "$WPK" run --plan "$T/m.wpk" -o "$T/plan_out2"
 expect 0 "output y:" "$WPK" run "$MODEL" --db '' --provider generated -o "$T/gen_out"
 expect 0 "output y:" "$WPK" run "$MODEL" --db '' --provider ref -o "$T/gen_out"
 
+# a library's kernels in a plan (made again from their config at load), where built in
+for lib in onednn openblas; do
+    "$WPK" compile "$MODEL" --db '' --batch 2 --provider $lib -o "$T/$lib.wpk" >"$T/log" 2>&1
+    rc=$?
+    if [ $rc -ne 0 ] && grep -q "unknown provider" "$T/log"; then echo "$lib: not built in"; continue; fi
+    [ $rc -eq 0 ] || { fail "compile --provider $lib: exit $rc"; sed 's/^/  | /' "$T/log"; continue; }
+    expect 0 "output y:" env CC=/nonexistent/cc "$WPK" run --plan "$T/$lib.wpk" -i "x=$T/x.npy" -o "$T/${lib}_out"
+    same "$T/${lib}_out/y.npy" "$T/ref_out/y.npy"
+done
+
 # must-fail cases
 expect 1 "--strict" "$WPK" compile "$MODEL" --db '' --strict -o "$T/s.wpk"
 grep -q "'conv'" "$T/log" || fail "--strict does not name the untuned node"
