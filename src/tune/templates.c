@@ -12,6 +12,8 @@
 static const tune_template *const registry[] = {
     &tune_conv2d_nchwc,
     &tune_conv2d_nchw,
+    /* an alternative for the nodes the two above take, never the first (tune_templates_for) */
+    &tune_conv2d_winograd,
     &tune_dense,
     &tune_pool2d,
     &tune_global_pool,

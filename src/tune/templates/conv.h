@@ -54,5 +54,7 @@ int tune_vector_floats(void);
 
 extern const tune_template tune_conv2d_nchwc;
 extern const tune_template tune_conv2d_nchw;
+/* Winograd F(2x2,3x3) / F(4x4,3x3): an alternative for 3x3 stride-1 convs (conv2d_winograd.c) */
+extern const tune_template tune_conv2d_winograd;
 
 #endif

@@ -1,0 +1,320 @@
+/* conv2d_winograd.c -- the Winograd convolution template: 3x3 stride-1 convs (dilation 1,
+ * one group, constant weights) as F(2x2,3x3) or F(4x4,3x3) (te/algo/winograd.h), one more
+ * implementation of the nodes the direct conv templates take (never the first: the registry
+ * lists it after them, so tuning or the records choose it where it is faster).
+ *
+ * The weight transform U = G g G^T is the pre-pack (tune_build.prepack: it runs once, on the
+ * node's constant weight, packed first for NCHW nodes). Per run, four loop nests:
+ *  - the padded copy of the input (and, for NCHW nodes, its blocked layout), whole tiles;
+ *  - the input transform, per tile and block of input channels: the rows' transform B^T d in a
+ *    "local" stage at that loop, then its columns, every alpha x alpha position unrolled (each
+ *    copy keeps only its row's adds) and the block's lanes vectorized;
+ *  - the batched GEMM, where the time goes: per position (e1, e2) the output tiles x output
+ *    channels are register-tiled like a GEMM: tile_p tiles x tile_k channel blocks of
+ *    accumulators in a "local" stage, the reduction over input channels outside them, so each
+ *    step broadcasts one transformed input and multiplies it by tile_k vectors of U;
+ *  - the output transform per m x m output tile: A^T M's rows in a "local" stage at the tile,
+ *    then the columns, cropped at the border, with the fused epilogue as it is written.
+ * ConvNCHWc nodes fix the blocks (their tensors' lanes); NCHW nodes choose them (oc_block,
+ * ic_block) and write NCHW from the blocked GEMM result. */
+#include <string.h>
+
+#include "te/algo/winograd.h"
+#include "tune/templates/conv.h"
+
+#define NAME "conv2d_winograd"
+
+enum { ORDER_K_OUTER, ORDER_P_OUTER };
+enum { PAR_POSITIONS, PAR_POSITIONS_TILES };
+
+static bool supports(const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+    tune_conv g;
+    if (!tune_conv_read(n, in, out, &g)) return false;
+    return g.kh == 3 && g.kw == 3 && g.p.stride[0] == 1 && g.p.stride[1] == 1 &&
+           g.p.dilation[0] == 1 && g.p.dilation[1] == 1 && g.p.groups == 1 && g.wconst;
+}
+
+static void describe(tune_task *t) {
+    tune_conv g;
+    if (tune_conv_read_task(t, &g)) tune_conv_describe(NAME, &g, t);
+}
+
+static int64_t tiles(const tune_conv *g, int64_t m) {
+    return g->n * ((g->oh + m - 1) / m) * ((g->ow + m - 1) / m);
+}
+
+/* The blocks of a node: ConvNCHWc's own, else the knobs' (0 when the config has none). */
+static int64_t in_block(const tune_conv *g, const tune_space *s, const tune_config *cfg) {
+    return g->op == IR_OP_CONV_NCHWC ? g->bi : tune_value(s, cfg, "ic_block");
+}
+static int64_t out_block(const tune_conv *g, const tune_space *s, const tune_config *cfg) {
+    return g->op == IR_OP_CONV_NCHWC ? g->bo : tune_value(s, cfg, "oc_block");
+}
+
+static void space(const tune_task *t, tune_space *s) {
+    memset(s, 0, sizeof *s);
+    tune_conv g;
+    if (!tune_conv_read_task(t, &g)) return;
+    const int64_t vec = tune_vector_floats();
+    static const int64_t ms[] = {2, 4}, flag[] = {0, 1};
+    tune_space_add(s, "m", 2, ms);
+    if (g.op == IR_OP_CONV_NCHWC) {
+        tune_space_add(s, "ic_block", 1, &g.bi);
+        tune_space_add(s, "oc_block", 1, &g.bo);
+    } else {
+        /* the transforms' and the GEMM's vectors: a whole register or half of one */
+        const int64_t blocks[] = {vec, vec / 2};
+        tune_space_add(s, "ic_block", 2, blocks);
+        tune_space_add(s, "oc_block", 2, blocks);
+    }
+    /* tiles per register tile: up to the most tiles there are (m = 2) */
+    static const int64_t tps[] = {1, 2, 3, 4, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28};
+    int64_t tp[16];
+    int k = 0;
+    for (int i = 0; i < (int)(sizeof tps / sizeof tps[0]); i++)
+        if (tps[i] <= tiles(&g, 2)) tp[k++] = tps[i];
+    tune_space_add(s, "tile_p", k, tp);
+    /* output-channel blocks per register tile (the smallest output block fixes how many) */
+    const int64_t bmin = g.op == IR_OP_CONV_NCHWC ? g.bo : vec / 2;
+    const int64_t kb = (g.cout + bmin - 1) / bmin;
+    static const int64_t tks[] = {1, 2, 4};
+    tune_space_add(s, "tile_k", kb >= 4 ? 3 : kb >= 2 ? 2 : 1, tks);
+    tune_space_add(s, "order", 2, flag);
+    tune_space_add(s, "parallel", 2, flag);
+}
+
+/* The register tile with the fewest tiles left over in the last one, preferring wide tiles. */
+static int64_t pick_tiles(int64_t p, int64_t regs) {
+    int64_t best = 1;
+    double best_cost = 1e30;
+    for (int64_t b = 1; b <= regs && b <= p; b++) {
+        double cost = (double)((p + b - 1) / b * b) / (double)p * (1.0 + 4.0 / (double)b);
+        if (cost < best_cost - 1e-9) best = b, best_cost = cost;
+    }
+    return best;
+}
+
+static void default_config(const tune_task *t, const tune_space *s, tune_config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    tune_conv g;
+    if (!tune_conv_read_task(t, &g)) return;
+    const int64_t vec = tune_vector_floats();
+    tune_config_set(s, cfg, "m", 4);
+    tune_config_set(s, cfg, "ic_block", vec);
+    tune_config_set(s, cfg, "oc_block", vec);
+    const int64_t bo = out_block(&g, s, cfg);
+    const int64_t kb = (g.cout + bo - 1) / bo;
+    /* two channel blocks share each broadcast input when there are two */
+    const int64_t tk = kb >= 2 ? 2 : 1;
+    tune_config_set(s, cfg, "tile_k", tk);
+    /* accumulators: 16 on AVX-512 (32 registers), 8 on AVX2 (16): the compiler keeps the
+     * tile's broadcast inputs in registers too, and more accumulators spill (measured on
+     * ResNet-18's 56x56 64->64 conv, m = 4, 1 thread: 2 x 7 accumulators 0.80 ms per call,
+     * 2 x 14 1.95 ms) */
+    const int64_t regs = (vec >= 16 ? 16 : 8) / (bo > vec ? bo / vec : 1) / tk;
+    tune_config_set(s, cfg, "tile_p", pick_tiles(tiles(&g, 4), regs > 1 ? regs : 1));
+    tune_config_set(s, cfg, "order", ORDER_P_OUTER);
+    tune_config_set(s, cfg, "parallel", PAR_POSITIONS);
+}
+
+/* ---- build ---- */
+
+#define TRY(x)                                                                             \
+    do {                                                                                   \
+        wpk_status st_ = (x);                                                              \
+        if (st_) return st_;                                                               \
+    } while (0)
+
+/* After an algorithm returned NULL: out of memory, or its message (prefixed). */
+static wpk_status nomem(te_ctx *c) {
+    if (c->oom) return WPK_ERR_NOMEM;
+    wpk_error_prefix(c->err, NAME);
+    return WPK_ERR_INVALID_ARG;
+}
+
+/* The config's values must be legal for this workload (a config made for another space). */
+static wpk_status check_legal(te_ctx *c, const tune_task *t, const tune_space *s,
+                              const tune_config *cfg) {
+    TRY(tune_check_config(c, NAME, s, cfg));
+    tune_space legal;
+    space(t, &legal);
+    for (int k = 0; k < legal.nknobs; k++) {
+        const tune_knob *kn = &legal.knobs[k];
+        int64_t v = tune_config_get(s, cfg, kn->name, INT64_MIN);
+        bool ok = false;
+        for (int i = 0; i < kn->nvalues; i++) ok |= kn->values[i] == v;
+        if (v == INT64_MIN)
+            return wpk_error(c->err, WPK_ERR_INVALID_ARG, NAME ": the config has no knob '%s'",
+                             kn->name);
+        if (!ok)
+            return wpk_error(c->err, WPK_ERR_INVALID_ARG, NAME ": knob '%s' = %lld is not a "
+                             "legal value for workload %s", kn->name, (long long)v, t->key);
+    }
+    return WPK_OK;
+}
+
+typedef struct knobs {
+    int m;
+    int64_t bi, bo, tp, tk;
+    int order, par;
+} knobs;
+
+/* The padded copy (the blocked layout of an NCHW input inside it) in parallel over images x
+ * channel blocks, lanes vectorized. */
+static wpk_status schedule_copy(te_schedule *s, te_tensor *t) {
+    te_stage *st = te_stage_of(s, t);
+    te_iter *f;
+    TRY(te_fuse(st, t->axes[0], t->axes[1], &f));
+    TRY(te_parallel(st, f));
+    if (t->ndim == 5 && t->shape[4] > 1) TRY(te_vectorize(st, t->axes[4]));
+    return WPK_OK;
+}
+
+/* v[e1, e2, p, c]: per tile and block of channels, the rows' transform at that loop, every
+ * position unrolled, the block's lanes vectorized. */
+static wpk_status schedule_input(te_schedule *s, const te_winograd_parts *wp, const knobs *k) {
+    te_tensor *v = wp->v, *tin = wp->tin;
+    te_stage *sv = te_stage_of(s, v), *st = te_stage_of(s, tin);
+    te_iter *co, *ci;
+    TRY(te_split(sv, v->axes[3], k->bi, &co, &ci));
+    TRY(te_reorder(sv, 5, (te_iter *[]){v->axes[2], co, v->axes[0], v->axes[1], ci}));
+    TRY(te_parallel(sv, v->axes[2]));
+    TRY(te_unroll(sv, v->axes[0]));
+    TRY(te_unroll(sv, v->axes[1]));
+    if (k->bi > 1) TRY(te_vectorize(sv, ci));
+    TRY(te_compute_at(st, sv, co));
+    TRY(te_set_scope(st, "local"));
+    TRY(te_reorder(st, 4, (te_iter *[]){tin->axes[2], tin->axes[0], tin->axes[1], tin->axes[3]}));
+    TRY(te_unroll(st, tin->axes[0]));
+    TRY(te_unroll(st, tin->axes[1]));
+    if (k->bi > 1) TRY(te_vectorize(st, tin->axes[3]));
+    return WPK_OK;
+}
+
+/* m[e1, e2, p, kb, k]: per position, tile_p tiles x tile_k blocks of accumulators. */
+static wpk_status schedule_gemm(te_schedule *s, te_tensor *mm, const knobs *k) {
+    te_tensor *acc;
+    TRY(te_cache_write(s, mm, "local", &acc));
+    te_stage *sm = te_stage_of(s, mm), *sa = te_stage_of(s, acc);
+    te_iter *po, *pi, *ko, *ki, *f;
+    TRY(te_split(sm, mm->axes[2], k->tp, &po, &pi));
+    TRY(te_split(sm, mm->axes[3], k->tk, &ko, &ki));
+    te_iter *outer = k->order == ORDER_P_OUTER ? po : ko, *inner = outer == po ? ko : po;
+    TRY(te_reorder(sm, 7, (te_iter *[]){mm->axes[0], mm->axes[1], outer, inner, ki, pi,
+                                        mm->axes[4]}));
+    TRY(te_fuse(sm, mm->axes[0], mm->axes[1], &f));
+    if (k->par == PAR_POSITIONS_TILES) TRY(te_fuse(sm, f, outer, &f));
+    TRY(te_parallel(sm, f));
+    TRY(te_unroll(sm, ki));
+    TRY(te_unroll(sm, pi));
+    TRY(te_vectorize(sm, mm->axes[4]));
+    /* the accumulators at the tile: the reduction outside, the tile inside */
+    TRY(te_compute_at(sa, sm, inner));
+    te_iter *rc = acc->body->raxes[0];
+    TRY(te_reorder(sa, 4, (te_iter *[]){rc, acc->axes[3], acc->axes[2], acc->axes[4]}));
+    TRY(te_unroll(sa, acc->axes[3]));
+    TRY(te_unroll(sa, acc->axes[2]));
+    return te_vectorize(sa, acc->axes[4]);
+}
+
+/* The output per m x m tile: A^T M's rows at the tile, then the columns with the epilogue. */
+static wpk_status schedule_output(te_schedule *s, const te_winograd_parts *wp, const knobs *k,
+                                  bool nchw) {
+    te_tensor *y = wp->out, *tout = wp->tout;
+    te_stage *sy = te_stage_of(s, y), *st = te_stage_of(s, tout);
+    te_iter *tho, *ohi, *two, *owi, *f, *lanes;
+    TRY(te_split(sy, y->axes[2], k->m, &tho, &ohi));
+    TRY(te_split(sy, y->axes[3], k->m, &two, &owi));
+    if (nchw) {
+        te_iter *ko;
+        TRY(te_split(sy, y->axes[1], k->bo, &ko, &lanes));
+        TRY(te_reorder(sy, 7, (te_iter *[]){y->axes[0], ko, tho, two, ohi, owi, lanes}));
+        TRY(te_fuse(sy, y->axes[0], ko, &f));
+    } else {
+        lanes = y->axes[4];
+        TRY(te_reorder(sy, 7, (te_iter *[]){y->axes[0], y->axes[1], tho, two, ohi, owi, lanes}));
+        TRY(te_fuse(sy, y->axes[0], y->axes[1], &f));
+    }
+    TRY(te_fuse(sy, f, tho, &f));
+    TRY(te_parallel(sy, f));
+    TRY(te_unroll(sy, ohi));
+    TRY(te_unroll(sy, owi));
+    TRY(te_vectorize(sy, lanes));
+    TRY(te_compute_at(st, sy, two));
+    TRY(te_set_scope(st, "local"));
+    TRY(te_reorder(st, 5, (te_iter *[]){tout->axes[2], tout->axes[3], tout->axes[0],
+                                        tout->axes[1], tout->axes[4]}));
+    TRY(te_unroll(st, tout->axes[0]));
+    TRY(te_unroll(st, tout->axes[1]));
+    return te_vectorize(st, tout->axes[4]);
+}
+
+static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
+                        const tune_config *cfg, tune_build *out) {
+    memset(out, 0, sizeof *out);
+    tune_conv g;
+    if (!tune_conv_read_task(t, &g) || g.kh != 3 || g.kw != 3 || g.p.groups != 1 ||
+        g.p.stride[0] != 1 || g.p.stride[1] != 1 || g.p.dilation[0] != 1 ||
+        g.p.dilation[1] != 1 || !g.wconst)
+        return wpk_error(c->err, WPK_ERR_INVALID_ARG, NAME ": node '%s' is not a 3x3 stride-1 "
+                         "conv with constant weights", t->node ? t->node->name : "(null)");
+    TRY(check_legal(c, t, s, cfg));
+    knobs k = {
+        .m = (int)tune_value(s, cfg, "m"), .bi = in_block(&g, s, cfg),
+        .bo = out_block(&g, s, cfg), .tp = tune_value(s, cfg, "tile_p"),
+        .tk = tune_value(s, cfg, "tile_k"), .order = (int)tune_value(s, cfg, "order"),
+        .par = (int)tune_value(s, cfg, "parallel"),
+    };
+    const bool blocked = g.op == IR_OP_CONV_NCHWC;
+    const ir_tensor *x0 = &t->in[0], *w0 = &t->in[1];
+    const int al = te_winograd_alpha(k.m);
+    const int64_t kb = (g.cout + k.bo - 1) / k.bo;
+    /* a ConvNCHWc on an NCHW input (the stem's form) has weights packed for 1-lane blocks */
+    const int64_t bi = blocked ? g.bi : k.bi;
+    const int64_t ct = (g.cin + bi - 1) / bi * bi;
+    const int64_t ushape[5] = {al, al, kb, ct, k.bo};
+
+    /* the kernel's arguments: x, U (pre-packed from the node's weight), bias, residual */
+    te_epilogue ep;
+    TRY(tune_conv_args(c, t, &g, x0->dims, x0->ndim, ushape, 5, t->out[0].dims, t->out[0].ndim,
+                       out, &ep));
+    te_tensor *src = te_placeholder(c, "w.src", TE_F32, w0->ndim, w0->dims);
+    if (!src) return nomem(c);
+    src->constant = true;
+    te_tensor *packed = blocked ? src : te_conv2d_pack_weight(c, "w.packed", src, bi, k.bo, false);
+    out->prepack_src[1] = src;
+    out->prepack[1] = packed ? te_winograd_weight(c, "w.wino", packed, k.m) : NULL;
+    if (!out->prepack[1]) return nomem(c);
+
+    /* the algorithm */
+    te_winograd_params wp = {.m = k.m, .conv = g.p, .channels = g.cout, .in_block = bi,
+                             .nchw_out = !blocked};
+    te_winograd_parts parts;
+    te_tensor *y = te_conv2d_winograd(c, "y", out->args[0], out->args[1], &wp, &ep, &parts);
+    if (!y) return nomem(c);
+    out->args[out->nargs++] = y;
+
+    /* the schedule */
+    te_schedule *sc = te_schedule_create(c, &y, 1);
+    if (!sc) return nomem(c);
+    out->schedule = sc;
+    knobs kk = k;
+    kk.bi = bi;
+    if (parts.pad) TRY(schedule_copy(sc, parts.pad));
+    if (parts.layout) {
+        if (parts.pad) TRY(te_compute_inline(te_stage_of(sc, parts.layout)));
+        else TRY(schedule_copy(sc, parts.layout));
+    }
+    TRY(schedule_input(sc, &parts, &kk));
+    TRY(schedule_gemm(sc, parts.mm, &kk));
+    return schedule_output(sc, &parts, &kk, !blocked);
+}
+
+const tune_template tune_conv2d_winograd = {
+    .name = NAME,
+    .supports = supports,
+    .describe = describe,
+    .space = space,
+    .default_config = default_config,
+    .build = build,
+};
