@@ -3,14 +3,17 @@
 #   scripts/setup.sh build   compiler, CMake, protobuf-c, Python's onnx + numpy (for the demo model)
 #   scripts/setup.sh test    the above + onnxruntime (the oracle), clang's libFuzzer runtime,
 #                            Debian's torch/torchvision (to export the torchvision models) and
-#                            oneDNN (the peer the kernel benchmarks compare against)
+#                            oneDNN and OpenBLAS (the vendor-library providers of src/lib, and
+#                            the peers the kernel benchmarks compare against; OpenBLAS's OpenMP
+#                            build, which shares wpk's OpenMP threads)
 set -euo pipefail
 what=${1:-build}
 
 apt_pkgs=(build-essential cmake pkg-config libprotobuf-c-dev protobuf-c-compiler libxgboost-dev libsqlite3-dev libcjson-dev zlib1g-dev)
 pip_pkgs=(onnx numpy)
 if [ "$what" = test ]; then
-  apt_pkgs+=(clang libclang-rt-14-dev python3-torch python3-torchvision libdnnl-dev)
+  apt_pkgs+=(clang libclang-rt-14-dev python3-torch python3-torchvision libdnnl-dev
+            libopenblas-dev libopenblas-openmp-dev)
   pip_pkgs+=(onnxruntime)
 fi
 
