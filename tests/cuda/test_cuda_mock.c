@@ -4,7 +4,10 @@
  * out-of-memory classified as such and recoverable, module loads refused as LOAD or CONFIG with
  * the reason, shared memory opted into above 48 KiB, the event-timed measurement loop (batch
  * growth to the minimum sample time, the L2 flush), the backend vtable, a crashed launch and a
- * hung kernel (watchdog) losing the context while the rest of the process goes on. */
+ * hung kernel (watchdog) losing the context while the rest of the process goes on; and the
+ * isolated measurement (rt_cuda_run_isolated): a good candidate's samples, a hung kernel killed
+ * by the host's deadline (TIMEOUT), one stopped by the child's own watchdog, device memory
+ * exhaustion classified as OOM, a crashing child as CRASH. */
 #define _DEFAULT_SOURCE
 
 #include <math.h>
@@ -33,6 +36,62 @@ typedef struct job {
 static wpk_status enqueue(void *user, rt_cuda *d) {
     job *j = user;
     return rt_cuda_kernel_launch(d, j->k, j->args, 2);
+}
+
+/* ---- isolated measurement ---- */
+
+typedef enum { ISO_OK, ISO_HANG, ISO_CHILD_WATCHDOG, ISO_OOM, ISO_ABORT } iso_kind;
+
+static wpk_status iso_child(void *user, rt_cuda *d, rt_cuda_result *r) {
+    iso_kind kind = *(iso_kind *)user;
+    uint64_t a = 0, b = 0;
+    wpk_status st = rt_cuda_alloc(d, kind == ISO_OOM ? (size_t)2 << 30 : 1024, &a);
+    if (st) return st;
+    if ((st = rt_cuda_alloc(d, 1024, &b))) return st;
+    if (kind == ISO_ABORT) abort();
+    rt_cuda_dims dims = {{4, 1, 1}, {128, 1, 1}, 0};
+    rt_cuda_kernel *k = NULL;
+    const char *name = kind == ISO_HANG || kind == ISO_CHILD_WATCHDOG ? "spin" : "k";
+    if ((st = rt_cuda_kernel_load(d, "// PTX", 7, name, &dims, &k))) return st;
+    job j = {k, {a, b}};
+    if (kind == ISO_OK) {
+        rt_cuda_measure m = rt_cuda_default_measure();
+        m.repeat = 5;
+        st = rt_cuda_time(d, enqueue, &j, &m, r->samples);
+        if (!st) r->nsamples = m.repeat;
+    } else {
+        st = rt_cuda_kernel_launch(d, k, j.args, 2);
+        if (!st) st = rt_cuda_sync(d, kind == ISO_HANG ? 600000 : 50);
+    }
+    rt_cuda_kernel_free(k);
+    return st;
+}
+
+static void test_isolated(wpk_context *ctx) {
+    rt_cuda_result r;
+    iso_kind kind = ISO_OK;
+    CHECK(rt_cuda_run_isolated(ctx, 0, 20, iso_child, &kind, &r) == WPK_OK);
+    if (r.fault) fprintf(stderr, "isolated ok: %s\n", r.message);
+    CHECK(r.fault == RT_CUDA_FAULT_NONE && r.nsamples == 5 && fabs(r.samples[4] - 1e-5) < 1e-7);
+    kind = ISO_HANG;
+    CHECK(rt_cuda_run_isolated(ctx, 0, 0.3, iso_child, &kind, &r) == WPK_OK);
+    CHECK(r.fault == RT_CUDA_FAULT_TIMEOUT && strstr(r.message, "(watchdog)") != NULL);
+    CHECK(r.nsamples == 0);
+    kind = ISO_CHILD_WATCHDOG;
+    CHECK(rt_cuda_run_isolated(ctx, 0, 20, iso_child, &kind, &r) == WPK_OK);
+    CHECK(r.fault == RT_CUDA_FAULT_TIMEOUT && strstr(r.message, "within 50 ms") != NULL);
+    kind = ISO_OOM;
+    CHECK(rt_cuda_run_isolated(ctx, 0, 20, iso_child, &kind, &r) == WPK_OK);
+    CHECK(r.fault == RT_CUDA_FAULT_OOM && strstr(r.message, "out of device memory") != NULL);
+    kind = ISO_ABORT;
+    CHECK(rt_cuda_run_isolated(ctx, 0, 20, iso_child, &kind, &r) == WPK_OK);
+    CHECK(r.fault == RT_CUDA_FAULT_CRASH && strstr(r.message, "signal 6") != NULL);
+    /* a device the child cannot open */
+    kind = ISO_OK;
+    CHECK(rt_cuda_run_isolated(ctx, 7, 20, iso_child, &kind, &r) == WPK_OK);
+    CHECK(r.fault == RT_CUDA_FAULT_UNAVAILABLE && strstr(r.message, "no device 7") != NULL);
+    CHECK_ERR(ctx, rt_cuda_run_isolated(ctx, 0, 1, NULL, NULL, &r), WPK_ERR_INVALID_ARG,
+              "no function");
 }
 
 int main(int argc, char **argv) {
@@ -154,6 +213,7 @@ int main(int argc, char **argv) {
     }
     rt_cuda_kernel_free(spin);
     rt_cuda_close(d);
+    test_isolated(ctx);
     wpk_context_free(ctx);
     CHECK_DONE();
 }

@@ -134,6 +134,38 @@ typedef wpk_status (*rt_cuda_enqueue_fn)(void *user, rt_cuda *d);
 wpk_status rt_cuda_time(rt_cuda *d, rt_cuda_enqueue_fn fn, void *user, const rt_cuda_measure *m,
                         double *samples);
 
+/* ---- isolated measurement: a child process per candidate, killed by the host's watchdog ----
+ * A kernel that never ends cannot be stopped from the process that launched it, and a crash
+ * (illegal address) loses that process's context for good; so a tuner measures each candidate
+ * in a forked child that opens the device itself, and the parent kills the child when its host
+ * deadline passes (the driver then tears the child's context down). The parent must not have
+ * initialized CUDA itself before forking (CUDA is not fork-safe): probe in a child too, or use
+ * rt_cuda_run_isolated for that as well. */
+#define RT_CUDA_MAX_SAMPLES 64
+
+typedef struct rt_cuda_result {
+    rt_cuda_fault fault;     /* NONE: samples are valid */
+    double samples[RT_CUDA_MAX_SAMPLES]; /* seconds per launch */
+    int nsamples;
+    double error;            /* the child's check against a reference (-1: none) */
+    char message[512];       /* why it failed, from the child or the watchdog */
+} rt_cuda_result;
+
+/* The child's work on device d (opened by the child): measure, fill r (fault NONE on success;
+ * on failure the fault and message of what failed -- rt_cuda_last_fault(d) and the context's
+ * message are copied in when the function returns an error without setting them). */
+typedef wpk_status (*rt_cuda_child_fn)(void *user, rt_cuda *d, rt_cuda_result *r);
+
+/* Run fn in a forked child on device `ordinal` with a host deadline of timeout_s seconds
+ * (<= 0: 60 s). The result comes back through a pipe into *r: the child's own, or TIMEOUT (the
+ * deadline passed: the child was killed with SIGKILL, "killed after N s (watchdog)"), CRASH (the
+ * child died of a signal or exited without a result), UNAVAILABLE (the child could not open the
+ * device, with the reason), OOM as the child classified it. Returns WPK_OK whenever *r holds a
+ * classified result (a failed candidate included); WPK_ERR_IO when no child could be made.
+ * The child's context (wpk_context) messages stay in the child; r->message carries them. */
+wpk_status rt_cuda_run_isolated(wpk_context *ctx, int ordinal, double timeout_s,
+                                rt_cuda_child_fn fn, void *user, rt_cuda_result *r);
+
 /* ---- cuDNN: forward convolution, every algorithm a config ---- */
 typedef struct rt_conv_desc {
     int64_t n, c, h, w;      /* X, NCHW */
