@@ -4,7 +4,11 @@
  * cap; modules are accepted unless their image starts with "BADPTX"; kernels do no work, but
  * their names pick a behaviour: "spin" never finishes (the stream stays busy), "crash" fails its
  * launch with CUDA_ERROR_ILLEGAL_ADDRESS, "heavy" allows only 256 threads per block. Each launch
- * takes 10 us of "device time" between two events. One device: "wpk mock GPU", sm_90. */
+ * takes 10 us of "device time" between two events. One device: "wpk mock GPU", sm_90.
+ * Two kernels do real work on their first two arguments over grid.x * block.x floats:
+ * "wpk_mock_scale2" (y = 2x) and "wpk_mock_add1" (y = x + 1). Pinned host memory is plain
+ * memory; stream capture records copies and launches into a graph instead of running them, and
+ * a graph launch replays them (mock_graph_replays counts). */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -23,8 +27,29 @@ struct cu_module_s {
     struct cu_function_s *fns[16];
     int n;
 };
+#define GRAPH_OPS 256
+
+typedef struct mock_op {
+    int kind;                 /* 0: copy, 1: launch */
+    void *dst;
+    const void *src;
+    size_t n;
+    cu_function f;
+    unsigned elems;
+    cu_deviceptr a0, a1;
+} mock_op;
+
+struct cu_graph_s {
+    mock_op ops[GRAPH_OPS];
+    int n;
+    bool broken;              /* an op beyond GRAPH_OPS */
+};
+struct cu_graph_exec_s {
+    struct cu_graph_s g;
+};
 struct cu_stream_s {
     bool hung;
+    struct cu_graph_s *capturing;
 };
 struct cu_event_s {
     long launches;
@@ -32,6 +57,24 @@ struct cu_event_s {
 
 static size_t used;
 static long launches;
+long mock_graph_replays;
+
+static bool record(cu_stream s, mock_op op) {
+    if (!s || !s->capturing) return false;
+    if (s->capturing->n == GRAPH_OPS) s->capturing->broken = true;
+    else s->capturing->ops[s->capturing->n++] = op;
+    return true;
+}
+
+/* The kernels that compute: y[i] = 2 x[i] or x[i] + 1 over `elems` floats. */
+static void run_kernel(cu_function f, unsigned elems, cu_deviceptr a0, cu_deviceptr a1) {
+    const float *x = (const float *)(uintptr_t)a0;
+    float *y = (float *)(uintptr_t)a1;
+    if (!strcmp(f->name, "wpk_mock_scale2"))
+        for (unsigned i = 0; i < elems; i++) y[i] = 2 * x[i];
+    else if (!strcmp(f->name, "wpk_mock_add1"))
+        for (unsigned i = 0; i < elems; i++) y[i] = x[i] + 1;
+}
 static struct cu_context_s {
     int unused;
 } the_context;
@@ -75,6 +118,15 @@ cu_result cuEventSynchronize(cu_event e);
 cu_result cuEventElapsedTime_v2(float *ms, cu_event a, cu_event b);
 cu_result cuGetErrorName(cu_result r, const char **s);
 cu_result cuGetErrorString(cu_result r, const char **s);
+cu_result cuMemAllocHost_v2(void **p, size_t bytes);
+cu_result cuMemFreeHost(void *p);
+cu_result cuMemcpyDtoDAsync_v2(cu_deviceptr dst, cu_deviceptr src, size_t n, cu_stream s);
+cu_result cuStreamBeginCapture_v2(cu_stream s, int mode);
+cu_result cuStreamEndCapture(cu_stream s, cu_graph *g);
+cu_result cuGraphInstantiateWithFlags(cu_graph_exec *e, cu_graph g, unsigned long long flags);
+cu_result cuGraphLaunch(cu_graph_exec e, cu_stream s);
+cu_result cuGraphExecDestroy(cu_graph_exec e);
+cu_result cuGraphDestroy(cu_graph g);
 
 cu_result cuInit(unsigned flags) { return flags == 0 ? CU_SUCCESS : CU_ERROR_INVALID_VALUE; }
 cu_result cuDriverGetVersion(int *v) { *v = 13000; return CU_SUCCESS; }
@@ -147,12 +199,68 @@ cu_result cuMemcpyDtoH_v2(void *dst, cu_deviceptr src, size_t n) {
     return CU_SUCCESS;
 }
 cu_result cuMemcpyHtoDAsync_v2(cu_deviceptr dst, const void *src, size_t n, cu_stream s) {
-    (void)s;
+    if (record(s, (mock_op){.kind = 0, .dst = (void *)(uintptr_t)dst, .src = src, .n = n}))
+        return CU_SUCCESS;
     return cuMemcpyHtoD_v2(dst, src, n);
 }
 cu_result cuMemcpyDtoHAsync_v2(void *dst, cu_deviceptr src, size_t n, cu_stream s) {
-    (void)s;
+    if (record(s, (mock_op){.kind = 0, .dst = dst, .src = (const void *)(uintptr_t)src, .n = n}))
+        return CU_SUCCESS;
     return cuMemcpyDtoH_v2(dst, src, n);
+}
+cu_result cuMemcpyDtoDAsync_v2(cu_deviceptr dst, cu_deviceptr src, size_t n, cu_stream s) {
+    mock_op op = {.kind = 0, .dst = (void *)(uintptr_t)dst, .src = (const void *)(uintptr_t)src,
+                  .n = n};
+    if (!record(s, op)) memmove(op.dst, op.src, n);
+    return CU_SUCCESS;
+}
+cu_result cuMemAllocHost_v2(void **p, size_t bytes) {
+    *p = malloc(bytes ? bytes : 1);
+    return *p ? CU_SUCCESS : CU_ERROR_OUT_OF_MEMORY;
+}
+cu_result cuMemFreeHost(void *p) {
+    free(p);
+    return CU_SUCCESS;
+}
+cu_result cuStreamBeginCapture_v2(cu_stream s, int mode) {
+    if (s->capturing || mode < 0 || mode > 2) return CU_ERROR_INVALID_VALUE;
+    s->capturing = calloc(1, sizeof *s->capturing);
+    return s->capturing ? CU_SUCCESS : CU_ERROR_OUT_OF_MEMORY;
+}
+cu_result cuStreamEndCapture(cu_stream s, cu_graph *g) {
+    if (!s->capturing) return CU_ERROR_INVALID_VALUE;
+    *g = s->capturing;
+    s->capturing = NULL;
+    return (*g)->broken ? CU_ERROR_INVALID_VALUE : CU_SUCCESS;
+}
+cu_result cuGraphInstantiateWithFlags(cu_graph_exec *e, cu_graph g, unsigned long long flags) {
+    (void)flags;
+    *e = malloc(sizeof **e);
+    if (!*e) return CU_ERROR_OUT_OF_MEMORY;
+    (*e)->g = *g;
+    return CU_SUCCESS;
+}
+cu_result cuGraphLaunch(cu_graph_exec e, cu_stream s) {
+    if (s->capturing) return CU_ERROR_INVALID_VALUE;
+    for (int i = 0; i < e->g.n; i++) {
+        const mock_op *op = &e->g.ops[i];
+        if (op->kind == 0) {
+            memmove(op->dst, op->src, op->n);
+        } else {
+            run_kernel(op->f, op->elems, op->a0, op->a1);
+            launches++;
+        }
+    }
+    mock_graph_replays++;
+    return CU_SUCCESS;
+}
+cu_result cuGraphExecDestroy(cu_graph_exec e) {
+    free(e);
+    return CU_SUCCESS;
+}
+cu_result cuGraphDestroy(cu_graph g) {
+    free(g);
+    return CU_SUCCESS;
 }
 cu_result cuMemsetD8Async(cu_deviceptr dst, unsigned char v, size_t n, cu_stream s) {
     (void)s;
@@ -195,11 +303,18 @@ cu_result cuFuncSetAttribute(cu_function f, int attr, int v) {
 cu_result cuLaunchKernel(cu_function f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                          unsigned by, unsigned bz, unsigned shared, cu_stream s, void **params,
                          void **extra) {
-    (void)params, (void)extra, (void)gx, (void)gy, (void)gz;
+    (void)extra, (void)gy, (void)gz;
     if ((unsigned long)bx * by * bz > 1024) return CU_ERROR_INVALID_VALUE;
     if (shared > 48 * 1024 && (int)shared > f->max_dynamic_shared) return CU_ERROR_INVALID_VALUE;
     if (!strcmp(f->name, "crash")) return CU_ERROR_ILLEGAL_ADDRESS;
+    mock_op op = {.kind = 1, .f = f, .elems = gx * bx};
+    if (!strncmp(f->name, "wpk_mock_", 9)) {
+        op.a0 = *(cu_deviceptr *)params[0];
+        op.a1 = *(cu_deviceptr *)params[1];
+    }
+    if (record(s, op)) return CU_SUCCESS;
     if (!strcmp(f->name, "spin")) s->hung = true;
+    run_kernel(f, op.elems, op.a0, op.a1);
     launches++;
     return CU_SUCCESS;
 }

@@ -7,7 +7,10 @@
  * hung kernel (watchdog) losing the context while the rest of the process goes on; and the
  * isolated measurement (rt_cuda_run_isolated): a good candidate's samples, a hung kernel killed
  * by the host's deadline (TIMEOUT), one stopped by the child's own watchdog, device memory
- * exhaustion classified as OOM, a crashing child as CRASH. */
+ * exhaustion classified as OOM, a crashing child as CRASH; the program executor (cuda_program.h)
+ * with the mock's computing kernels: workspace offsets, weights uploaded once, a device copy,
+ * pinned staging, direct runs and CUDA Graph capture + replay giving the same outputs, steps
+ * reaching outside their space refused. */
 #define _DEFAULT_SOURCE
 
 #include <math.h>
@@ -16,6 +19,7 @@
 
 #include "../unit/check.h"
 #include "base/context.h"
+#include "runtime/cuda/cuda_program.h"
 #include "runtime/cuda/cuda_rt.h"
 
 static rt_cuda_kernel *load(wpk_context *ctx, rt_cuda *d, const char *image, const char *name,
@@ -36,6 +40,72 @@ typedef struct job {
 static wpk_status enqueue(void *user, rt_cuda *d) {
     job *j = user;
     return rt_cuda_kernel_launch(d, j->k, j->args, 2);
+}
+
+/* ---- the program executor ---- */
+
+#define PN 256 /* floats per buffer: grid 4 x block 64 */
+
+static void test_program(wpk_context *ctx, rt_cuda *d) {
+    const rt_cuda_dims dims = {{4, 1, 1}, {64, 1, 1}, 0};
+    const rt_cuda_image images[2] = {{"// PTX", 7, "wpk_mock_scale2", dims},
+                                     {"// PTX", 7, "wpk_mock_add1", dims}};
+    const uint64_t B = PN * 4;
+    /* in -> 2x -> mid -> +1 -> out -> copy -> out2; weights -> 2w -> out3 */
+    const rt_cuda_step steps[4] = {
+        {"scale", 0, 2, {{RT_CUDA_WORKSPACE, 0}, {RT_CUDA_WORKSPACE, B}}, {0}, {0}, 0},
+        {"add", 1, 2, {{RT_CUDA_WORKSPACE, B}, {RT_CUDA_WORKSPACE, 2 * B}}, {0}, {0}, 0},
+        {"copy", -1, 0, {{0}}, {RT_CUDA_WORKSPACE, 2 * B}, {RT_CUDA_WORKSPACE, 3 * B}, B},
+        {"weights", 0, 2, {{RT_CUDA_WEIGHTS, 0}, {RT_CUDA_WORKSPACE, 4 * B}}, {0}, {0}, 0}};
+    const rt_cuda_io in[1] = {{{RT_CUDA_WORKSPACE, 0}, B}};
+    const rt_cuda_io outs[3] = {{{RT_CUDA_WORKSPACE, 2 * B}, B}, {{RT_CUDA_WORKSPACE, 3 * B}, B},
+                                {{RT_CUDA_WORKSPACE, 4 * B}, B}};
+    float w[PN], x[PN], y[3][PN];
+    for (int i = 0; i < PN; i++) w[i] = (float)i * 0.25f;
+    rt_cuda_program_desc desc = {images, 2, steps, 4, 5 * B, w, sizeof w, in, 1, outs, 3};
+    for (int graph = 0; graph < 2; graph++) {
+        rt_cuda_program *p = NULL;
+        wpk_status st = rt_cuda_program_create(d, &desc, graph, &p);
+        if (st) fprintf(stderr, "program: %s\n", wpk_context_error(ctx));
+        CHECK(st == WPK_OK && p);
+        if (!p) continue;
+        CHECK(rt_cuda_program_device_bytes(p) == 6 * B);
+        for (int run = 0; run < 3; run++) {
+            for (int i = 0; i < PN; i++) x[i] = (float)(i - run * 7);
+            for (int j = 0; j < 3; j++)
+                for (int i = 0; i < PN; i++) y[j][i] = NAN;
+            void *o[3] = {y[0], y[1], y[2]};
+            const void *ii[1] = {x};
+            st = rt_cuda_program_run(p, ii, o, 0);
+            if (st) fprintf(stderr, "program run: %s\n", wpk_context_error(ctx));
+            CHECK(st == WPK_OK);
+            bool ok = true;
+            for (int i = 0; i < PN; i++)
+                ok &= y[0][i] == 2 * x[i] + 1 && y[1][i] == y[0][i] && y[2][i] == 2 * w[i];
+            CHECK(ok);
+        }
+        int64_t gl, kl;
+        rt_cuda_program_counts(p, &gl, &kl);
+        if (graph) CHECK(rt_cuda_program_uses_graph(p) && gl == 3 && kl == 0);
+        else CHECK(!rt_cuda_program_uses_graph(p) && gl == 0 && kl == 9);
+        rt_cuda_program_free(p);
+    }
+    /* refused: an argument past the workspace, a kernel that is not there */
+    rt_cuda_step badstep = steps[1];
+    badstep.args[1].offset = 5 * B;
+    desc.steps = &badstep, desc.nsteps = 1;
+    rt_cuda_program *p = NULL;
+    CHECK_ERR(ctx, rt_cuda_program_create(d, &desc, false, &p), WPK_ERR_INVALID_ARG,
+              "step 'add': an argument at offset 5120");
+    CHECK(p == NULL);
+    badstep = steps[1];
+    badstep.kernel = 2;
+    CHECK_ERR(ctx, rt_cuda_program_create(d, &desc, false, &p), WPK_ERR_INVALID_ARG,
+              "names kernel 2 of 2");
+    badstep = steps[2];
+    badstep.copy_bytes = 3 * B;
+    CHECK_ERR(ctx, rt_cuda_program_create(d, &desc, false, &p), WPK_ERR_INVALID_ARG,
+              "the copy's destination");
 }
 
 /* ---- isolated measurement ---- */
@@ -201,6 +271,10 @@ int main(int argc, char **argv) {
     }
     rt_cuda_kernel_free(crash);
     rt_cuda_kernel_free(k);
+    rt_cuda_close(d);
+
+    CHECK(rt_cuda_open(ctx, 0, &d) == WPK_OK);
+    if (d) test_program(ctx, d);
     rt_cuda_close(d);
 
     /* a kernel that never ends: the watchdog gives up on it */

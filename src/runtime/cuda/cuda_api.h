@@ -20,6 +20,8 @@ typedef struct cu_module_s *cu_module;
 typedef struct cu_function_s *cu_function;
 typedef struct cu_stream_s *cu_stream;
 typedef struct cu_event_s *cu_event;
+typedef struct cu_graph_s *cu_graph;
+typedef struct cu_graph_exec_s *cu_graph_exec;
 typedef unsigned long long cu_deviceptr;
 
 enum {
@@ -81,7 +83,20 @@ typedef struct rt_cu_api {
     cu_result (*event_elapsed)(float *, cu_event, cu_event);
     cu_result (*error_name)(cu_result, const char **);
     cu_result (*error_string)(cu_result, const char **);
+    /* optional (NULL when the driver lacks them): pinned host memory, device-to-device copies,
+     * CUDA Graphs (stream capture) */
+    cu_result (*mem_alloc_host)(void **, size_t);
+    cu_result (*mem_free_host)(void *);
+    cu_result (*memcpy_dtod_async)(cu_deviceptr, cu_deviceptr, size_t, cu_stream);
+    cu_result (*stream_begin_capture)(cu_stream, int);
+    cu_result (*stream_end_capture)(cu_stream, cu_graph *);
+    cu_result (*graph_instantiate)(cu_graph_exec *, cu_graph, unsigned long long);
+    cu_result (*graph_launch)(cu_graph_exec, cu_stream);
+    cu_result (*graph_exec_destroy)(cu_graph_exec);
+    cu_result (*graph_destroy)(cu_graph);
 } rt_cu_api;
+
+#define CU_STREAM_CAPTURE_MODE_THREAD_LOCAL 1
 
 /* The driver API, loaded once per process (libcuda.so.1, then libcuda.so; never the toolkit's
  * stub). NULL with the reason in why[0..cap) when the library is missing or lacks a function. */
@@ -217,10 +232,13 @@ typedef struct rt_cublaslt_api {
 
 const rt_cublaslt_api *rt_cublaslt_load(char *why, size_t cap);
 
-/* For the library providers (cudnn.c, cublas.c): the device's error context, and the class of
- * a failure they report on it. */
+/* For the library providers (cudnn.c, cublas.c) and the program (program.c): the device's
+ * error context, the class of a failure they report on it, the driver table, and a driver
+ * failure reported and classified as the device's own are (WPK_OK for CU_SUCCESS). */
 wpk_context *rt_cuda_ctx(const rt_cuda *d);
 void rt_cuda_set_fault(rt_cuda *d, rt_cuda_fault f);
+const rt_cu_api *rt_cuda_cu(const rt_cuda *d);
+wpk_status rt_cuda_check(rt_cuda *d, cu_result r, const char *what);
 
 /* dlopen the first of names[] that loads (RTLD_NOW | RTLD_LOCAL); NULL with what was tried and
  * the last dlerror in why. */

@@ -207,6 +207,12 @@ bool rt_cuda_lost(const rt_cuda *d) { return d->lost; }
 void *rt_cuda_stream(const rt_cuda *d) { return d->stream; }
 wpk_context *rt_cuda_ctx(const rt_cuda *d) { return d->ctx; }
 void rt_cuda_set_fault(rt_cuda *d, rt_cuda_fault f) { d->fault = f; }
+const rt_cu_api *rt_cuda_cu(const rt_cuda *d) { return d->cu; }
+
+wpk_status rt_cuda_check(rt_cuda *d, cu_result r, const char *what) {
+    if (r == CU_SUCCESS) return WPK_OK;
+    return failed(d, r, "%s", what);
+}
 
 /* ---- memory ---- */
 

@@ -103,6 +103,16 @@ static void cu_bind(void) {
     RT_CUDA_BIND(lib, cu, event_elapsed, "cuEventElapsedTime_v2", "cuEventElapsedTime", &missing);
     RT_CUDA_BIND(lib, cu, error_name, "cuGetErrorName", NULL, &missing);
     RT_CUDA_BIND(lib, cu, error_string, "cuGetErrorString", NULL, &missing);
+    const char *optional = NULL; /* their absence only turns the features off */
+    RT_CUDA_BIND(lib, cu, mem_alloc_host, "cuMemAllocHost_v2", NULL, &optional);
+    RT_CUDA_BIND(lib, cu, mem_free_host, "cuMemFreeHost", NULL, &optional);
+    RT_CUDA_BIND(lib, cu, memcpy_dtod_async, "cuMemcpyDtoDAsync_v2", NULL, &optional);
+    RT_CUDA_BIND(lib, cu, stream_begin_capture, "cuStreamBeginCapture_v2", NULL, &optional);
+    RT_CUDA_BIND(lib, cu, stream_end_capture, "cuStreamEndCapture", NULL, &optional);
+    RT_CUDA_BIND(lib, cu, graph_instantiate, "cuGraphInstantiateWithFlags", NULL, &optional);
+    RT_CUDA_BIND(lib, cu, graph_launch, "cuGraphLaunch", NULL, &optional);
+    RT_CUDA_BIND(lib, cu, graph_exec_destroy, "cuGraphExecDestroy", NULL, &optional);
+    RT_CUDA_BIND(lib, cu, graph_destroy, "cuGraphDestroy", NULL, &optional);
     if (missing) {
         snprintf(cu_why, sizeof cu_why, "libcuda lacks %s (driver too old)", missing);
         dlclose(lib);
