@@ -187,7 +187,15 @@ wpk_status exec_plan_records_open(wpk_context *ctx, const char *records, tune_db
     struct stat sb;
     if (stat(path, &sb) != 0)
         return wpk_error(ctx, WPK_ERR_IO, "%s: no such tuning records database", path);
-    return tune_db_open(ctx, path, out);
+    wpk_status st = tune_db_open(ctx, path, out);
+    if (st && st != WPK_ERR_NOMEM && !records) {
+        /* the default database, not asked for by name: unreadable, it is as good as absent */
+        wpk_log(ctx, WPK_LOG_WARN, "tuning records not used: %s", wpk_context_error(ctx));
+        wpk_clear_error(ctx);
+        *out = NULL;
+        return WPK_OK;
+    }
+    return st;
 }
 
 bool exec_plan_matches(const exec_plan *p, const ir_tensor *shapes) {

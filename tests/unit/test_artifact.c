@@ -219,6 +219,34 @@ int main(void) {
     CHECK(idle < 40.0);
     wpk_session_free(s);
 
+    /* every allocation of loading a plan failing in turn: out of memory, or fine, never a crash
+       or a leak (the sanitizer build checks the leaks) */
+    {
+        long a0 = wpk_alloc_count();
+        s = NULL;
+        CHECK(wpk_session_create_from_plan(ctx, plan, &sp, &s) == WPK_OK);
+        wpk_session_free(s);
+        long n = wpk_alloc_count() - a0;
+        int nomem = 0;
+        for (long k = 1; k <= n + 1; k++) {
+            s = NULL;
+            wpk_alloc_fail_at(k);
+            wpk_status st = wpk_session_create_from_plan(ctx, plan, &sp, &s);
+            wpk_alloc_fail_at(0);
+            if (st == WPK_OK) CHECK(run(s, 2, got) == WPK_OK);
+            else if (st == WPK_ERR_NOMEM) nomem++;
+            else {
+                fprintf(stderr, "allocation %ld failing: %s: %s\n", k, wpk_status_name(st),
+                        wpk_context_error(ctx));
+                check_failures++;
+            }
+            wpk_session_free(s);
+        }
+        printf("loading a plan: %ld allocations, each failing in turn: %d out of memory\n", n,
+               nomem);
+        CHECK(nomem > 0);
+    }
+
     free(copy);
     free(bytes);
     wpk_model_free(m);
