@@ -246,6 +246,17 @@ int main(void) {
         free(x), free(want), free(got);
         tune_cuda_program_free(&prog);
     }
+    /* the runner: without a device it says so before compiling anything */
+    tune_cuda_runner *runner = NULL;
+    st = p ? tune_cuda_runner_create(ctx, p->g, &p->mem, NULL, true, &runner) : WPK_ERR_INTERNAL;
+    if (st == WPK_OK) {
+        char what[256];
+        fprintf(stderr, "runner: %s\n", tune_cuda_runner_describe(runner, what, sizeof what));
+        tune_cuda_runner_free(runner);
+    } else {
+        CHECK_ERR(ctx, st, WPK_ERR_UNSUPPORTED, "CUDA unavailable: ");
+        CHECK(runner == NULL);
+    }
     exec_plan_free(p);
     ir_graph_free(g);
 

@@ -7,6 +7,8 @@
  *   - for the default config, run on the CPU emulator of the generated CUDA
  *     (tests/cuda/cuda_emu.h: a block's threads as pthreads with real barriers) against the
  *     same reference.
+ *   - on a GPU when there is one (rt_cuda_open succeeds): loaded, launched and compared with
+ *     the same reference; without one that part is skipped, saying "no CUDA device: <reason>".
  * Configs: the default, hand-picked ones (shared memory on and off, register tiles, float4),
  * and random ones (those the template refuses must be refused with WPK_ERR_INVALID_ARG, and
  * tune_cuda_legal must agree). Plus the registry (the CPU registry holds no CUDA template and
@@ -29,12 +31,14 @@
 #include "ir/ops.h"
 #include "loop/interp.h"
 #include "loop/lower.h"
+#include "runtime/cuda/cuda_rt.h"
 #include "tune/templates/conv.h"
 #include "tune/templates_cuda.h"
 
 static char tmp_dir[64];
 static bool have_nvrtc, have_emu;
-static int n_interpreted, n_compiled, n_emulated, n_refused;
+static int n_interpreted, n_compiled, n_emulated, n_refused, n_device;
+static rt_cuda *dev; /* NULL without a GPU */
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 
 /* ---- one node with random inputs and its reference output ---- */
@@ -243,7 +247,48 @@ static char *emit_kernel(wpk_context *ctx, const loop_func *f, cg_cuda_launch *L
     return sb_take(&sb);
 }
 
-static void nvrtc_check(wpk_context *ctx, const char *src, const char *kname, const char *what) {
+/* The kernel on the GPU: arguments uploaded (outputs NaN), one launch, the output back. */
+static void device_run(wpk_context *ctx, const cg_cuda_image *img, const char *kname,
+                       const cg_cuda_launch *L, void *const *args, const int64_t *bytes,
+                       int nargs, float *y, int64_t ny, const float *want, const char *what) {
+    uint64_t dargs[TUNE_MAX_ARGS * 2] = {0};
+    rt_cuda_dims dims;
+    memcpy(dims.grid, L->grid, sizeof dims.grid);
+    memcpy(dims.block, L->block, sizeof dims.block);
+    dims.shared_bytes = L->shared_bytes;
+    rt_cuda_kernel *k = NULL;
+    wpk_status st = rt_cuda_kernel_load(dev, img->data, img->size, kname, &dims, &k);
+    for (int a = 0; a < nargs && !st; a++) {
+        st = rt_cuda_alloc(dev, (size_t)bytes[a], &dargs[a]);
+        if (!st && a < nargs - 1) st = rt_cuda_upload(dev, dargs[a], args[a], (size_t)bytes[a]);
+        if (!st && a == nargs - 1) st = rt_cuda_memset_async(dev, dargs[a], 0xff, (size_t)bytes[a]);
+    }
+    if (!st) st = rt_cuda_kernel_launch(dev, k, dargs, nargs);
+    if (!st) st = rt_cuda_sync(dev, 0);
+    if (!st) st = rt_cuda_download(dev, y, dargs[nargs - 1], (size_t)ny * 4);
+    if (st) fprintf(stderr, "%s: on the GPU: %s\n", what, wpk_context_error(ctx));
+    CHECK(st == WPK_OK);
+    if (!st) {
+        char tag[600];
+        snprintf(tag, sizeof tag, "%s (GPU)", what);
+        CHECK(close_all(y, want, ny, tag));
+        n_device++;
+    }
+    for (int a = 0; a < nargs; a++) rt_cuda_free(dev, dargs[a]);
+    rt_cuda_kernel_free(k);
+}
+
+typedef struct run_args {
+    void *const *args;
+    const int64_t *bytes;
+    int nargs;
+    float *y;
+    int64_t ny;
+    const float *want;
+} run_args;
+
+static void nvrtc_check(wpk_context *ctx, const char *src, const char *kname, const char *what,
+                        const cg_cuda_launch *L, const run_args *ra) {
     if (!have_nvrtc) return;
     cg_cuda_image img;
     cg_cuda_compile_options o = cg_cuda_default_compile_options();
@@ -261,6 +306,16 @@ static void nvrtc_check(wpk_context *ctx, const char *src, const char *kname, co
     CHECK(!img.cubin && strstr(ptx, entry) != NULL);
     CHECK(strstr(ptx, ".target sm_90") != NULL);
     n_compiled++;
+    if (dev && ra) {
+        /* for the device's own SM version */
+        cg_cuda_image_free(&img);
+        o.sm = rt_cuda_device_info(dev)->sm;
+        if (cg_cuda_compile(ctx, src, &o, &img) == WPK_OK)
+            device_run(ctx, &img, kname, L, ra->args, ra->bytes, ra->nargs, ra->y, ra->ny,
+                       ra->want, what);
+        else
+            CHECK(!"NVRTC for the device's SM version");
+    }
     cg_cuda_image_free(&img);
 }
 
@@ -291,11 +346,13 @@ static bool run_config(wpk_context *ctx, const node_case *nc, problem2 *p, const
         return false;
     }
     void *args[TUNE_MAX_ARGS * 2];
+    int64_t bytes[TUNE_MAX_ARGS * 2];
     int ai = 0;
     for (int i = 0; i < nc->nin && ai < b.ninputs; i++)
-        if (p->in[i]) args[ai++] = p->in[i]->data;
+        if (p->in[i]) bytes[ai] = (int64_t)ir_nbytes(p->in[i]), args[ai++] = p->in[i]->data;
     CHECK(ai == b.ninputs);
     float *y = p->t[MAX_IN].data;
+    bytes[ai] = p->ny * 4;
     args[ai] = y;
     char kname[64];
     snprintf(kname, sizeof kname, "k%d_%s", idx, tm->name);
@@ -322,7 +379,8 @@ static bool run_config(wpk_context *ctx, const node_case *nc, problem2 *p, const
         CHECK(L.shared_bytes <= CUDA_MAX_SHARED);
         CHECK(strstr(src, "__launch_bounds__(") && strstr(src, "threadIdx.x") &&
               strstr(src, "blockIdx."));
-        nvrtc_check(ctx, src, kname, what);
+        run_args ra = {args, bytes, ai + 1, y, p->ny, p->want};
+        nvrtc_check(ctx, src, kname, what, &L, &ra);
         if (emulate && have_emu) {
             emu_kernel ek;
             int rc = emu_build(src, f, tmp_dir, kname, &ek);
@@ -485,10 +543,17 @@ int main(void) {
     have_emu = emu_spawn(argv, log) == 0;
     if (!have_emu) fprintf(stderr, "no host C++ compiler (%s): emulated runs skipped\n",
                            emu_compiler());
+    if (rt_cuda_open(ctx, 0, &dev) != WPK_OK) {
+        fprintf(stderr, "no CUDA device: %s -- the GPU runs are skipped\n",
+                wpk_context_error(ctx) + strlen("CUDA unavailable: "));
+        dev = NULL;
+    }
     test_cases(ctx);
     test_registry(ctx);
-    fprintf(stderr, "kernels: %d interpreted, %d compiled by NVRTC for sm_90, %d emulated, %d "
-            "random configs refused\n", n_interpreted, n_compiled, n_emulated, n_refused);
+    fprintf(stderr, "kernels: %d interpreted, %d compiled by NVRTC for sm_90, %d emulated, %d run "
+            "on a GPU, %d random configs refused\n", n_interpreted, n_compiled, n_emulated,
+            n_device, n_refused);
+    rt_cuda_close(dev);
     if (getenv("WPK_TEST_KEEP")) {
         fprintf(stderr, "kernels and their sources kept in %s\n", tmp_dir);
     } else {

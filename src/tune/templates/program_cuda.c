@@ -306,3 +306,54 @@ wpk_status tune_cuda_program_build(wpk_context *ctx, const ir_graph *g, const me
                                      p->inputs, g->ninputs, p->outputs, g->noutputs};
     return WPK_OK;
 }
+
+/* ---- the runner ---- */
+
+struct tune_cuda_runner {
+    rt_cuda *d;
+    tune_cuda_program prog;
+    rt_cuda_program *rp;
+};
+
+wpk_status tune_cuda_runner_create(wpk_context *ctx, const ir_graph *g, const memory_plan *mem,
+                                   const tune_cuda_program_options *opt, bool graph,
+                                   tune_cuda_runner **out) {
+    *out = NULL;
+    rt_cuda_info info;
+    wpk_status st = rt_cuda_probe(ctx, 0, &info);
+    if (st) return st;
+    tune_cuda_runner *r = wpk_calloc(1, sizeof *r);
+    if (!r) return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory creating the CUDA backend");
+    tune_cuda_program_options o = opt ? *opt : tune_cuda_program_default_options();
+    if (!opt || !opt->sm) o.sm = info.sm; /* code for this GPU */
+    st = tune_cuda_program_build(ctx, g, mem, &o, &r->prog);
+    if (!st) st = rt_cuda_open(ctx, 0, &r->d);
+    if (!st) st = rt_cuda_program_create(r->d, &r->prog.desc, graph, &r->rp);
+    if (st) {
+        tune_cuda_runner_free(r);
+        return st;
+    }
+    *out = r;
+    return WPK_OK;
+}
+
+wpk_status tune_cuda_runner_run(tune_cuda_runner *r, const void *const *inputs,
+                                void *const *outputs) {
+    return rt_cuda_program_run(r->rp, inputs, outputs, 0);
+}
+
+const char *tune_cuda_runner_describe(const tune_cuda_runner *r, char *buf, size_t cap) {
+    const rt_cuda_info *i = rt_cuda_device_info(r->d);
+    snprintf(buf, cap, "%s (sm_%d, driver %d), %d kernels for %d nodes%s", i->name, i->sm,
+             i->driver_version, r->prog.nimages, r->prog.nkernel_nodes,
+             rt_cuda_program_uses_graph(r->rp) ? ", CUDA Graph" : "");
+    return buf;
+}
+
+void tune_cuda_runner_free(tune_cuda_runner *r) {
+    if (!r) return;
+    rt_cuda_program_free(r->rp);
+    tune_cuda_program_free(&r->prog);
+    rt_cuda_close(r->d);
+    wpk_free(r);
+}

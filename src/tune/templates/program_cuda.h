@@ -55,4 +55,23 @@ wpk_status tune_cuda_program_build(wpk_context *ctx, const ir_graph *g, const me
                                    const tune_cuda_program_options *opt, tune_cuda_program *out);
 void tune_cuda_program_free(tune_cuda_program *p);
 
+/* ---- the whole backend for a session: device, program, runs ----
+ * What a session with backend "cuda" needs, in three calls. create first probes the device
+ * (WPK_ERR_UNSUPPORTED "CUDA unavailable: <reason>" before anything is compiled: no libcuda,
+ * cuInit failed, no device), then builds the program for the device's own SM version, opens the
+ * device and places the program on it (graph: runs as one CUDA Graph after the first).
+ * g and mem are borrowed and must outlive the runner. run: inputs/outputs in the order of
+ * g->inputs / g->outputs, each ir_nbytes of its value; the watchdog's timeout is rt_cuda_sync's
+ * default. A runner is for one thread at a time. */
+typedef struct tune_cuda_runner tune_cuda_runner;
+
+wpk_status tune_cuda_runner_create(wpk_context *ctx, const ir_graph *g, const memory_plan *mem,
+                                   const tune_cuda_program_options *opt, bool graph,
+                                   tune_cuda_runner **out);
+wpk_status tune_cuda_runner_run(tune_cuda_runner *r, const void *const *inputs,
+                                void *const *outputs);
+/* "NVIDIA H100 80GB HBM3 (sm_90, driver 13000), 7 kernels, CUDA Graph" into buf. */
+const char *tune_cuda_runner_describe(const tune_cuda_runner *r, char *buf, size_t cap);
+void tune_cuda_runner_free(tune_cuda_runner *r);
+
 #endif
