@@ -27,17 +27,26 @@
 enum { ORDER_K_OUTER, ORDER_P_OUTER };
 enum { PAR_POSITIONS, PAR_POSITIONS_TILES };
 
+/* F(m x m, 3 x 3) computes 3x3 stride-1 dilation-1 convs of one group; the weight transform
+ * is a pre-pack, so the weights must be known at compile time. */
+static bool takes(const tune_conv *g) {
+    return g->kh == 3 && g->kw == 3 && g->p.stride[0] == 1 && g->p.stride[1] == 1 &&
+           g->p.dilation[0] == 1 && g->p.dilation[1] == 1 && g->p.groups == 1 && g->wconst;
+}
+
 static bool supports(const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
     tune_conv g;
-    if (!tune_conv_read(n, in, out, &g)) return false;
-    return g.kh == 3 && g.kw == 3 && g.p.stride[0] == 1 && g.p.stride[1] == 1 &&
-           g.p.dilation[0] == 1 && g.p.dilation[1] == 1 && g.p.groups == 1 && g.wconst;
+    return tune_conv_read(n, in, out, &g) && takes(&g);
 }
 
 static void describe(tune_task *t) {
     tune_conv g;
     if (tune_conv_read_task(t, &g)) tune_conv_describe(NAME, &g, t);
 }
+
+/* Output tiles per register tile (knob tile_p): the values the space offers. */
+static const int64_t TILE_P[] = {1, 2, 3, 4, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28};
+#define NTILE_P ((int)(sizeof TILE_P / sizeof TILE_P[0]))
 
 static int64_t tiles(const tune_conv *g, int64_t m) {
     return g->n * ((g->oh + m - 1) / m) * ((g->ow + m - 1) / m);
@@ -68,12 +77,9 @@ static void space(const tune_task *t, tune_space *s) {
         tune_space_add(s, "oc_block", 2, blocks);
     }
     /* tiles per register tile: up to the most tiles there are (m = 2) */
-    static const int64_t tps[] = {1, 2, 3, 4, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28};
-    int64_t tp[16];
-    int k = 0;
-    for (int i = 0; i < (int)(sizeof tps / sizeof tps[0]); i++)
-        if (tps[i] <= tiles(&g, 2)) tp[k++] = tps[i];
-    tune_space_add(s, "tile_p", k, tp);
+    int k = 1;
+    while (k < NTILE_P && TILE_P[k] <= tiles(&g, 2)) k++;
+    tune_space_add(s, "tile_p", k, TILE_P);
     /* output-channel blocks per register tile (the smallest output block fixes how many) */
     const int64_t bmin = g.op == IR_OP_CONV_NCHWC ? g.bo : vec / 2;
     const int64_t kb = (g.cout + bmin - 1) / bmin;
@@ -83,11 +89,13 @@ static void space(const tune_task *t, tune_space *s) {
     tune_space_add(s, "parallel", 2, flag);
 }
 
-/* The register tile with the fewest tiles left over in the last one, preferring wide tiles. */
+/* The register tile (of TILE_P) with the fewest tiles left over in the last one, preferring
+ * wide tiles. */
 static int64_t pick_tiles(int64_t p, int64_t regs) {
     int64_t best = 1;
     double best_cost = 1e30;
-    for (int64_t b = 1; b <= regs && b <= p; b++) {
+    for (int i = 0; i < NTILE_P && TILE_P[i] <= regs && TILE_P[i] <= p; i++) {
+        const int64_t b = TILE_P[i];
         double cost = (double)((p + b - 1) / b * b) / (double)p * (1.0 + 4.0 / (double)b);
         if (cost < best_cost - 1e-9) best = b, best_cost = cost;
     }
@@ -258,9 +266,7 @@ static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
                         const tune_config *cfg, tune_build *out) {
     memset(out, 0, sizeof *out);
     tune_conv g;
-    if (!tune_conv_read_task(t, &g) || g.kh != 3 || g.kw != 3 || g.p.groups != 1 ||
-        g.p.stride[0] != 1 || g.p.stride[1] != 1 || g.p.dilation[0] != 1 ||
-        g.p.dilation[1] != 1 || !g.wconst)
+    if (!tune_conv_read_task(t, &g) || !takes(&g))
         return wpk_error(c->err, WPK_ERR_INVALID_ARG, NAME ": node '%s' is not a 3x3 stride-1 "
                          "conv with constant weights", t->node ? t->node->name : "(null)");
     TRY(check_legal(c, t, s, cfg));
@@ -275,7 +281,7 @@ static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
     const int al = te_winograd_alpha(k.m);
     const int64_t kb = (g.cout + k.bo - 1) / k.bo;
     /* a ConvNCHWc on an NCHW input (the stem's form) has weights packed for 1-lane blocks */
-    const int64_t bi = blocked ? g.bi : k.bi;
+    const int64_t bi = k.bi;
     const int64_t ct = (g.cin + bi - 1) / bi * bi;
     const int64_t ushape[5] = {al, al, kb, ct, k.bo};
 
@@ -303,16 +309,14 @@ static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
     te_schedule *sc = te_schedule_create(c, &y, 1);
     if (!sc) return nomem(c);
     out->schedule = sc;
-    knobs kk = k;
-    kk.bi = bi;
     if (parts.pad) TRY(schedule_copy(sc, parts.pad));
     if (parts.layout) {
         if (parts.pad) TRY(te_compute_inline(te_stage_of(sc, parts.layout)));
         else TRY(schedule_copy(sc, parts.layout));
     }
-    TRY(schedule_input(sc, &parts, &kk));
-    TRY(schedule_gemm(sc, parts.mm, &kk));
-    return schedule_output(sc, &parts, &kk, !blocked);
+    TRY(schedule_input(sc, &parts, &k));
+    TRY(schedule_gemm(sc, parts.mm, &k));
+    return schedule_output(sc, &parts, &k, !blocked);
 }
 
 const tune_template tune_conv2d_winograd = {
