@@ -168,11 +168,9 @@ static const float *data_of(const lib_kernel *k, ir_tensor *const *in, int i) {
     return in[i] ? in[i]->data : NULL;
 }
 
-/* One row of the epilogue: y = act(y + *b + z) over len elements (b, z may be NULL). */
-static void epilogue_row(float *restrict y, int64_t len, const float *b, const float *restrict z,
+/* One row of the epilogue after the bias: y = act(y + z) over len elements (z may be NULL). */
+static void epilogue_row(float *restrict y, int64_t len, const float *restrict z,
                          const act_params *act) {
-    if (b)
-        for (int64_t i = 0; i < len; i++) y[i] += *b;
     if (z)
         for (int64_t i = 0; i < len; i++) y[i] += z[i];
     act_apply(act, y, len);
@@ -203,6 +201,9 @@ static void im2col_row(const lib_conv *c, const float *x, float *col, int64_t r)
     }
 }
 
+/* Y's rows start as the bias (zeros without one) and the product accumulates onto them
+ * (beta = 1): sgemm's result gets the bias added as the reference adds it, and OpenBLAS's
+ * small-matrix kernels for beta = 0, which allocate a buffer on every call, are not taken. */
 static void run_conv(const lib_kernel *k, ir_tensor *const *in, float *y) {
     const lib_conv *c = &k->c;
     const float *x = data_of(k, in, 0), *w = data_of(k, in, 1);
@@ -221,19 +222,21 @@ static void run_conv(const lib_kernel *k, ir_tensor *const *in, float *y) {
             }
             bm = k->col;
         }
+        for (int64_t oc = 0; oc < c->k; oc++) {
+            float v = b ? b[oc] : 0.0f, *yr = yi + oc * plane;
+            for (int64_t i = 0; i < plane; i++) yr[i] = v;
+        }
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)c->k, (int)plane, (int)rows,
-                    1.0f, w, (int)rows, bm, (int)plane, 0.0f, yi, (int)plane);
-        if (!b && !z && c->act.kind == ACT_NONE) continue;
+                    1.0f, w, (int)rows, bm, (int)plane, 1.0f, yi, (int)plane);
+        if (!z && c->act.kind == ACT_NONE) continue;
         const float *zi = z ? z + img * c->k * plane : NULL;
         if (op_parallel(c->k * plane, PARALLEL_MIN)) {
 #pragma omp parallel for schedule(static)
             for (int64_t oc = 0; oc < c->k; oc++)
-                epilogue_row(yi + oc * plane, plane, b ? b + oc : NULL,
-                             zi ? zi + oc * plane : NULL, &c->act);
+                epilogue_row(yi + oc * plane, plane, zi ? zi + oc * plane : NULL, &c->act);
         } else {
             for (int64_t oc = 0; oc < c->k; oc++)
-                epilogue_row(yi + oc * plane, plane, b ? b + oc : NULL,
-                             zi ? zi + oc * plane : NULL, &c->act);
+                epilogue_row(yi + oc * plane, plane, zi ? zi + oc * plane : NULL, &c->act);
         }
     }
 }
@@ -268,17 +271,19 @@ static void run_gemm(const lib_kernel *k, ir_tensor *const *in, float *y) {
             as *= g->abatch[i];
             bs *= g->bbatch[i];
         }
+        /* Y = beta * C (broadcast) or zeros, then the product accumulates onto it (beta = 1,
+         * as run_conv says why) */
         float *yb = y + bi * m * n;
-        float beta = 0.0f;
-        if (cc) { /* Y = beta * C (broadcast), then the product accumulates onto it */
+        if (cc) {
             for (int64_t i = 0; i < m; i++)
                 for (int64_t j = 0; j < n; j++)
                     yb[i * n + j] = g->beta * cc[(g->cm > 1 ? i * g->cn : 0) + (g->cn > 1 ? j : 0)];
-            beta = 1.0f;
+        } else {
+            memset(yb, 0, sizeof(float) * (size_t)(m * n));
         }
         cblas_sgemm(CblasRowMajor, g->ta ? CblasTrans : CblasNoTrans,
                     g->tb ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)kk, g->alpha, a + ao,
-                    (int)(g->ta ? m : kk), b + bo, (int)(g->tb ? kk : n), beta, yb, (int)n);
+                    (int)(g->ta ? m : kk), b + bo, (int)(g->tb ? kk : n), 1.0f, yb, (int)n);
         if (!bias && !z && g->act.kind == ACT_NONE) continue;
         const float *zb = z ? z + bi * m * n : NULL;
         for (int64_t i = 0; i < m; i++)
