@@ -658,6 +658,7 @@ static int cmd_compile(int argc, char **argv) {
 }
 
 int cmd_tune(int argc, char **argv); /* tools/cmd_tune.c: argv as main's */
+int cmd_bench(int argc, char **argv); /* tools/cmd_bench.c: argv as main's */
 
 /* The OpenMP runtime's idle workers: libgomp spins a while after each parallel region before it
  * sleeps, unless OMP_WAIT_POLICY says otherwise, and it reads that once, when it is loaded --
@@ -685,6 +686,7 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "space") == 0) return cmd_kernels(argc - 2, argv + 2, false);
     if (strcmp(cmd, "lower") == 0) return cmd_kernels(argc - 2, argv + 2, true);
     if (strcmp(cmd, "tune") == 0) return cmd_tune(argc, argv);
+    if (strcmp(cmd, "bench") == 0) return cmd_bench(argc, argv);
     if (strcmp(cmd, "compile") == 0) return cmd_compile(argc - 2, argv + 2);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("wpk %s\n", wpk_version());
