@@ -1,15 +1,28 @@
-# The two commands of the README: `make demo` (build + run the built-in model) and `make test`.
-# Everything else is CMake; this file only sequences set-up, builds and test runs.
+# The two commands of the README: `make demo` (build, run, tune and bench the built-in model) and
+# `make test`. Everything else is CMake; this file only sequences set-up, builds and test runs.
+# `make help` lists the targets.
 BUILD    ?= build
 ASAN     ?= build-asan
 FUZZ     ?= build-fuzz
 PYTHON   ?= python3
 JOBS     ?= $(shell nproc)
 DEMO_DIR := $(BUILD)/demo
+DEMO_TUNE ?= 60s
+DEMO_MODEL := $(DEMO_DIR)/resnet_like.onnx
 
-.PHONY: all deps deps-test build demo test test-unit test-asan fuzz clean
+.PHONY: all help deps deps-test build demo test test-unit test-asan fuzz clean
 
 all: build
+
+help:
+	@echo "make demo       set up, build, then on a small ResNet-style model (random weights):"
+	@echo "                wpk info, wpk run, wpk tune for DEMO_TUNE (default 60s) into"
+	@echo "                $(DEMO_DIR)/records.db, wpk compile a tuned and an untuned plan,"
+	@echo "                wpk bench both side by side (about 2 minutes)"
+	@echo "make test       set up, build and pass the whole suite (what CI runs: .ci/run)"
+	@echo "make build      configure and build into BUILD (default: build)"
+	@echo "make test-asan  the suite under ASan+UBSan;  make fuzz: 30 s of libFuzzer"
+	@echo "make clean      remove the build directories"
 
 deps:
 	@scripts/setup.sh build
@@ -21,13 +34,31 @@ build:
 	@cmake -S . -B $(BUILD) -DWPK_WERROR=ON >/dev/null
 	@cmake --build $(BUILD) -j$(JOBS)
 
-# Build a small ResNet-style model (random weights), describe it, run it.
+# The demo: a small ResNet-style model (random weights) described, run, tuned on this machine for
+# DEMO_TUNE into a records database under the build dir (a rerun continues it), compiled into a
+# tuned plan and an untuned one (no records: every kernel at its template's default), and the
+# two benched side by side: the tuned plan's per-node table, then both latencies and the ratio.
 demo: deps build
 	@$(PYTHON) tests/models/gen_models.py --models resnet_like $(DEMO_DIR) >/dev/null
-	@$(BUILD)/wpk info $(DEMO_DIR)/resnet_like.onnx
-	@$(BUILD)/wpk run $(DEMO_DIR)/resnet_like.onnx -o $(DEMO_DIR)/out --iters 10
+	@echo "== wpk info: the model" && $(BUILD)/wpk info $(DEMO_MODEL)
+	@echo && echo "== wpk run: seeded random input, generated kernels" && \
+	  $(BUILD)/wpk run $(DEMO_MODEL) -o $(DEMO_DIR)/out --iters 10
 	@$(PYTHON) -c "import numpy as np; y=np.load('$(DEMO_DIR)/out/logits.npy'); \
 	  print('top-5 classes:', np.argsort(-y[0])[:5].tolist())"
+	@echo && echo "== wpk tune --time $(DEMO_TUNE): kernel schedules measured on this machine" && \
+	  $(BUILD)/wpk tune $(DEMO_MODEL) --time $(DEMO_TUNE) --db $(DEMO_DIR)/records.db
+	@echo && echo "== wpk compile: a tuned plan and an untuned one" && \
+	  $(BUILD)/wpk compile $(DEMO_MODEL) --db $(DEMO_DIR)/records.db -o $(DEMO_DIR)/tuned.wpk && \
+	  $(BUILD)/wpk compile $(DEMO_MODEL) --db '' -o $(DEMO_DIR)/untuned.wpk
+	@echo && echo "== wpk bench: the tuned plan" && \
+	  $(BUILD)/wpk bench $(DEMO_DIR)/tuned.wpk --top 10 --iters 50
+	@$(BUILD)/wpk bench $(DEMO_DIR)/untuned.wpk --json --iters 50 > $(DEMO_DIR)/untuned.json
+	@$(BUILD)/wpk bench $(DEMO_DIR)/tuned.wpk --json --iters 50 > $(DEMO_DIR)/tuned.json
+	@echo && echo "== side by side (median of 50 runs each, measured one after the other)" && \
+	  $(PYTHON) -c "import json; u, t = (json.load(open('$(DEMO_DIR)/%s.json' % n)) for n in ('untuned', 'tuned')); \
+	  [print('%-8s median %8.3f ms  min %8.3f ms  p90 %8.3f ms  %9.1f samples/s  nodes by source: %s' % (n, r['latency_ms']['median'], \
+	  r['latency_ms']['min'], r['latency_ms']['p90'], r['throughput'], r['sources'])) for n, r in (('untuned', u), ('tuned', t))]; \
+	  print('tuned is x%.2f the speed of untuned' % (u['latency_ms']['median'] / t['latency_ms']['median']))"
 
 # The whole suite: warnings as errors, unit + conformance + model + CLI tests, the same under
 # ASan+UBSan, a short fuzzing run, and the torchvision models against ONNX Runtime.

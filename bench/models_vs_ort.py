@@ -219,6 +219,8 @@ class Bench:
         opts.intra_op_num_threads = threads
         opts.inter_op_num_threads = 1
         opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        if self.args.wait == "passive":
+            opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         sess = ort.InferenceSession(str(model), opts, providers=["CPUExecutionProvider"])
         outputs = None
         for _ in range(self.args.warmup):
@@ -298,6 +300,9 @@ class Bench:
                   f"- ONNX Runtime: all graph optimizations, intra_op_num_threads = threads, "
                   f"inter_op 1, sequential; PyTorch: eager, torch.set_num_threads(threads), "
                   f"interop threads 1, inference mode",
+                  f"- idle threads: {a.wait} in all three (" + ("OMP_WAIT_POLICY=passive for wpk and "
+                  "PyTorch, session.intra_op.allow_spinning=0 for ONNX Runtime)" if a.wait == "passive"
+                  else "OMP_WAIT_POLICY=active, ONNX Runtime's default spinning)"),
                   f"- each: {a.warmup} warm-up runs, then {a.iters} timed runs; the table gives medians "
                   f"(wall time); ratios are other / wpk (> 1: wpk is faster)", "",
                   "## Latency", "",
@@ -355,6 +360,11 @@ def main():
     ap.add_argument("--dir", default=os.path.join(tempfile.gettempdir(), "wpk-models-vs-ort"),
                     help="exported models, plans and the records database (default: %(default)s)")
     ap.add_argument("--torch-python", default="/usr/bin/python3", help="a Python with torch + torchvision")
+    ap.add_argument("--wait", choices=["passive", "active"], default="passive",
+                    help="idle worker threads sleep (passive, the default: OMP_WAIT_POLICY=passive "
+                         "for wpk and PyTorch, allow_spinning=0 for ONNX Runtime) or each runtime's "
+                         "default spinning (active); on a shared machine spinning threads fight "
+                         "other work for the cores")
     args = ap.parse_args()
     args.models = [m for m in args.models.split(",") if m]
     unknown = [m for m in args.models if m not in MODELS]
@@ -371,6 +381,10 @@ def main():
                               f"{args.torch_python} (torch + torchvision)"))
     versions["ort"] = ort.__version__
     Path(args.dir).mkdir(parents=True, exist_ok=True)
+    if args.wait == "passive":  # inherited by wpk and the PyTorch worker (libgomp reads it at load)
+        os.environ["OMP_WAIT_POLICY"] = "passive"
+    else:  # wpk bench would otherwise choose passive itself
+        os.environ["OMP_WAIT_POLICY"] = "active"
 
     started, load_before = time.time(), load_average()
     bench = Bench(args)
