@@ -19,7 +19,7 @@
  *
  * Exactness: every activation has post-ops computing the reference's function (to rounding);
  * they differ only on NaN inputs to Clip (oneDNN's clip returns its bound where the reference
- * keeps the NaN), and Clip with min > max is refused. */
+ * keeps the NaN), and Clip with min > max is refused.
  *
  * Threads: oneDNN's OpenMP runtime reads omp_get_max_threads() when it creates a primitive (the
  * work split) and when it runs; a kernel with threads > 0 sets it around both and puts the
