@@ -143,6 +143,17 @@ static wpk_status build_lower(te_ctx *c, const tune_task *task, const char *name
     return WPK_OK;
 }
 
+wpk_status cpu_kernel_lower(te_ctx *c, const tune_task *task, const char *config,
+                            loop_func **out) {
+    *out = NULL;
+    built *bt = wpk_calloc(1, sizeof *bt);
+    if (!bt) return wpk_error(c->err, WPK_ERR_NOMEM, "out of memory lowering a kernel");
+    wpk_status st = build_lower(c, task, "kernel", config, bt);
+    if (st == WPK_OK) *out = bt->f; /* in c's arena: outlives bt */
+    wpk_free(bt);
+    return st;
+}
+
 wpk_status cpu_kernel_build(wpk_context *ctx, const tune_task *task, int index, const char *config,
                             const cpu_build_options *opt, cpu_kernel *k) {
     memset(k, 0, sizeof *k);

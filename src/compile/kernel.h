@@ -47,6 +47,15 @@ void cpu_kernel_free(cpu_kernel *k);
 wpk_status cpu_kernel_print(wpk_context *ctx, const tune_task *task, const char *config,
                             strbuf *b);
 
+/* Build task's kernel at config text `config` (as cpu_kernel_build reads it) and lower it
+ * without emitting C: *out is the kernel's loop function as the code generator would get it
+ * (before scratch hoisting, which changes no loop), allocated in c's arena and valid until
+ * te_ctx_free(c). Its pack kernels (run once, at compile time) are lowered too and left out.
+ * For the tuner's cost-model features and pruning (src/tune/features.c): no compiler runs.
+ * Same errors as cpu_kernel_build, left on c->err. */
+wpk_status cpu_kernel_lower(te_ctx *c, const tune_task *task, const char *config,
+                            loop_func **out);
+
 /* The config text for `config` (NULL: default; partial text: the default with the named knobs
  * replaced) in s, as tune_config. WPK_ERR_INVALID_ARG naming the knob or value. */
 wpk_status cpu_config_resolve(wpk_context *ctx, const tune_task *task, const tune_space *s,

@@ -38,7 +38,24 @@ typedef struct model_state {
     float *cx, *score;
     ranked *order;
     tune_cfg_set cand_set;
+    /* Hashes of the measured rows' features: a candidate whose features equal a measured
+       config's (other knobs, the same code as the features see it) would teach nothing */
+    uint64_t *row_hash;
+    int nhash, hash_cap;
 } model_state;
+
+static uint64_t row_hash(const float *row, int dim) {
+    uint64_t h = 1469598103934665603ULL;
+    const unsigned char *p = (const unsigned char *)row;
+    for (size_t i = 0; i < (size_t)dim * sizeof *row; i++) h = (h ^ p[i]) * 1099511628211ULL;
+    return h;
+}
+
+static bool hash_in(const uint64_t *h, int n, uint64_t v) {
+    for (int i = 0; i < n; i++)
+        if (h[i] == v) return true;
+    return false;
+}
 
 static wpk_status oom(tune_strategy *s) {
     return wpk_error(s->ctx, WPK_ERR_NOMEM, "tune strategy 'model': out of memory");
@@ -107,6 +124,13 @@ static void model_tell(tune_strategy *s, const tune_config *c, const tune_result
             m->cap = cap;
         }
         if (!featurize(s, m, &c[i], &m->x[(size_t)m->nrows * (size_t)m->dim])) continue;
+        if (s->params.featurize && m->nhash == m->hash_cap) {
+            int cap = m->hash_cap ? 2 * m->hash_cap : 256;
+            uint64_t *h = wpk_realloc(m->row_hash, (size_t)cap * sizeof *h);
+            if (h) m->row_hash = h, m->hash_cap = cap;
+        }
+        if (s->params.featurize && m->nhash < m->hash_cap)
+            m->row_hash[m->nhash++] = row_hash(&m->x[(size_t)m->nrows * (size_t)m->dim], m->dim);
         m->seconds[m->nrows++] = r[i].status == TUNE_OK && r[i].seconds > 0 ? r[i].seconds : -1;
     }
 }
@@ -173,6 +197,8 @@ static void add_candidate(tune_strategy *s, model_state *m, int *nc, const tune_
     tune_cfg_key key = tune_cfg_key_of(s->space, c);
     if (tune_cfg_set_find(&m->cand_set, key)) return;
     if (!featurize(s, m, c, &m->cx[(size_t)*nc * m->dim])) return;
+    if (m->nhash && hash_in(m->row_hash, m->nhash, row_hash(&m->cx[(size_t)*nc * m->dim], m->dim)))
+        return;
     if (tune_cfg_set_put(&m->cand_set, key, *nc) != WPK_OK) return;
     m->cand[(*nc)++] = *c;
 }
@@ -257,6 +283,8 @@ static int model_propose(tune_strategy *s, tune_config *out, int max) {
     for (int i = 0; i < nc; i++) m->order[i] = (ranked){m->score[i], i};
     if (nc > 1) qsort(m->order, (size_t)nc, sizeof *m->order, by_score);
     int next = 0;
+    uint64_t taken[TUNE_MAX_KNOBS * TUNE_MAX_VALUES];
+    int ntaken = 0;
     while (n < max) {
         tune_config c;
         /* exploit the ranking, except for an epsilon share (and when it runs dry) */
@@ -267,7 +295,15 @@ static int model_propose(tune_strategy *s, tune_config *out, int max) {
                 explore = false;
             }
         }
-        if (!explore) c = m->cand[m->order[next++].idx];
+        if (!explore) {
+            int idx = m->order[next++].idx;
+            /* one config per distinct feature row in a batch: the rest score the same */
+            uint64_t h = s->params.featurize ? row_hash(&m->cx[(size_t)idx * m->dim], m->dim) : 0;
+            if (s->params.featurize && hash_in(taken, ntaken, h)) continue;
+            if (s->params.featurize && ntaken < (int)(sizeof taken / sizeof taken[0]))
+                taken[ntaken++] = h;
+            c = m->cand[idx];
+        }
         int t = tune_strategy_take(s, &c);
         if (t < 0) break;
         if (t > 0) out[n++] = c;
@@ -285,6 +321,7 @@ static void model_free(tune_strategy *s) {
     wpk_free(m->score);
     wpk_free(m->order);
     tune_cfg_set_free(&m->cand_set);
+    wpk_free(m->row_hash);
     wpk_free(m);
 }
 

@@ -10,6 +10,7 @@
 
 #include "base/alloc.h"
 #include "base/context.h"
+#include "tune/features.h"
 #include "tune/target_fingerprint.h"
 
 /* Seconds a cached build of a candidate takes before anything is known (template, lowering,
@@ -44,6 +45,10 @@ typedef struct tstate {
     int64_t step_left;
     float *prior_x;           /* the "model" strategy's prior records (borrowed by it) */
     double *prior_sec;
+    /* DSL templates: loop-IR features (the "model" strategy's) and pruning (every strategy's);
+       NULL for a library template, which has no loops */
+    tune_featurizer *feat;
+    bool feat_tried;
 } tstate;
 
 typedef struct job {
@@ -165,7 +170,9 @@ static bool on_record(void *user, const tune_record *r) {
 
 typedef struct prior_set {
     const tstate *t;
-    float *x;                 /* MAX_PRIOR rows of nknobs features */
+    job *J;
+    int dim;                  /* features per row */
+    float *x;                 /* MAX_PRIOR rows of dim features */
     double *sec;
     uint64_t *wl;             /* each row's workload (hash of its key) */
     int n;
@@ -186,13 +193,26 @@ static void knob_values(const tune_space *s, const char *text, float *out) {
     }
 }
 
+static tune_featurizer *featurizer_of(job *J, tstate *t);
+
 static bool on_prior(void *user, const tune_record *r) {
     prior_set *P = user;
     const tstate *t = P->t;
     if (P->n == MAX_PRIOR) return false;
     if (strcmp(r->template_name, t->mt->task.tmpl->name) || !strcmp(r->workload, t->mt->task.key))
         return true;
-    knob_values(&t->space, r->config, &P->x[(size_t)P->n * (size_t)t->space.nknobs]);
+    float *row = &P->x[(size_t)P->n * (size_t)P->dim];
+    if (t->feat) {
+        /* loop-IR features need the record's task: a workload of this job (records of
+           workloads outside it cannot be rebuilt from their key and are left out) */
+        tune_featurizer *f = NULL;
+        for (int j = 0; j < P->J->n && !f; j++)
+            if (P->J->ts[j].mt && !strcmp(P->J->ts[j].mt->task.key, r->workload))
+                f = featurizer_of(P->J, &P->J->ts[j]);
+        if (!f || tune_featurizer_get_text(f, r->config, row, P->dim) != P->dim) return true;
+    } else {
+        knob_values(&t->space, r->config, row);
+    }
     P->sec[P->n] = r->status == TUNE_OK && r->median > 0 ? r->median : -1;
     P->wl[P->n++] = fnv(r->workload);
     return true;
@@ -204,13 +224,16 @@ static int cmp_dbl(const void *a, const void *b) {
 }
 
 /* The "model" strategy starts from the records of other workloads of the task's template:
- * features as its own (the knob values, aligned by name), times divided by the median of
+ * features as its own (loop-IR features of the record's config lowered for its own task,
+ * when that task is in this job; for a library template the knob values, aligned by name),
+ * times divided by the median of
  * their own workload's successes, so that a 1x1 conv's records and a 3x3 conv's are on one
  * scale (the cost model ranks the priors as one group). */
 static wpk_status load_prior(job *J, tstate *t, tune_strategy_params *sp, prior_set *P) {
     memset(P, 0, sizeof *P);
     P->t = t;
-    int dim = t->space.nknobs;
+    P->J = J;
+    int dim = P->dim = t->feat ? TUNE_FEATURE_DIM : t->space.nknobs;
     if (strcmp(J->opt->strategy, "model") || dim == 0) return WPK_OK;
     P->x = wpk_malloc(sizeof *P->x * (size_t)MAX_PRIOR * (size_t)dim);
     P->sec = wpk_malloc(sizeof *P->sec * MAX_PRIOR);
@@ -255,6 +278,19 @@ static wpk_status load_prior(job *J, tstate *t, tune_strategy_params *sp, prior_
     return WPK_OK;
 }
 
+/* t's featurizer, made on first use (NULL for a library template, or out of memory: then
+ * the strategies see knob values and prune nothing). */
+static tune_featurizer *featurizer_of(job *J, tstate *t) {
+    if (!t->feat_tried && t->mt->task.tmpl->build) {
+        wpk_context quiet = {0};
+        t->feat = tune_featurizer_create(&quiet, &t->mt->task, NULL);
+        if (!t->feat) wpk_log(J->ctx, WPK_LOG_WARN, "%s: %s: tuning without loop features",
+                              t->mt->task.key, wpk_context_error(&quiet));
+    }
+    t->feat_tried = true;
+    return t->feat;
+}
+
 static wpk_status task_setup(job *J, tstate *t) {
     const tune_task *task = &t->mt->task;
     const char *target = tune_target_fingerprint();
@@ -265,6 +301,12 @@ static wpk_status task_setup(job *J, tstate *t) {
     memset(&sp, 0, sizeof sp);
     sp.seed = J->opt->seed ^ fnv(task->key);
     sp.budget = J->opt->trials > 0 ? J->opt->trials : 1000;
+    if (featurizer_of(J, t)) {
+        sp.featurize = tune_featurize_config;
+        sp.featurize_user = t->feat;
+        sp.legal = tune_config_legal;
+        sp.legal_user = t->feat;
+    }
     prior_set P;
     wpk_status pst = load_prior(J, t, &sp, &P);
     if (pst == WPK_OK) t->strat = tune_strategy_create(J->ctx, J->opt->strategy, &t->space, &sp);
@@ -663,12 +705,21 @@ wpk_status tune_run(wpk_context *ctx, tune_db *db, const tune_model_task *tasks,
         s->count = tasks[i].count;
         s->flops = tasks[i].task.flops;
         s->share = tasks[i].share;
-        st = task_setup(&J, t);
     }
+    /* every task known before any is set up: priors read other tasks' features */
+    for (int i = 0; st == WPK_OK && i < ntasks; i++) st = task_setup(&J, &J.ts[i]);
     if (st == WPK_OK) st = schedule(&J);
     for (int i = 0; J.ts && i < ntasks; i++) {
         tune_measurer_free(J.ts[i].meas);
         tune_strategy_free(J.ts[i].strat);
+        if (J.ts[i].feat) {
+            int64_t n;
+            double sec;
+            tune_featurizer_cost(J.ts[i].feat, &n, &sec);
+            wpk_log(ctx, WPK_LOG_DEBUG, "%s: %lld configs lowered for features and pruning in "
+                    "%.2f s", J.ts[i].mt->task.key, (long long)n, sec);
+        }
+        tune_featurizer_free(J.ts[i].feat);
         wpk_free(J.ts[i].prior_x);
         wpk_free(J.ts[i].prior_sec);
     }
