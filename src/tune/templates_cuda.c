@@ -11,6 +11,9 @@ static const tune_template *const registry[] = {
     &tune_global_pool_cuda,
     &tune_softmax_cuda,
     &tune_elementwise_cuda,
+    &tune_concat_cuda,
+    &tune_transpose_cuda,
+    &tune_reduce_mean_cuda,
     NULL,
 };
 

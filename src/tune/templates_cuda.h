@@ -11,6 +11,8 @@
  *   elementwise_cuda  the unary activations and math functions, broadcasting Add/Sub/Mul/Div/Pow
  *                     (injective_cuda.c)
  *   softmax_cuda      Softmax, one row per thread (softmax_cuda.c)
+ *   concat_cuda, transpose_cuda, reduce_mean_cuda   Concat (up to TUNE_MAX_ARGS inputs),
+ *                     Transpose, ReduceMean over constant axes (movement_cuda.c)
  */
 #ifndef WPK_TUNE_TEMPLATES_CUDA_H
 #define WPK_TUNE_TEMPLATES_CUDA_H
@@ -23,6 +25,9 @@ extern const tune_template tune_pool2d_cuda;
 extern const tune_template tune_global_pool_cuda;
 extern const tune_template tune_elementwise_cuda;
 extern const tune_template tune_softmax_cuda;
+extern const tune_template tune_concat_cuda;
+extern const tune_template tune_transpose_cuda;
+extern const tune_template tune_reduce_mean_cuda;
 
 /* Every CUDA template, NULL-terminated, in order of preference (declared in conv2d_cuda.h too,
  * where it was first). */
@@ -33,6 +38,16 @@ const tune_template *tune_template_cuda_for(const ir_node *n, ir_tensor *const *
                                             ir_tensor *const *out);
 /* The CUDA template called name ("dense_cuda"), or NULL. */
 const tune_template *tune_template_cuda_find(const char *name);
+
+/* The flat GPU schedule of an injective output y (injective_cuda.c), for templates that write
+ * their own algorithm: a fresh schedule of y whose axes are fused into one index space over the
+ * grid, `threads` per block, `per` elements per thread (coalesced: thread t of step u handles
+ * block * per * threads + u * threads + t), `vec` > 1 making each element a group of vec
+ * consecutive ones along the last axis (vectorized); every other compute inlined, reductions
+ * accumulated per thread in registers. *out (the schedule) is set even on failure, with the
+ * primitive's message on c (tmpl names the template). */
+wpk_status tune_cuda_schedule_flat(te_ctx *c, const char *tmpl, te_tensor *y, int64_t threads,
+                                   int64_t per, int64_t vec, te_schedule **out);
 
 /* Limits every CUDA template keeps to (a block's threads, one thread's accumulators, the static
  * shared memory a block may take without opting in): configs beyond them are

@@ -122,12 +122,17 @@ static wpk_status b_build(const borrowed *b, void (*space_fn)(const tune_task *,
     if (out->nargs != out->ninputs + 1)
         return wpk_error(c->err, WPK_ERR_INVALID_ARG, "%s: %d outputs", b->name,
                          out->nargs - out->ninputs);
-    te_tensor *y = out->args[out->nargs - 1];
+    return tune_cuda_schedule_flat(c, b->name, out->args[out->nargs - 1], threads, per, vec,
+                                   &out->schedule);
+}
 
-    /* a fresh schedule of the same output */
+wpk_status tune_cuda_schedule_flat(te_ctx *c, const char *tmpl, te_tensor *y, int64_t threads,
+                                   int64_t per, int64_t vec, te_schedule **out) {
+    *out = NULL;
+    /* a fresh schedule of y: whatever schedule built it before is not this one */
     te_schedule *sc = te_schedule_create(c, &y, 1);
-    if (!sc) return tune_failed(c, b->name);
-    out->schedule = sc;
+    if (!sc) return tune_failed(c, tmpl);
+    *out = sc;
     te_stage *so = te_stage_of(sc, y);
     te_iter *f = y->axes[0], *v = NULL;
     if (vec > 1) {
@@ -158,7 +163,7 @@ static wpk_status b_build(const borrowed *b, void (*space_fn)(const tune_task *,
         if (st->tensor->body && st->tensor->body->kind == TE_REDUCE) {
             if (v)
                 return wpk_error(c->err, WPK_ERR_INVALID_ARG, "%s: vec=4 with a reduction "
-                                 "('%s')", b->name, st->tensor->name);
+                                 "('%s')", tmpl, st->tensor->name);
             TRY(te_compute_at(st, so, u));
             TRY(te_set_scope(st, "local"));
         } else {
