@@ -8,9 +8,11 @@ ratios and geometric means, with provenance, as a markdown table.
 
 Per model (random weights, exported once by PyTorch with a symbolic batch dim "N" into --dir,
 the cache also kept by tests/torchvision):
-  1. per batch, `wpk tune MODEL --batch B --time T --db DB` (T = --tune-time seconds per model and
-     batch; DB is DIR/records.db, so a rerun continues the tuning), then `wpk compile` into a
-     plan for that batch (while `wpk compile` does not exist: `wpk bench MODEL --db DB`);
+  1. per batch, `wpk tune MODEL --time T --db DB` (T = --tune-time seconds per model and batch;
+     DB is DIR/records.db, so a rerun continues the tuning; `wpk tune` specializes symbolic dims
+     at 1, so for batch B > 1 it tunes a copy of the model with the batch dim fixed at B, whose
+     workloads are those of the batch-B plan), then `wpk compile --batch B` into a plan for that
+     batch (while `wpk compile` does not exist: `wpk bench MODEL --db DB`);
   2. per batch and thread count: `wpk bench --json` (--warmup runs, then --iters timed runs,
      median; its random inputs and outputs saved), ONNX Runtime on the same inputs (every graph
      optimization, intra_op_num_threads = threads, inter_op 1, sequential execution; the same
@@ -180,12 +182,32 @@ class Bench:
             self.log(f"{name}: exported in {time.perf_counter() - start:.0f} s -> {path}")
         return path
 
+    def tune_model(self, name, model, batch):
+        """The model to tune for this batch: `wpk tune` specializes symbolic dims at 1, so for
+        another batch a copy with the batch dim fixed, whose kernels are the same workloads as
+        `wpk compile --batch B` specializes (the same workload keys in the records)."""
+        if batch == 1:
+            return model
+        fixed = self.dir / f"{name}.b{batch}.onnx"
+        if not fixed.exists():
+            import onnx
+            m = onnx.load(str(model))
+            for v in list(m.graph.input) + list(m.graph.output):
+                dims = v.type.tensor_type.shape.dim
+                if dims and not dims[0].HasField("dim_value"):
+                    dims[0].dim_value = batch
+            tmp = fixed.with_suffix(".tmp")
+            onnx.save(m, str(tmp))
+            os.replace(tmp, fixed)
+        return fixed
+
     def tune(self, name, model, batch):
         if self.args.skip_tune:
             return
         start = time.perf_counter()
-        out = run([self.wpk, "tune", model, "--batch", batch, "--time", f"{self.args.tune_time:g}s",
-                   "--db", self.db, "-O", self.args.opt], f"wpk tune {name} --batch {batch}")
+        out = run([self.wpk, "tune", self.tune_model(name, model, batch),
+                   "--time", f"{self.args.tune_time:g}s", "--db", self.db, "-O", self.args.opt],
+                  f"wpk tune {name} (batch {batch})")
         took = time.perf_counter() - start
         tasks = re.search(r"(\d+) tasks?, (\d+) trials? measured", out)
         self.log(f"{name} batch {batch}: tuned in {took:.0f} s"
@@ -293,8 +315,9 @@ class Bench:
                   f"(a shared machine: other processes' work is in these figures)",
                   f"- models: torchvision with random weights (seed 0, BatchNorm calibrated), "
                   f"exported with a symbolic batch dim, opset 13",
-                  f"- wpk: `wpk tune --time {a.tune_time:g}s -O {a.opt}` per model and batch into one "
-                  f"records database" + (" (skipped: --skip-tune, the database as it was)" if a.skip_tune else "")
+                  f"- wpk: `wpk tune --time {a.tune_time:g}s -O {a.opt}` per model and batch (batch > 1: "
+                  f"on a copy with the batch dim fixed, as `wpk tune` specializes symbolic dims at 1) "
+                  f"into one records database" + (" (skipped: --skip-tune, the database as it was)" if a.skip_tune else "")
                   + (f", `wpk compile` into a plan per batch, `wpk bench PLAN --json`" if self.has_compile
                      else ", `wpk bench MODEL --db DB --json` (no `wpk compile` in this build)"),
                   f"- ONNX Runtime: all graph optimizations, intra_op_num_threads = threads, "
