@@ -10,12 +10,14 @@
  * error <= 1e-4 (the measured worst is printed). Also: random legal configs on small convs,
  * that the registry never makes it a node's first template but lists it among the node's
  * implementations, that supports() refuses stride 2, 1x1, dilation 2, groups > 1 and weights
- * known only at run time, and the messages of configs and shapes it must refuse. Compiled
+ * known only at run time, the messages of configs and shapes it must refuse, and a kernel build
+ * with each of its allocations failed in turn (WPK_ERR_NOMEM, never a crash). Compiled
  * kernels go to a fresh cache directory ($WPK_CACHE_DIR is honoured when set). */
 #include <math.h>
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "base/alloc.h"
 #include "base/target.h"
 #include "check.h"
 #include "compile/kernel.h"
@@ -393,6 +395,34 @@ static void test_must_fail(wpk_context *ctx) {
     problem_free(&p);
 }
 
+/* Every allocation of building a kernel (template, lowering, emission) failed in turn: a status
+ * with a message each time, never a crash (the sanitizer build checks for leaks). */
+static void test_alloc_faults(wpk_context *ctx) {
+    problem p;
+    CHECK(problem_init(&p, &CASES[3], 1, 1, 1, 0, ctx));
+    tune_task task;
+    tune_task_init(&task, winograd(), p.node, p.in, p.out);
+    long n = 1;
+    for (; n < 100000; n++) {
+        cpu_kernel k;
+        wpk_alloc_fail_at(n);
+        wpk_status st = cpu_kernel_build(ctx, &task, 0, NULL, NULL, &k);
+        long used = wpk_alloc_count();
+        wpk_alloc_fail_at(0);
+        if (st == WPK_OK) {
+            cpu_kernel_free(&k);
+            if (used < n) break; /* no allocation failed: all were tried */
+            continue;
+        }
+        if (st != WPK_ERR_NOMEM || !*wpk_context_error(ctx))
+            fprintf(stderr, "allocation %ld failed: %s: %s\n", n, wpk_status_name(st),
+                    wpk_context_error(ctx));
+        CHECK(st == WPK_ERR_NOMEM && *wpk_context_error(ctx));
+    }
+    printf("kernel build with each of its %ld allocations failed in turn: ok\n", n - 1);
+    problem_free(&p);
+}
+
 int main(void) {
     wpk_context *ctx = wpk_context_create();
     char dir[] = "/tmp/wpk_winograd_XXXXXX";
@@ -406,6 +436,7 @@ int main(void) {
     uint64_t rng = seed_of();
     test_refuses(ctx);
     test_must_fail(ctx);
+    test_alloc_faults(ctx);
     test_cases(ctx, &rng);
     if (own_cache) {
         char cmd[128];
