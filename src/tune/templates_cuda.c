@@ -14,6 +14,7 @@ static const tune_template *const registry[] = {
     &tune_concat_cuda,
     &tune_transpose_cuda,
     &tune_reduce_mean_cuda,
+    &tune_slice_cuda,
     NULL,
 };
 

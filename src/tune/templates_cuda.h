@@ -11,8 +11,9 @@
  *   elementwise_cuda  the unary activations and math functions, broadcasting Add/Sub/Mul/Div/Pow
  *                     (injective_cuda.c)
  *   softmax_cuda      Softmax, one row per thread (softmax_cuda.c)
- *   concat_cuda, transpose_cuda, reduce_mean_cuda   Concat (up to TUNE_MAX_ARGS inputs),
- *                     Transpose, ReduceMean over constant axes (movement_cuda.c)
+ *   concat_cuda, transpose_cuda, slice_cuda, reduce_mean_cuda   Concat (up to
+ *                     TUNE_MAX_ARGS inputs), Transpose, Slice and ReduceMean with constant
+ *                     parameters (movement_cuda.c)
  */
 #ifndef WPK_TUNE_TEMPLATES_CUDA_H
 #define WPK_TUNE_TEMPLATES_CUDA_H
@@ -28,6 +29,7 @@ extern const tune_template tune_softmax_cuda;
 extern const tune_template tune_concat_cuda;
 extern const tune_template tune_transpose_cuda;
 extern const tune_template tune_reduce_mean_cuda;
+extern const tune_template tune_slice_cuda;
 
 /* Every CUDA template, NULL-terminated, in order of preference (declared in conv2d_cuda.h too,
  * where it was first). */

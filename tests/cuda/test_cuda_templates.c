@@ -43,7 +43,7 @@ static uint64_t rng = 0x9e3779b97f4a7c15ull;
 
 /* ---- one node with random inputs and its reference output ---- */
 
-#define MAX_IN 4
+#define MAX_IN 5
 
 typedef struct tensor_spec {
     int ndim;
@@ -236,7 +236,16 @@ static const node_case NODE_CASES[] = {
      {NULL, NULL, NULL}},
     {"div", "Div", "", 13, 2, {T2(16, 20), T2(16, 20)}, {0}, {0}, {0}, "elementwise_cuda",
      {NULL, NULL, NULL}},
-    /* concat_cuda, transpose_cuda, reduce_mean_cuda */
+    /* concat_cuda, transpose_cuda, slice_cuda, reduce_mean_cuda */
+    {"slice channels 3.. of 8 (ShuffleNet's split)", "Slice", "", 13, 4,
+     {T4(1, 8, 5, 6), {1, {1}, true, .fill = 3.0f, .i64 = true},
+      {1, {1}, true, .fill = 8.0f, .i64 = true}, {1, {1}, true, .fill = 1.0f, .i64 = true}},
+     {0}, {0}, {0}, "slice_cuda", {NULL, NULL, NULL}},
+    {"slice backwards with step -2, negative start", "Slice", "", 13, 5,
+     {T3(2, 9, 7), {1, {1}, true, .fill = -1.0f, .i64 = true},
+      {1, {1}, true, .fill = -100.0f, .i64 = true}, {1, {1}, true, .fill = 1.0f, .i64 = true},
+      {1, {1}, true, .fill = -2.0f, .i64 = true}},
+     {0}, {0}, {0}, "slice_cuda", {"threads=32,per_thread=2", NULL, NULL}},
     {"concat 3 over channels", "Concat", "", 13, 3,
      {T4(1, 3, 5, 6), T4(1, 8, 5, 6), T4(1, 1, 5, 6)}, {"axis=1"}, {0}, {0}, "concat_cuda",
      {"threads=64,per_thread=4", NULL, NULL}},
@@ -492,7 +501,7 @@ static void test_registry(wpk_context *ctx) {
         CHECK(tune_template_find(cuda[n]->name) == NULL);
         for (int k = 0; tune_templates()[k]; k++) CHECK(tune_templates()[k] != cuda[n]);
     }
-    CHECK(n == 9);
+    CHECK(n == 10);
     CHECK(tune_template_cuda_find("dense") == NULL && tune_template_cuda_find(NULL) == NULL);
 
     /* declined: a batched MatMul, a blocked pool, an NCHWc conv's neighbours are the CPU's */

@@ -1,13 +1,16 @@
 /* movement_cuda.c -- CUDA templates of the data-movement and reduction ops the CNNs beyond
  * ResNet/MobileNet need: concat_cuda (Concat of up to TUNE_MAX_ARGS inputs: GoogLeNet,
- * ShuffleNet, small DenseNet blocks), transpose_cuda (Transpose: ShuffleNet's channel shuffle)
- * and reduce_mean_cuda (ReduceMean over constant axes: MnasNet's pooling). Each output element
+ * ShuffleNet, small DenseNet blocks), transpose_cuda (Transpose: ShuffleNet's channel shuffle),
+ * slice_cuda (Slice with constant starts/ends/axes/steps: ShuffleNet's split) and
+ * reduce_mean_cuda (ReduceMean over constant axes: MnasNet's pooling). Each output element
  * reads its inputs at computed indices (a select over the inputs for Concat, clamped so that
  * every load stays inside its tensor; the mean a per-thread reduction), scheduled by
  * tune_cuda_schedule_flat: `threads` per block, `per_thread` coalesced elements per thread. */
 #include <stdio.h>
 #include <string.h>
 
+#include "base/alloc.h"
+#include "ir/ops.h"
 #include "tune/templates/common.h"
 #include "tune/templates/conv.h"
 #include "tune/templates_cuda.h"
@@ -313,4 +316,123 @@ const tune_template tune_reduce_mean_cuda = {
     .space = flat_space,
     .default_config = flat_default,
     .build = mean_build,
+};
+
+/* ---- slice_cuda ----
+ * Slice's semantics (negative starts, clamping, backward steps) are the reference kernel's: at
+ * build time it slices a tensor of element numbers, and each output dim's first source
+ * coordinate and stride are read off the result (and checked to be affine everywhere), so the
+ * kernel is y[i] = x[start + step * i] per dim with nothing re-derived here. */
+
+static bool const_ints(const ir_tensor *t) {
+    return t && t->data && t->ndim == 1 &&
+           (t->dtype == WPK_DTYPE_INT64 || t->dtype == WPK_DTYPE_INT32);
+}
+
+static bool slice_ok(const ir_node *n, ir_tensor *const *in, const ir_tensor *y) {
+    if (!n || n->op != IR_OP_SLICE || n->nin < 3 || n->nin > 5 || n->nout != 1 || !in[0] || !y ||
+        !tune_static_f32(in[0]) || !tune_static_f32(y) || in[0]->ndim != y->ndim)
+        return false;
+    for (int i = 1; i < n->nin; i++)
+        if ((i < 3 || in[i]) && !const_ints(in[i])) return false;
+    return true;
+}
+
+static bool slice_supports(const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+    return in && out && slice_ok(n, in, out[0]);
+}
+
+static void slice_describe(tune_task *t) {
+    tune_key_add(t, "slice_cuda:x=");
+    tune_key_dims(t, &t->in[0]);
+    static const char *const names[] = {"", ",starts=", ",ends=", ",axes=", ",steps="};
+    for (int i = 1; i < t->nin && i < 5; i++) {
+        const ir_tensor *a = &t->in[i];
+        if (!const_ints(a)) continue;
+        tune_key_add(t, "%s", names[i]);
+        for (int64_t k = 0; k < a->dims[0]; k++) {
+            long long v = a->dtype == WPK_DTYPE_INT64 ? (long long)((const int64_t *)a->data)[k]
+                                                      : (long long)((const int32_t *)a->data)[k];
+            tune_key_add(t, "%s%lld", k ? "." : "", v);
+        }
+    }
+    t->flops = ir_numel(&t->out[0]);
+}
+
+/* start/step per dim from the reference kernel's slice of element numbers. */
+static wpk_status slice_probe(te_ctx *c, const tune_task *t, int64_t *start, int64_t *step) {
+    const ir_tensor *xt = &t->in[0], *yt = &t->out[0];
+    const int r = xt->ndim;
+    const int64_t nx = ir_numel(xt), ny = ir_numel(yt);
+    int64_t *ids = wpk_malloc(sizeof(int64_t) * (size_t)(nx + ny + 1));
+    if (!ids) return wpk_error(c->err, WPK_ERR_NOMEM, "slice_cuda: out of memory");
+    int64_t *src = ids + nx;
+    for (int64_t i = 0; i < nx; i++) ids[i] = i;
+    ir_tensor xi = *xt, yi = *yt;
+    xi.dtype = yi.dtype = WPK_DTYPE_INT64;
+    xi.data = ids, yi.data = src;
+    ir_tensor *in[5] = {&xi, NULL, NULL, NULL, NULL}, *out[1] = {&yi};
+    for (int i = 1; i < t->nin && i < 5; i++) in[i] = t->in[i].data ? (ir_tensor *)&t->in[i] : NULL;
+    wpk_status st = ir_op_get(IR_OP_SLICE)->ref(c->err, t->node, in, out);
+    /* x's strides, to turn an element number into coordinates */
+    int64_t xs[WPK_MAX_DIMS], ys[WPK_MAX_DIMS];
+    int64_t a = 1, b = 1;
+    for (int d = r - 1; d >= 0; d--) {
+        xs[d] = a, a *= xt->dims[d];
+        ys[d] = b, b *= yt->dims[d];
+    }
+    for (int d = 0; !st && d < r; d++) {
+        start[d] = ny ? src[0] / xs[d] % xt->dims[d] : 0;
+        step[d] = yt->dims[d] > 1 ? src[ys[d]] / xs[d] % xt->dims[d] - start[d] : 1;
+    }
+    /* affine everywhere, or this template cannot express it */
+    for (int64_t i = 0; !st && i < ny; i++) {
+        int64_t want = 0, rest = i;
+        for (int d = 0; d < r; d++) {
+            int64_t k = rest / ys[d];
+            rest %= ys[d];
+            want += (start[d] + step[d] * k) * xs[d];
+        }
+        if (want != src[i])
+            st = wpk_error(c->err, WPK_ERR_INVALID_ARG, "slice_cuda: node '%s' is not an affine "
+                           "slice", t->node->name);
+    }
+    wpk_free(ids);
+    return st;
+}
+
+static wpk_status slice_build(te_ctx *c, const tune_task *t, const tune_space *s,
+                              const tune_config *cfg, tune_build *out) {
+    memset(out, 0, sizeof *out);
+    ir_tensor *in[5] = {0};
+    for (int i = 0; i < t->nin && i < 5; i++) in[i] = (ir_tensor *)tune_task_in(t, i);
+    if (!slice_ok(t->node, in, &t->out[0]))
+        return wpk_error(c->err, WPK_ERR_INVALID_ARG, "slice_cuda: node '%s' is not a Slice "
+                         "with constant parameters", t->node ? t->node->name : "(null)");
+    TRY(tune_check_legal(c, "slice_cuda", t, flat_space, s, cfg));
+    int64_t start[WPK_MAX_DIMS], step[WPK_MAX_DIMS];
+    TRY(slice_probe(c, t, start, step));
+    const ir_tensor *yt = &t->out[0];
+    te_tensor *x = tune_placeholder(c, "x", &t->in[0]);
+    te_iter **ax = te_compute_axes(c, yt->ndim, yt->dims, NULL);
+    if (!x || !ax) return tune_failed(c, "slice_cuda");
+    out->args[out->nargs++] = x;
+    out->ninputs = 1; /* starts/ends/axes/steps are constants read at build time */
+    const te_expr *idx[TE_MAX_DIMS];
+    for (int d = 0; d < yt->ndim; d++)
+        idx[d] = te_add(c, te_mul(c, te_var(c, ax[d]), te_int(c, step[d])), te_int(c, start[d]));
+    const te_expr *v = te_load(c, x, yt->ndim, idx);
+    te_tensor *y = v ? te_compute(c, "y", yt->ndim, yt->dims, ax, v) : NULL;
+    if (!y) return tune_failed(c, "slice_cuda");
+    out->args[out->nargs++] = y;
+    return flat_schedule(c, "slice_cuda", s, cfg, out);
+}
+
+const tune_template tune_slice_cuda = {
+    .name = "slice_cuda",
+    .supports = slice_supports,
+    .describe = slice_describe,
+    .space = flat_space,
+    .default_config = flat_default,
+    .build = slice_build,
 };
