@@ -1,9 +1,9 @@
 /* test_winograd.c -- the Winograd conv template (src/tune/templates/conv2d_winograd.c over
  * te/algo/winograd.h) end to end: F(2x2,3x3) and F(4x4,3x3) on ResNet-sized 3x3 stride-1 convs
  * (56x56 64->64, 28x28 128->128, 7x7 512->512) and odd ones (13x13, 9x11, 1x2, channels that
- * do not fill a block, batch 2, asymmetric pads, an NCHW input to a blocked conv), as the layout pass
- * hands them over (wpk::ConvNCHWc on blocked tensors, -O3) and as -O2 does (FusedConv / Conv in
- * NCHW), with bias + ReLU and a residual. Each kernel is built by the cpu backend's builder
+ * do not fill a block, batch 2, asymmetric pads, an NCHW input to a blocked conv), as the layout
+ * pass hands them over (wpk::ConvNCHWc on blocked tensors, -O3) and as -O2 does (FusedConv /
+ * Conv in NCHW), with bias + ReLU and a residual. Each kernel is built by the cpu backend's builder
  * (cpu_kernel_build: the weight transform as a pack kernel, scratch arguments), all compiled
  * together (cpu_units_compile), the weights transformed once, run, and compared with the
  * node's reference kernel (op_conv_nchwc_ref, op_fused_conv_ref, op_conv_ref): relative L2
