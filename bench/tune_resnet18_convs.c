@@ -9,8 +9,10 @@
  *
  * Part "tune": the convs as the -O3 pipeline hands them to the templates (wpk::ConvNCHWc on
  * blocked tensors, weights packed, bias + ReLU fused) are tuned with tune_run (--trials per
- * conv, counting records already in --db, so a re-run resumes), then the default config, the
- * tuned config (best after the tuner's final re-measurement) and oneDNN are timed in one run,
+ * conv and implementation -- the direct conv template, and the Winograd template where it takes
+ * the conv --, counting records already in --db, so a re-run resumes), then the default config,
+ * the tuned config (the faster implementation's best after the tuner's final re-measurement)
+ * and oneDNN are timed in one run,
  * alternating, by conv_resnet18.c's measure(): ratios tuned/oneDNN and tuned/default by wall
  * time and by CPU time per thread, their geometric means and minima.
  * Part "strategies": the slides' 1x1 64->64 56x56 conv (c3) and the 3x3 56x56 conv (c2) as
@@ -52,6 +54,9 @@ typedef struct conv_task {
     float *wpacked;        /* blocked: the packed weights (the task's constant) */
     bool blocked;
     tune_model_task mt;
+    tune_model_task alt;   /* another DSL implementation of the node (Winograd), when one
+                              takes it: tuned too, and the faster of the two is "tuned" */
+    bool has_alt;
 } conv_task;
 
 static void conv_task_init(conv_task *t, const conv_spec *c, bool blocked, wpk_context *ctx) {
@@ -85,6 +90,15 @@ static void conv_task_init(conv_task *t, const conv_spec *c, bool blocked, wpk_c
     t->mt.count = 1;
     t->mt.flops = t->mt.task.flops;
     t->mt.share = 1;
+    t->mt.alt_of = -1;
+    const tune_template *impls[8];
+    int ni = tune_templates_for(n, in, out, impls, 8);
+    for (int i = 0; i < ni && !t->has_alt; i++) {
+        if (impls[i] == tm || impls[i]->lib) continue; /* oneDNN is the peer, not a candidate */
+        t->alt = t->mt;
+        tune_task_init(&t->alt.task, impls[i], n, in, out);
+        t->has_alt = true;
+    }
 }
 
 static void conv_task_free(conv_task *t) {
@@ -111,11 +125,11 @@ static void *own(kernel *k, size_t bytes) {
 }
 
 /* data: the node's inputs in order (x, w, b). */
-static void kernel_build(kernel *k, const conv_task *t, const char *config, void *const *data,
-                         wpk_context *ctx) {
+static void kernel_build(kernel *k, const conv_task *t, const tune_task *task, const char *config,
+                         void *const *data, wpk_context *ctx) {
     memset(k, 0, sizeof *k);
     cpu_kernel ck;
-    if (cpu_kernel_build(ctx, &t->mt.task, 0, config, NULL, &ck))
+    if (cpu_kernel_build(ctx, task, 0, config, NULL, &ck))
         die("cpu_kernel_build", wpk_context_error(ctx));
     strbuf unit = {0};
     const strbuf *srcs[1] = {&ck.source};
@@ -239,7 +253,7 @@ static void fresh_cache(char *dir, size_t cap, const char *tag) {
 
 typedef struct result_row {
     timed def, tuned, dnnl;
-    char config[512], impl[128];
+    char config[600], impl[128];
     double err_def, err_tuned, err_dnnl;
     double tune_s;
     int64_t trials, measured;
@@ -248,25 +262,35 @@ typedef struct result_row {
 typedef struct tuned {
     conv_task *ts;
     int idx[NCONVS], n;
+    int sum_main[NCONVS], sum_alt[NCONVS]; /* per conv: its tasks' indices in sum (-1: none) */
     tune_summary sum;
     double wall;
 } tuned;
 
 static void part_tune(const opts *o, wpk_context *ctx, tuned *T) {
     T->ts = calloc(NCONVS, sizeof *T->ts);
-    tune_model_task mts[NCONVS];
+    tune_model_task mts[2 * NCONVS];
+    int nm = 0;
     T->n = 0;
     for (int ci = 0; ci < NCONVS; ci++) {
         if (!selected(o->only, CONVS[ci].name)) continue;
-        conv_task_init(&T->ts[T->n], &CONVS[ci], true, ctx);
-        mts[T->n] = T->ts[T->n].mt;
+        conv_task *t = &T->ts[T->n];
+        conv_task_init(t, &CONVS[ci], true, ctx);
+        T->sum_main[T->n] = nm;
+        mts[nm++] = t->mt;
+        T->sum_alt[T->n] = -1;
+        if (t->has_alt) {
+            T->sum_alt[T->n] = nm;
+            mts[nm] = t->alt;
+            mts[nm++].alt_of = T->sum_main[T->n];
+        }
         T->idx[T->n++] = ci;
     }
     tune_db *db;
     open_db(o->db, ctx, &db);
     tune_options to = tuner_options(o->strategy, o->trials);
     double t0 = now();
-    if (tune_run(ctx, db, mts, T->n, &to, &T->sum)) die("tune_run", wpk_context_error(ctx));
+    if (tune_run(ctx, db, mts, nm, &to, &T->sum)) die("tune_run", wpk_context_error(ctx));
     T->wall = now() - t0;
     tune_db_close(db);
     fprintf(stderr, "tuned %d convs: %lld trials measured in %.0f s\n", T->n,
@@ -286,16 +310,28 @@ static void part_compare(const opts *o, wpk_context *ctx, int threads, tuned *T)
     result_row *rows = calloc((size_t)n, sizeof *rows);
     for (int i = 0; i < n; i++) {
         conv_task *t = &ts[i];
-        const tune_task_summary *s = &sum.tasks[i];
+        const tune_task_summary *s = &sum.tasks[T->sum_main[i]];
+        const tune_task *best_task = &t->mt.task;
         result_row *r = &rows[i];
-        snprintf(r->config, sizeof r->config, "%s", s->best_config);
         r->trials = s->trials;
         r->measured = s->measured;
+        /* "tuned": the faster of the implementations the tuner measured (each best re-timed
+           alone at the end of its task) */
+        if (T->sum_alt[i] >= 0) {
+            const tune_task_summary *a = &sum.tasks[T->sum_alt[i]];
+            r->trials += a->trials;
+            r->measured += a->measured;
+            if (a->best_s > 0 && (s->best_s <= 0 || a->best_s < s->best_s)) {
+                s = a;
+                best_task = &t->alt.task;
+            }
+        }
+        snprintf(r->config, sizeof r->config, "%s %s", best_task->tmpl->name, s->best_config);
         float *x = input_for(t);
         void *data[3] = {x, t->w.data, t->b.data};
         kernel kd, kt;
-        kernel_build(&kd, t, NULL, data, ctx);
-        kernel_build(&kt, t, s->best_config[0] ? s->best_config : NULL, data, ctx);
+        kernel_build(&kd, t, &t->mt.task, NULL, data, ctx);
+        kernel_build(&kt, t, best_task, s->best_config[0] ? s->best_config : NULL, data, ctx);
         onednn_conv d;
         onednn_build(&d, &t->pb);
         int64_t ny = t->spec->k * t->pb.oh * t->pb.oh;
@@ -327,8 +363,11 @@ static void part_compare(const opts *o, wpk_context *ctx, int threads, tuned *T)
     }
 
     printf("## Tuned vs default vs oneDNN (%d thread%s)\n\n", threads, threads == 1 ? "" : "s");
-    printf("Tuning: strategy %s, %lld trials per conv (records in %s, counting earlier runs), "
-           "%lld measured in this run in %.0f s, timed by CPU time per thread.\n\n", o->strategy,
+    printf("Tuning: strategy %s, %lld trials per implementation of each conv (the direct blocked "
+           "conv, and Winograd for the 3x3 stride-1 convs; tuned = the faster of the two; "
+           "records in %s, counting earlier runs), %lld measured in this run in %.0f s, timed by "
+           "CPU time per thread. oneDNN: convolution_auto with format any (its choice).\n\n",
+           o->strategy,
            (long long)o->trials, o->db, (long long)sum.measured, tune_wall);
     printf("| conv | GFLOP | default CPU | tuned CPU | oneDNN CPU | tuned/oneDNN CPU | "
            "tuned/default CPU | default wall | tuned wall | oneDNN wall | tuned/oneDNN wall |\n");
