@@ -49,6 +49,7 @@ typedef struct tstate {
        NULL for a library template, which has no loops */
     tune_featurizer *feat;
     bool feat_tried;
+    bool knob_features;       /* WPK_TUNE_FEATURES=knobs: the model learns from knob values */
 } tstate;
 
 typedef struct job {
@@ -202,7 +203,7 @@ static bool on_prior(void *user, const tune_record *r) {
     if (strcmp(r->template_name, t->mt->task.tmpl->name) || !strcmp(r->workload, t->mt->task.key))
         return true;
     float *row = &P->x[(size_t)P->n * (size_t)P->dim];
-    if (t->feat) {
+    if (t->feat && !t->knob_features) {
         /* loop-IR features need the record's task: a workload of this job (records of
            workloads outside it cannot be rebuilt from their key and are left out) */
         tune_featurizer *f = NULL;
@@ -233,7 +234,7 @@ static wpk_status load_prior(job *J, tstate *t, tune_strategy_params *sp, prior_
     memset(P, 0, sizeof *P);
     P->t = t;
     P->J = J;
-    int dim = P->dim = t->feat ? TUNE_FEATURE_DIM : t->space.nknobs;
+    int dim = P->dim = t->feat && !t->knob_features ? TUNE_FEATURE_DIM : t->space.nknobs;
     if (strcmp(J->opt->strategy, "model") || dim == 0) return WPK_OK;
     P->x = wpk_malloc(sizeof *P->x * (size_t)MAX_PRIOR * (size_t)dim);
     P->sec = wpk_malloc(sizeof *P->sec * MAX_PRIOR);
@@ -302,7 +303,11 @@ static wpk_status task_setup(job *J, tstate *t) {
     sp.seed = J->opt->seed ^ fnv(task->key);
     sp.budget = J->opt->trials > 0 ? J->opt->trials : 1000;
     if (featurizer_of(J, t)) {
-        sp.featurize = tune_featurize_config;
+        /* WPK_TUNE_FEATURES=knobs keeps the pruning but gives the model strategy the knob
+           values instead of the loop features: for comparing the two */
+        const char *fe = getenv("WPK_TUNE_FEATURES");
+        t->knob_features = fe && !strcmp(fe, "knobs");
+        sp.featurize = t->knob_features ? NULL : tune_featurize_config;
         sp.featurize_user = t->feat;
         sp.legal = tune_config_legal;
         sp.legal_user = t->feat;
