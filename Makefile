@@ -52,13 +52,16 @@ demo: deps build
 	  $(BUILD)/wpk compile $(DEMO_MODEL) --db '' -o $(DEMO_DIR)/untuned.wpk
 	@echo && echo "== wpk bench: the tuned plan" && \
 	  $(BUILD)/wpk bench $(DEMO_DIR)/tuned.wpk --top 10 --iters 50
-	@$(BUILD)/wpk bench $(DEMO_DIR)/untuned.wpk --json --iters 50 > $(DEMO_DIR)/untuned.json
-	@$(BUILD)/wpk bench $(DEMO_DIR)/tuned.wpk --json --iters 50 > $(DEMO_DIR)/tuned.json
-	@echo && echo "== side by side (median of 50 runs each, measured one after the other)" && \
-	  $(PYTHON) -c "import json; u, t = (json.load(open('$(DEMO_DIR)/%s.json' % n)) for n in ('untuned', 'tuned')); \
-	  [print('%-8s median %8.3f ms  min %8.3f ms  p90 %8.3f ms  %9.1f samples/s  nodes by source: %s' % (n, r['latency_ms']['median'], \
-	  r['latency_ms']['min'], r['latency_ms']['p90'], r['throughput'], r['sources'])) for n, r in (('untuned', u), ('tuned', t))]; \
-	  print('tuned is x%.2f the speed of untuned' % (u['latency_ms']['median'] / t['latency_ms']['median']))"
+	@for round in 1 2; do for plan in untuned tuned; do \
+	  $(BUILD)/wpk bench $(DEMO_DIR)/$$plan.wpk --json --iters 200 > $(DEMO_DIR)/$$plan.$$round.json || exit 1; \
+	  done; done
+	@echo && echo "== side by side (2 alternating rounds of 200 runs each; the better round's median)" && \
+	  $(PYTHON) -c "import json; \
+	  r = {n: min((json.load(open('$(DEMO_DIR)/%s.%d.json' % (n, k))) for k in (1, 2)), key=lambda j: j['latency_ms']['median']) for n in ('untuned', 'tuned')}; \
+	  [print('%-8s median %7.3f ms  min %7.3f ms  p90 %7.3f ms  %8.1f samples/s  nodes by source: %s' % (n, j['latency_ms']['median'], \
+	  j['latency_ms']['min'], j['latency_ms']['p90'], j['throughput'], j['sources'])) for n, j in r.items()]; \
+	  print('tuned / untuned speed: x%.2f (a sub-millisecond model on a shared machine: expect noise)' % \
+	  (r['untuned']['latency_ms']['median'] / r['tuned']['latency_ms']['median']))"
 
 # The whole suite: warnings as errors, unit + conformance + model + CLI tests, the same under
 # ASan+UBSan, a short fuzzing run, and the torchvision models against ONNX Runtime.
