@@ -162,7 +162,15 @@ wpk_status wpk_model_lower(wpk_context *ctx, const wpk_model *model, const char 
  * plan is first made for a set of input shapes (cached on disk: $WPK_CACHE_DIR, else
  * ~/.cache/wpk/kernels); nodes no template takes run reference kernels (`wpk info` names
  * them). */
-typedef enum wpk_backend { WPK_BACKEND_REF = 0, WPK_BACKEND_CPU = 1 } wpk_backend;
+typedef enum wpk_backend {
+    WPK_BACKEND_REF = 0,
+    WPK_BACKEND_CPU = 1,
+    /* the GPU (issue 7): every node a generated CUDA kernel (NVRTC), the plan's workspace on the
+     * device, runs as one CUDA Graph. Needs an NVIDIA driver and device: wpk_session_create
+     * returns WPK_ERR_UNSUPPORTED "CUDA unavailable: <reason>" without them, and
+     * "CUDA backend: no CUDA kernel for ..." naming the nodes that have none. */
+    WPK_BACKEND_CUDA = 2
+} wpk_backend;
 
 typedef struct wpk_session_params {
     wpk_backend backend;  /* default: WPK_BACKEND_REF (`wpk run` defaults to CPU) */

@@ -22,7 +22,7 @@ static void usage(FILE *f) {
           "commands:\n"
           "  info MODEL [--graph]          inputs/outputs, op histogram, parameters, FLOPs,\n"
           "                                unsupported ops; --graph prints the graph IR\n"
-          "  run  MODEL [-i NAME=FILE.npy]... [-o OUTDIR] [--backend cpu|ref] [--threads N]\n"
+          "  run  MODEL [-i NAME=FILE.npy]... [-o OUTDIR] [--backend cpu|ref|cuda] [--threads N]\n"
           "             [--seed S] [--iters N] [-O LEVEL] [--db FILE] [--provider P] [-v]\n"
           "  run  --plan MODEL.wpk [-i NAME=FILE.npy]... [-o OUTDIR] [--threads N] [--iters N]\n"
           "                                run the model; inputs not given get seeded random\n"
@@ -353,7 +353,8 @@ static int parse_run(int argc, char **argv, run_opts *o) {
             if (!val) return usage_error("%s needs a name", a);
             if (strcmp(val, "ref") == 0) o->params.backend = WPK_BACKEND_REF;
             else if (strcmp(val, "cpu") == 0) o->params.backend = WPK_BACKEND_CPU;
-            else return usage_error("unknown backend '%s' (available: cpu, ref)", val);
+            else if (strcmp(val, "cuda") == 0) o->params.backend = WPK_BACKEND_CUDA;
+            else return usage_error("unknown backend '%s' (available: cpu, ref, cuda)", val);
             i++;
         } else if (strcmp(a, "--threads") == 0) {
             if (!val || !parse_int(val, 0, 4096, &v))

@@ -10,10 +10,12 @@
 #include "base/alloc.h"
 #include "base/target.h"
 #include "passes/pass.h"
+#include "tune/templates/program_cuda.h"
 
 void exec_plan_free(exec_plan *p) {
     if (!p) return;
     cpu_program_free(p->cpu);
+    tune_cuda_runner_free(p->cuda);
     wpk_free(p->node_ms);
     wpk_free(p->profile);
     memory_plan_free(&p->mem);
@@ -121,6 +123,30 @@ wpk_status exec_plan_create(wpk_context *ctx, const ir_graph *src, const ir_tens
     return WPK_OK;
 }
 
+/* ---- the CUDA backend (issue 7) ---- */
+
+wpk_status exec_plan_compile_cuda(wpk_context *ctx, exec_plan *p) {
+    if (!p->is_static)
+        return wpk_error(ctx, WPK_ERR_UNSUPPORTED, "the CUDA backend needs every shape static "
+                         "at these input shapes");
+    return tune_cuda_runner_create(ctx, p->g, &p->mem, NULL, true, &p->cuda);
+}
+
+#define CUDA_MAX_IO 64
+
+/* Inputs from, outputs into the plan's host workspace (already bound and filled). */
+static wpk_status run_cuda(wpk_context *ctx, exec_plan *p) {
+    const ir_graph *g = p->g;
+    const void *in[CUDA_MAX_IO];
+    void *out[CUDA_MAX_IO];
+    if (g->ninputs > CUDA_MAX_IO || g->noutputs > CUDA_MAX_IO)
+        return wpk_error(ctx, WPK_ERR_UNSUPPORTED, "the CUDA backend takes at most %d inputs "
+                         "and outputs", CUDA_MAX_IO);
+    for (int i = 0; i < g->ninputs; i++) in[i] = p->vals[g->inputs[i]].data;
+    for (int i = 0; i < g->noutputs; i++) out[i] = p->vals[g->outputs[i]].data;
+    return tune_cuda_runner_run(p->cuda, in, out);
+}
+
 wpk_status exec_plan_compile_cpu(wpk_context *ctx, exec_plan *p, int threads) {
     cpu_options opt = {threads, NULL, NULL, false};
     return exec_plan_compile(ctx, p, &opt);
@@ -221,6 +247,7 @@ wpk_status exec_plan_run(wpk_context *ctx, exec_plan *p, char *workspace, const 
     for (int i = 0; i < g->ninputs; i++)
         if (ir_nbytes(&inputs[i]))
             memcpy(p->vals[g->inputs[i]].data, inputs[i].data, ir_nbytes(&inputs[i]));
+    if (p->cuda) return run_cuda(ctx, p);
     if (!p->cpu) return ir_exec_static(ctx, g, p->vals);
     wpk_status st = cpu_program_run(ctx, p->cpu, g, p->vals, p->node_ms);
     for (int k = 0; p->profile && k < g->nnodes; k++) p->profile[k].ms = p->node_ms[k];

@@ -24,6 +24,7 @@ typedef struct exec_plan {
     const char *bound;  /* the workspace vals point into; NULL before the first run */
     ir_exec exec;       /* the dynamic interpreter's buffers when !is_static */
     cpu_program *cpu;   /* generated kernels (the cpu backend), or NULL: reference kernels */
+    struct tune_cuda_runner *cuda; /* the CUDA backend (issue 7): the plan on the GPU, or NULL */
     double *node_ms;    /* per node: its time in the last run, when profiling (else NULL) */
     wpk_node_profile *profile; /* per node, when profiling: what it runs (strings borrowed
                                   from g and cpu) and node_ms after a run */
@@ -44,6 +45,12 @@ void exec_plan_free(exec_plan *p);
  * that is not static keeps running on the dynamic interpreter (nothing is compiled). Errors of
  * cpu_program_create. */
 wpk_status exec_plan_compile_cpu(wpk_context *ctx, exec_plan *p, int threads);
+
+/* The CUDA backend (issue 7; tune/templates/program_cuda.h): the static plan's nodes as CUDA
+ * kernels placed on device 0, run by exec_plan_run (inputs copied in, outputs back into the
+ * plan's host workspace). WPK_ERR_UNSUPPORTED for a plan that is not static, without a device
+ * ("CUDA unavailable: <reason>") or for nodes without a CUDA kernel (named). */
+wpk_status exec_plan_compile_cuda(wpk_context *ctx, exec_plan *p);
 
 /* Compile a static plan for the cpu backend with opt (threads, provider, records): as
  * exec_plan_compile_cpu. */

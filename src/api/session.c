@@ -15,6 +15,7 @@
 #include "base/target.h"
 #include "ir/print.h"
 #include "passes/pass.h"
+#include "runtime/cuda/cuda_rt.h"
 
 /* Plans kept per session, one per set of input shapes seen (a server alternating between a
  * few batch sizes re-plans none of them); the least recently used goes first. */
@@ -70,8 +71,14 @@ wpk_status wpk_session_create(wpk_context *ctx, const wpk_model *model,
     *out = NULL;
     wpk_clear_error(ctx);
     wpk_session_params p = params ? *params : wpk_session_default_params();
-    if (p.backend != WPK_BACKEND_REF && p.backend != WPK_BACKEND_CPU)
+    if (p.backend != WPK_BACKEND_REF && p.backend != WPK_BACKEND_CPU &&
+        p.backend != WPK_BACKEND_CUDA)
         return wpk_error(ctx, WPK_ERR_INVALID_ARG, "backend %d is not available", (int)p.backend);
+    /* the CUDA backend (issue 7): no device is said at once, before any work */
+    if (p.backend == WPK_BACKEND_CUDA) {
+        wpk_status cst = rt_cuda_probe(ctx, 0, NULL);
+        if (cst) return cst;
+    }
     if (p.threads < 0)
         return wpk_error(ctx, WPK_ERR_INVALID_ARG, "threads must be >= 0, not %d", p.threads);
     if (p.opt_level < 0 || p.opt_level > 3)
@@ -263,6 +270,8 @@ static wpk_status find_plan(wpk_session *s, exec_plan **out) {
                            "inputs %s need its kernels compiled again, and %s", want, got, why);
         }
     }
+    if (st == WPK_OK && s->params.backend == WPK_BACKEND_CUDA)
+        st = exec_plan_compile_cuda(s->ctx, p);
     if (st == WPK_OK && s->params.profile) st = exec_plan_enable_profile(s->ctx, p);
     if (st) {
         exec_plan_free(p);
