@@ -20,11 +20,8 @@
  * Output: a markdown table (median and best ms per call by CPU time, wall median, speed-up of
  * the best Winograd config over the direct conv), then provenance and every sample.
  *
- * Not built by CMake (no target of its own); from the repository root, with a build directory
- * `build`, linked with the libraries the unit tests are linked with:
- *   cc -O2 -std=c11 -fopenmp -D_POSIX_C_SOURCE=200809L -Isrc -Ibuild/gen -Iinclude \
- *      bench/winograd_convs.c -o build/winograd_convs build/libwpk.a \
- *      $(sed -n 's/.*libwpk\.a//p' build/CMakeFiles/test_winograd.dir/link.txt) */
+ * Built by CMake as build/winograd_convs.
+ */
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>

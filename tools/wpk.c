@@ -54,6 +54,10 @@ static void usage(FILE *f) {
           "  tune MODEL [--strategy S] [--trials N | --time T] [--db FILE] [--parallel auto|N]\n"
           "                                tune the model's kernels on this machine into the\n"
           "                                records database ('wpk tune --help': every option)\n"
+          "  bench MODEL|MODEL.wpk [--batch N] [--threads N] [--iters N] [--json] [--profile F]\n"
+          "                                latency (min/median/p90/p99) and throughput, then\n"
+          "                                the per-node table: provider, source, time, share\n"
+          "                                ('wpk bench --help': every option)\n"
           "  version                       print the version\n",
           f);
 }
