@@ -158,10 +158,13 @@ bool tune_strategy_random_fresh(tune_strategy *s, tune_config *c) {
         tune_config_random(s->space, &s->rng, c);
         if (tune_strategy_fresh(s, c)) return true;
     }
-    /* 64 misses: the space is mostly seen or illegal; walk it when that is affordable */
+    /* 64 misses: the space is mostly seen or illegal; walk it when that is affordable. A
+       legality check may build and lower the config (milliseconds each): then the walk is a
+       bounded stretch from a random start, not the whole space */
     if (s->size > TUNE_SCAN_LIMIT) return false;
     int64_t start = tune_rng_below(&s->rng, s->size);
-    for (int64_t i = 0; i < s->size; i++) {
+    int64_t walk = s->params.legal && s->size > TUNE_LEGAL_SCAN ? TUNE_LEGAL_SCAN : s->size;
+    for (int64_t i = 0; i < walk; i++) {
         tune_config_from_index(s->space, (start + i) % s->size, c);
         if (tune_strategy_fresh(s, c)) return true;
     }

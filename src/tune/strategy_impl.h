@@ -95,6 +95,8 @@ bool tune_result_better(const tune_result *a, const tune_result *b);
 #define TUNE_MAX_SKIPS (1 << 22)
 /* Spaces up to this size are walked by tune_strategy_random_fresh when random draws miss. */
 #define TUNE_SCAN_LIMIT (1 << 20)
+/* Configs walked that way when the space has a legality check (which may lower each one). */
+#define TUNE_LEGAL_SCAN 256
 
 extern const tune_strategy_ops tune_random_ops, tune_grid_ops, tune_ga_ops, tune_rl_ops,
     tune_anneal_ops, tune_model_ops;

@@ -52,18 +52,26 @@ def processes_with_args(needle):
 
 def kill_after(cmd, env, db, records, tag):
     """Start the tuner, SIGKILL it once the database holds `records` records; False on trouble."""
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    deadline = time.time() + 600
+    # output to a file, not a pipe nobody reads while it runs: a full pipe would stall the tuner
+    log = tempfile.TemporaryFile()
+    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.time() + 300
     while time.time() < deadline and proc.poll() is None:
         if sum(count_records(db).values()) >= records:
             break
         time.sleep(0.05)
     if proc.poll() is not None:
+        log.seek(0)
         print(f"FAIL: the tuner ended before it could be killed ({tag}):\n"
-              + proc.stdout.read().decode(errors="replace"))
+              + log.read().decode(errors="replace"))
         return False
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
+    log.seek(0)
+    out = log.read().decode(errors="replace")
+    if time.time() >= deadline:
+        print(f"FAIL: {records} records were not stored in 300 s ({tag}):\n{out[-4000:]}")
+        return False
     print(f"killed the tuner with {sum(count_records(db).values())} records stored ({tag})")
     time.sleep(1.0)
     left = processes_with_args(db)
@@ -90,7 +98,8 @@ def main():
                "--seed", "3", "--no-alternatives"]
         ok &= kill_after(cmd, env, db, 3, "early")
         ok &= kill_after(cmd, env, db, 3 * args.trials, "later")
-        done = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        done = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              timeout=240)
         out = done.stdout.decode(errors="replace")
         if done.returncode != 0:
             print(f"FAIL: the resumed run exited {done.returncode}:\n{out}")
@@ -111,7 +120,8 @@ def main():
         if integrity != "ok":
             print(f"FAIL: integrity check: {integrity}")
             ok = False
-        again = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        again = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               timeout=120)
         out2 = again.stdout.decode(errors="replace")
         con = sqlite3.connect(db)
         total2 = con.execute("SELECT COUNT(*) FROM records").fetchone()[0]
