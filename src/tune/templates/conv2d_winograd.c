@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "te/algo/winograd.h"
+#include "tune/templates/common.h"
 #include "tune/templates/conv.h"
 
 #define NAME "conv2d_winograd"
@@ -138,34 +139,6 @@ static void default_config(const tune_task *t, const tune_space *s, tune_config 
         if (st_) return st_;                                                               \
     } while (0)
 
-/* After an algorithm returned NULL: out of memory, or its message (prefixed). */
-static wpk_status nomem(te_ctx *c) {
-    if (c->oom) return WPK_ERR_NOMEM;
-    wpk_error_prefix(c->err, NAME);
-    return WPK_ERR_INVALID_ARG;
-}
-
-/* The config's values must be legal for this workload (a config made for another space). */
-static wpk_status check_legal(te_ctx *c, const tune_task *t, const tune_space *s,
-                              const tune_config *cfg) {
-    TRY(tune_check_config(c, NAME, s, cfg));
-    tune_space legal;
-    space(t, &legal);
-    for (int k = 0; k < legal.nknobs; k++) {
-        const tune_knob *kn = &legal.knobs[k];
-        int64_t v = tune_config_get(s, cfg, kn->name, INT64_MIN);
-        bool ok = false;
-        for (int i = 0; i < kn->nvalues; i++) ok |= kn->values[i] == v;
-        if (v == INT64_MIN)
-            return wpk_error(c->err, WPK_ERR_INVALID_ARG, NAME ": the config has no knob '%s'",
-                             kn->name);
-        if (!ok)
-            return wpk_error(c->err, WPK_ERR_INVALID_ARG, NAME ": knob '%s' = %lld is not a "
-                             "legal value for workload %s", kn->name, (long long)v, t->key);
-    }
-    return WPK_OK;
-}
-
 typedef struct knobs {
     int m;
     int64_t bi, bo, tp, tk;
@@ -269,7 +242,7 @@ static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
     if (!tune_conv_read_task(t, &g) || !takes(&g))
         return wpk_error(c->err, WPK_ERR_INVALID_ARG, NAME ": node '%s' is not a 3x3 stride-1 "
                          "conv with constant weights", t->node ? t->node->name : "(null)");
-    TRY(check_legal(c, t, s, cfg));
+    TRY(tune_check_legal(c, NAME, t, space, s, cfg));
     knobs k = {
         .m = (int)tune_value(s, cfg, "m"), .bi = in_block(&g, s, cfg),
         .bo = out_block(&g, s, cfg), .tp = tune_value(s, cfg, "tile_p"),
@@ -290,24 +263,24 @@ static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
     TRY(tune_conv_args(c, t, &g, x0->dims, x0->ndim, ushape, 5, t->out[0].dims, t->out[0].ndim,
                        out, &ep));
     te_tensor *src = te_placeholder(c, "w.src", TE_F32, w0->ndim, w0->dims);
-    if (!src) return nomem(c);
+    if (!src) return tune_failed(c, NAME);
     src->constant = true;
     te_tensor *packed = blocked ? src : te_conv2d_pack_weight(c, "w.packed", src, bi, k.bo, false);
     out->prepack_src[1] = src;
     out->prepack[1] = packed ? te_winograd_weight(c, "w.wino", packed, k.m) : NULL;
-    if (!out->prepack[1]) return nomem(c);
+    if (!out->prepack[1]) return tune_failed(c, NAME);
 
     /* the algorithm */
     te_winograd_params wp = {.m = k.m, .conv = g.p, .channels = g.cout, .in_block = bi,
                              .nchw_out = !blocked};
     te_winograd_parts parts;
     te_tensor *y = te_conv2d_winograd(c, "y", out->args[0], out->args[1], &wp, &ep, &parts);
-    if (!y) return nomem(c);
+    if (!y) return tune_failed(c, NAME);
     out->args[out->nargs++] = y;
 
     /* the schedule */
     te_schedule *sc = te_schedule_create(c, &y, 1);
-    if (!sc) return nomem(c);
+    if (!sc) return tune_failed(c, NAME);
     out->schedule = sc;
     if (parts.pad) TRY(schedule_copy(sc, parts.pad));
     if (parts.layout) {
