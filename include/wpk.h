@@ -174,7 +174,10 @@ typedef enum wpk_backend {
 
 typedef struct wpk_session_params {
     wpk_backend backend;  /* default: WPK_BACKEND_REF (`wpk run` defaults to CPU) */
-    int threads;    /* 0 = the machine's physical cores */
+    int threads;    /* 0 = the machine's physical cores. The kernels run on the process's
+                       OpenMP pool, whose idle workers wait as the environment says, read when
+                       libgomp loads: the wpk CLI sets GOMP_SPINCOUNT=10000 (a 0.5 ms spin, then
+                       sleep); a program embedding wpk should set it too, or OMP_WAIT_POLICY */
     int opt_level;  /* graph optimization level of the session's copy (wpk_optimize_params.level);
                        default 2 */
     const char *records;  /* CPU: the tuning records database the choices come from; NULL: the

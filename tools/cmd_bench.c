@@ -459,7 +459,9 @@ static void collect_provenance(provenance *p, int threads) {
     provenance_set(p, "target", "%s", tune_target_fingerprint());
     provenance_set(p, "threads", "%d", threads);
     const char *wait = getenv("OMP_WAIT_POLICY");
+    const char *spin = getenv("GOMP_SPINCOUNT");
     provenance_set(p, "omp_wait_policy", "%s", wait && *wait ? wait : "default");
+    if (spin && *spin) provenance_set(p, "gomp_spincount", "%s", spin);
     char libs[PROVENANCE_VALUE] = "";
     const lib_provider *const *lp = lib_providers();
     for (int i = 0; lp[i]; i++) {
@@ -685,18 +687,6 @@ static wpk_status write_trace(wpk_context *ctx, const char *path, const bench_re
 
 /* ---- the command ---- */
 
-/* Idle OpenMP workers sleep instead of spinning (OMP_WAIT_POLICY=passive, as `wpk run` and
- * `wpk compile` do), unless the user chose a policy: on a machine shared with other work a
- * spinning worker takes the core its partner needs, and latencies then measure the contention
- * (wpk.c has the figures). libgomp reads the variable when it is loaded, before main, so the
- * process starts again with it set. Returns only when it could not. */
-static void passive_openmp(char **argv) {
-    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
-    if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
-    execv("/proc/self/exe", argv);
-    unsetenv("OMP_WAIT_POLICY");
-}
-
 static wpk_status open_session(wpk_context *ctx, const bench_opts *o, const wpk_model *m,
                                bool profile, wpk_session **out) {
     wpk_session_params p = wpk_session_default_params();
@@ -722,7 +712,6 @@ int cmd_bench(int argc, char **argv) {
     bench_opts o;
     int rc = parse_args(argc, argv, &o);
     if (rc) return rc < 0 ? 0 : rc;
-    passive_openmp(argv);
     if (o.save && mkdir(o.save, 0777) != 0 && errno != EEXIST) {
         fprintf(stderr, "wpk: error: --save %s: cannot create the directory: %s\n", o.save,
                 strerror(errno));

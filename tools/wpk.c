@@ -665,21 +665,27 @@ static int cmd_compile(int argc, char **argv) {
 int cmd_tune(int argc, char **argv); /* tools/cmd_tune.c: argv as main's */
 int cmd_bench(int argc, char **argv); /* tools/cmd_bench.c: argv as main's */
 
-/* The OpenMP runtime's idle workers: libgomp spins a while after each parallel region before it
- * sleeps, unless OMP_WAIT_POLICY says otherwise, and it reads that once, when it is loaded --
- * before main. Measured with a compiled ResNet-like plan on 2 threads (2-core VM, load ~15):
- * passive waiting ran 1.1-1.4 ms per run against 2.5-48 ms with the default spinning, and used a
- * third of the CPU time; so `run` and `compile` start again with OMP_WAIT_POLICY=passive unless
- * the user chose a policy (OMP_WAIT_POLICY or GOMP_SPINCOUNT set). */
-static void passive_openmp(char **argv) {
+/* The OpenMP runtime's idle workers: libgomp reads its wait policy once, when it is loaded --
+ * before main. Its default spins 300,000 rounds (about 9 ms of CPU here) after each parallel
+ * region; on a machine shared with other work a spinning worker takes the core its partner
+ * needs (a ResNet-like plan, 2 threads, load ~15: 1.1-1.4 ms per run passive against 2.5-48 ms
+ * spinning). Fully passive workers cost a futex wake-up per parallel region instead, and a
+ * model runs dozens of them: MobileNetV2 at batch 1 on 2 threads, 13.0 ms passive against
+ * 8.8 ms with 10,000 rounds (about 0.5 ms of CPU, then sleep), the same as 1,000 or 100,000.
+ * So `run`, `compile` and `bench` start again with GOMP_SPINCOUNT=10000 -- a short spin that
+ * bridges the gap between kernels, then sleep -- unless the user chose a policy
+ * (OMP_WAIT_POLICY or GOMP_SPINCOUNT set). */
+static void bounded_spin_openmp(char **argv) {
     if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
-    if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
+    if (setenv("GOMP_SPINCOUNT", "10000", 1) != 0) return;
     execv("/proc/self/exe", argv);
-    unsetenv("OMP_WAIT_POLICY"); /* no re-exec possible: the default policy it is */
+    unsetenv("GOMP_SPINCOUNT"); /* no re-exec possible: the default policy it is */
 }
 
 int main(int argc, char **argv) {
-    if (argc >= 2 && (!strcmp(argv[1], "run") || !strcmp(argv[1], "compile"))) passive_openmp(argv);
+    if (argc >= 2 && (!strcmp(argv[1], "run") || !strcmp(argv[1], "compile") ||
+                      !strcmp(argv[1], "bench")))
+        bounded_spin_openmp(argv);
     if (argc < 2) {
         usage(stderr);
         return 1;
