@@ -35,7 +35,8 @@ static const char USAGE[] =
     "  latency of --iters timed runs (min, median, p90, p99, mean; throughput = batch / median)\n"
     "  on seeded random inputs, then the per-node time of a separate profiled pass (median of\n"
     "  up to 10 runs), so profiling does not skew the latency\n"
-    "  --batch N      the value of every symbolic dim (default 1; a plan's: its own)\n"
+    "  --batch N      the value of every symbolic dim (default 1; a plan's: its own; with no\n"
+    "                 symbolic dims, the samples per run are the first input's leading dim)\n"
     "  --threads N    threads (default 0: the physical cores)\n"
     "  --iters N      timed runs (default 20)\n"
     "  --warmup N     untimed runs before them (default 3); the first run, which plans and\n"
@@ -254,18 +255,26 @@ static int num_outputs(const wpk_session *s, const wpk_model *m) {
     return m ? wpk_model_num_outputs(m) : wpk_session_num_outputs(s);
 }
 
-/* A plan was compiled for one batch: its value of the symbolic dims is the batch to run at,
- * unless --batch asks for another (re-specialized where a C compiler is at hand). */
-static void plan_batch(const wpk_session *s, bench_opts *o) {
-    if (!o->plan || o->batch_given) return;
-    for (int i = 0; i < wpk_session_num_inputs(s); i++) {
-        wpk_tensor_view in = wpk_session_input_info(s, i);
-        for (int d = 0; d < in.ndim; d++)
-            if (in.dim_names[d] && in.dims[d] > 0) {
+/* The batch to run at and to count throughput in, unless --batch says: a plan's value of the
+ * symbolic dims (it was compiled for one batch); a model with no symbolic dims runs at its
+ * fixed leading dim (a model exported at batch 8 runs 8 samples); otherwise 1. */
+static void default_batch(const wpk_session *s, const wpk_model *m, bench_opts *o) {
+    if (o->batch_given) return;
+    bool symbolic = false;
+    for (int i = 0; i < num_inputs(s, m); i++) {
+        wpk_tensor_view in = input_info(s, m, i);
+        for (int d = 0; d < in.ndim; d++) {
+            if (!in.dim_names[d] && in.dims[d] >= 0) continue;
+            symbolic = true;
+            if (o->plan && in.dims[d] > 0) {
                 o->batch = (long)in.dims[d];
                 return;
             }
+        }
     }
+    if (symbolic || num_inputs(s, m) < 1) return;
+    wpk_tensor_view first = input_info(s, m, 0);
+    if (first.ndim >= 1 && first.dims[0] > 0) o->batch = (long)first.dims[0];
 }
 
 /* Bind every input of each session to the same seeded random tensor, symbolic dims at batch;
@@ -736,7 +745,7 @@ int cmd_bench(int argc, char **argv) {
     if (st == WPK_OK) st = open_session(ctx, &o, m, true, &profiled);
     if (st == WPK_OK) {
         wpk_session *both[2] = {timed, profiled};
-        plan_batch(timed, &o);
+        default_batch(timed, m, &o);
         st = bind_inputs(ctx, both, 2, m, &o);
     }
     if (st == WPK_OK) st = timed_runs(ctx, timed, &o, &r);

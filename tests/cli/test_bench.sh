@@ -98,6 +98,25 @@ for batch in 1 2; do
     fi
 done
 
+# a model whose batch dim is fixed (3): that is the batch, in the report and the throughput
+python3 - "$MODEL" "$TMP/fixed3.onnx" <<'EOF' || fail "could not write a fixed-batch copy"
+import onnx, sys
+m = onnx.load(sys.argv[1])
+for v in list(m.graph.input) + list(m.graph.output):
+    d = v.type.tensor_type.shape.dim
+    if d and d[0].dim_param:
+        d[0].dim_value = 3
+onnx.save(m, sys.argv[2])
+EOF
+bench "$TMP/fixed3.onnx" --json --iters 3 --warmup 0 --threads 1
+if [ "$STATUS" -ne 0 ]; then
+    fail "wpk bench FIXED-BATCH MODEL --json: exit $STATUS"
+    cat "$TMP/err"
+else
+    cp "$TMP/out" "$TMP/fixed3.json"
+    check_json "$TMP/fixed3.json" 3 3 || fail "a fixed batch of 3: contract (above)"
+fi
+
 # --profile: a Chrome trace (JSON array of complete events, one track); --save: inputs, outputs
 bench "$MODEL" --iters 3 --warmup 0 --threads 1 --json --profile "$TMP/trace.json" --save "$TMP/saved"
 if [ "$STATUS" -ne 0 ]; then
