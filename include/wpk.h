@@ -213,8 +213,10 @@ typedef struct wpk_node_profile {
     const char *provider;  /* "generated", "onednn", "openblas", "ref" */
     const char *impl;      /* the template or library and its config:
                               "conv2d_nchwc tile_ow=8,..." / "onednn algo=direct" / "" */
-    const char *source;    /* "tuned" (best of its records), "default" (no records: the default
-                              config), "forced" (params.provider), "reference" */
+    const char *source;    /* "tuned" (best of its records), "tuned-b1" (no records of this
+                              workload: the best of the same node's at batch 1), "default" (no
+                              records: the default config), "forced" (params.provider),
+                              "reference" */
     double ms;             /* wall time of the node in the last run */
 } wpk_node_profile;
 

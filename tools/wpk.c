@@ -571,7 +571,7 @@ static int summarize_plan(wpk_context *ctx, const char *path, int threads, kind_
         c->nodes++;
         if (!strcmp(prof[k].source, "reference")) c->reference++;
         else if (strcmp(prof[k].provider, "generated")) c->library++;
-        else if (!strcmp(prof[k].source, "tuned")) c->tuned++;
+        else if (!strncmp(prof[k].source, "tuned", 5)) c->tuned++; /* or tuned-b1 */
         else c->def++;
     }
     wpk_session_free(s);

@@ -20,8 +20,13 @@ const char *cpu_source_name(cpu_source s) {
     case CPU_SOURCE_DEFAULT: return "default";
     case CPU_SOURCE_TUNED: return "tuned";
     case CPU_SOURCE_FORCED: return "forced";
+    case CPU_SOURCE_BATCH_ONE: return "tuned-b1";
     default: return "reference";
     }
+}
+
+bool cpu_source_measured(cpu_source s) {
+    return s == CPU_SOURCE_TUNED || s == CPU_SOURCE_BATCH_ONE;
 }
 
 static bool is_auto(const char *provider) {
@@ -109,6 +114,62 @@ static bool wanted(const tune_template *t, const char *provider) {
     return t->lib && !strcmp(t->lib->name, provider);
 }
 
+/* The fastest record among the wanted candidates of node n, whose tensors are in/out: into c
+ * (task, config, median) and true; false when no candidate has one. */
+static bool fastest_record(wpk_context *ctx, const cpu_choose_options *o, const ir_node *n,
+                           ir_tensor *const *in, ir_tensor *const *out,
+                           const tune_template *const *cand, int ncand, const char *provider,
+                           cpu_choice *c) {
+    bool have = false;
+    for (int i = 0; i < ncand; i++) {
+        if (!wanted(cand[i], provider)) continue;
+        tune_task t;
+        tune_task_init(&t, cand[i], n, in, out);
+        char config[256];
+        double median;
+        if (!best_record(ctx, o, &t, config, sizeof config, &median)) continue;
+        if (have && median >= c->median) continue;
+        c->task = t;
+        snprintf(c->config, sizeof c->config, "%s", config);
+        c->median = median;
+        have = true;
+    }
+    return have;
+}
+
+/* The node's tensors at batch 1, into in1/out1 (pointers into store): the leading dim of every
+ * non-constant input and output that has the batch of the first non-constant input. False
+ * when that batch is not above 1 (nothing to look up). */
+static bool at_batch_one(const ir_node *n, ir_tensor *const *in, ir_tensor *const *out,
+                         ir_tensor *store, ir_tensor **in1, ir_tensor **out1) {
+    int64_t batch = 0;
+    for (int i = 0; i < n->nin && !batch; i++)
+        if (in[i] && !in[i]->data && in[i]->ndim >= 1) batch = in[i]->dims[0];
+    if (batch <= 1) return false;
+    int k = 0;
+    for (int i = 0; i < n->nin + n->nout; i++) {
+        ir_tensor *t = i < n->nin ? in[i] : out[i - n->nin];
+        ir_tensor **dst = i < n->nin ? &in1[i] : &out1[i - n->nin];
+        *dst = NULL;
+        if (!t) continue;
+        store[k] = *t;
+        if (!t->data && t->ndim >= 1 && t->dims[0] == batch) store[k].dims[0] = 1;
+        *dst = &store[k++];
+    }
+    return true;
+}
+
+/* A config measured at batch 1 must also build for the node's own workload. */
+static bool config_fits(const tune_task *t, const char *config) {
+    tune_space space;
+    t->tmpl->space(t, &space);
+    tune_config cfg;
+    wpk_context *quiet = wpk_context_create();
+    bool ok = quiet && cpu_config_resolve(quiet, t, &space, config, &cfg) == WPK_OK;
+    wpk_context_free(quiet);
+    return ok;
+}
+
 /* Node k's choice into c; false when it runs its reference kernel. */
 static bool choose_node(wpk_context *ctx, const cpu_choose_options *o, const ir_node *n,
                         ir_tensor *const *in, ir_tensor *const *out, cpu_choice *c) {
@@ -123,22 +184,28 @@ static bool choose_node(wpk_context *ctx, const cpu_choose_options *o, const ir_
     for (int i = 0; i < ncand; i++) any |= wanted(cand[i], o->provider);
     const char *provider = any ? o->provider : "generated";
     memset(c, 0, sizeof *c);
-    bool have = false;
-    for (int i = 0; i < ncand; i++) {
-        if (!wanted(cand[i], provider)) continue;
-        tune_task t;
-        tune_task_init(&t, cand[i], n, in, out);
-        char config[256];
-        double median;
-        if (!best_record(ctx, o, &t, config, sizeof config, &median)) continue;
-        if (have && median >= c->median) continue;
-        c->task = t;
-        snprintf(c->config, sizeof c->config, "%s", config);
-        c->median = median;
+    if (fastest_record(ctx, o, n, in, out, cand, ncand, provider, c)) {
         c->source = CPU_SOURCE_TUNED;
-        have = true;
+        return true;
     }
-    if (have) return true;
+    /* No records of this workload: those of the same node at batch 1, where the model was
+       tuned (`wpk tune` specializes symbolic dims at 1), chosen among the same candidates.
+       Their best config is usually good at other batches too; it must fit this workload. */
+    ir_tensor store[2 * MAX_NODE_ARGS], *in1[MAX_NODE_ARGS], *out1[MAX_NODE_ARGS];
+    cpu_choice one;
+    memset(&one, 0, sizeof one);
+    if (at_batch_one(n, in, out, store, in1, out1) &&
+        fastest_record(ctx, o, n, in1, out1, cand, ncand, provider, &one)) {
+        tune_task t;
+        tune_task_init(&t, one.task.tmpl, n, in, out);
+        if (config_fits(&t, one.config)) {
+            c->task = t;
+            snprintf(c->config, sizeof c->config, "%s", one.config);
+            c->median = one.median;
+            c->source = CPU_SOURCE_BATCH_ONE;
+            return true;
+        }
+    }
     /* no records: the primary template's default, or the forced library's first config */
     const tune_template *t = NULL;
     if (!is_auto(provider) && strcmp(provider, "generated"))

@@ -1,7 +1,7 @@
 /* choice.h -- which implementation each node of a specialized graph runs: among the node's
  * candidates (tune_templates_for: DSL templates, alternatives, vendor libraries), the one whose
- * tuning records hold the smallest median ("tuned"), else the primary template's default config
- * ("default"), else its reference kernel ("reference"); a provider named by the user narrows the
+ * tuning records hold the smallest median ("tuned"), else the one whose records of the same node
+ * at batch 1 do ("tuned-b1"), else the primary template's default config ("default"), else its reference kernel ("reference"); a provider named by the user narrows the
  * candidates ("forced"). Nodes whose choice is the same workload at the same config share one
  * kernel. Internal to src/compile. */
 #ifndef WPK_COMPILE_CHOICE_H
@@ -14,11 +14,16 @@ typedef enum cpu_source {
     CPU_SOURCE_REFERENCE = 0, /* no template takes the node, or provider "ref" */
     CPU_SOURCE_DEFAULT,       /* no records: the primary template's default config */
     CPU_SOURCE_TUNED,         /* the fastest of the node's records */
-    CPU_SOURCE_FORCED         /* a library kernel asked for by the provider, without records */
+    CPU_SOURCE_FORCED,        /* a library kernel asked for by the provider, without records */
+    CPU_SOURCE_BATCH_ONE      /* no records of the workload: the fastest of the same node's at
+                                 batch 1 (where `wpk tune` specializes a symbolic batch) */
 } cpu_source;
 
-/* "reference", "default", "tuned", "forced": the words of wpk_node_profile.source. */
+/* "reference", "default", "tuned", "forced", "tuned-b1": the words of
+ * wpk_node_profile.source. */
 const char *cpu_source_name(cpu_source s);
+/* The config came from measurements: tuned or tuned-b1. */
+bool cpu_source_measured(cpu_source s);
 
 typedef struct cpu_choice {
     tune_task task;     /* the chosen template's task (task.tmpl; task.node: the first node) */

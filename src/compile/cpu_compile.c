@@ -200,7 +200,7 @@ static wpk_status make_lib_steps(wpk_context *ctx, cpu_program *p, const ir_grap
         if (st == WPK_OK) {
             p->steps[k].source = c->source;
             p->stats.lib_nodes++;
-            p->stats.tuned_nodes += c->source == CPU_SOURCE_TUNED;
+            p->stats.tuned_nodes += cpu_source_measured(c->source);
             continue;
         }
         if (st == WPK_ERR_NOMEM) return st;
@@ -321,7 +321,7 @@ wpk_status cpu_program_create(wpk_context *ctx, const ir_graph *g, const ir_tens
         if (!(p->steps[k].impl = arena_strdup(&p->mem, impl)))
             st = wpk_error(ctx, WPK_ERR_NOMEM, "out of memory");
         p->stats.kernel_nodes++;
-        p->stats.tuned_nodes += c->source == CPU_SOURCE_TUNED;
+        p->stats.tuned_nodes += cpu_source_measured(c->source);
     }
     p->stats.pack_ms = now_ms() - t2;
     if (st == WPK_OK)

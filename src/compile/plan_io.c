@@ -252,7 +252,7 @@ static wpk_status read_steps(wpk_context *ctx, const char *what, artifact_reader
         uint32_t kind = ar_u32(r), source = ar_u32(r);
         const char *impl = ar_str(r);
         if (r->bad || strcmp(name, g->nodes[n].name) || strcmp(op, g->nodes[n].op_type) ||
-            kind > CPU_STEP_LIB || source > CPU_SOURCE_FORCED)
+            kind > CPU_STEP_LIB || source > CPU_SOURCE_BATCH_ONE)
             return damaged(ctx, what, "its nodes are not its graph's");
         cpu_step *s = &p->steps[n];
         wpk_status st = WPK_OK;
@@ -291,7 +291,8 @@ static wpk_status read_steps(wpk_context *ctx, const char *what, artifact_reader
         s->source = (cpu_source)source;
         if (!s->impl && !(s->impl = arena_strdup(&p->mem, impl)))
             return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory");
-        p->stats.tuned_nodes += s->kind != CPU_STEP_REF && source == CPU_SOURCE_TUNED;
+        p->stats.tuned_nodes +=
+            s->kind != CPU_STEP_REF && cpu_source_measured((cpu_source)source);
     }
     return WPK_OK;
 }

@@ -1,7 +1,7 @@
 /* test_choice.c -- per-node implementation choice from tuning records, and the per-node profile:
  * a temporary records database with hand-written records; the faster candidate (another
  * template, or another config of the same one) wins and the profile says "tuned"; no records
- * gives "default"; forced providers; a record whose config no longer fits is skipped with a
+ * gives "default"; at batch 3 with records of batch 1 only, those ("tuned-b1"); forced providers; a record whose config no longer fits is skipped with a
  * warning naming the node and the config; outputs equal the reference backend's. Kernels are
  * compiled into a temporary cache (WPK_CACHE_DIR), so the user's records are never read. */
 #include <math.h>
@@ -23,6 +23,7 @@
 
 static char dir[128];
 static char warnings[8192];
+static int batch = 1; /* of the runs below */
 
 static void on_log(void *user, wpk_log_level level, const char *msg) {
     (void)user;
@@ -96,14 +97,14 @@ static wpk_status run(wpk_context *ctx, const wpk_session_params *sp, char *impl
     wpk_session *s = NULL;
     wpk_status st = wpk_model_load(ctx, MODEL, &m);
     if (st == WPK_OK) st = wpk_session_create(ctx, m, sp, &s);
-    float x[3 * 8 * 8];
-    for (int i = 0; i < 3 * 8 * 8; i++) x[i] = (float)((i * 37) % 19) / 9.0f - 1.0f;
-    int64_t dims[4] = {1, 3, 8, 8};
+    float x[4 * 3 * 8 * 8];
+    for (int i = 0; i < batch * 3 * 8 * 8; i++) x[i] = (float)((i * 37) % 19) / 9.0f - 1.0f;
+    int64_t dims[4] = {batch, 3, 8, 8};
     if (st == WPK_OK) st = wpk_session_set_input(s, "x", WPK_DTYPE_FLOAT32, dims, 4, x);
     if (st == WPK_OK) st = wpk_session_run(s);
     wpk_tensor_view v;
     if (st == WPK_OK) st = wpk_session_output(s, 0, &v);
-    if (st == WPK_OK) memcpy(y, v.data, sizeof(float) * (size_t)ny);
+    if (st == WPK_OK) memcpy(y, v.data, sizeof(float) * (size_t)ny * (size_t)batch);
     const wpk_node_profile *prof = NULL;
     int n = 0;
     if (st == WPK_OK && sp->profile) {
@@ -189,6 +190,21 @@ int main(void) {
     CHECK(run(ctx, &sp, impl, sizeof impl, source, provider, y, NY) == WPK_OK);
     CHECK(!strcmp(source, "tuned") && strstr(impl, c.other[0]));
     sp.records = db_path;
+
+    /* at batch 3, which has no records, those of batch 1 choose (a model tuned at batch 1 and run
+       at another keeps its tuned kernels) */
+    {
+        enum { B = 3 };
+        float ref3[B * NY], y3[B * NY];
+        wpk_session_params rp = wpk_session_default_params();
+        rp.profile = 1;
+        batch = B;
+        CHECK(run(ctx, &rp, impl, sizeof impl, source, provider, ref3, NY) == WPK_OK);
+        CHECK(run(ctx, &sp, impl, sizeof impl, source, provider, y3, NY) == WPK_OK);
+        CHECK(!strcmp(source, "tuned-b1") && strstr(impl, c.other[0]));
+        CHECK(close_to(y3, ref3, B * NY));
+        batch = 1;
+    }
 
     /* another candidate measured faster still wins over the primary */
     if (c.n > 1) {
