@@ -3,16 +3,19 @@
 Runtime and PyTorch, in one run, at each batch and thread count: median latencies, their
 ratios and geometric means, with provenance, as a markdown table.
     models_vs_ort.py [--models resnet18,resnet50,mobilenet_v2,squeezenet1_1] [--batches 1,8]
-                     [--threads 1,2] [--tune-time 120] [--skip-tune] [--iters 20] [--warmup 3]
+                     [--threads 1,2] [--tune-time 120] [--tune-batches 1] [--skip-tune]
+                     [--iters 20] [--warmup 3]
                      [--out bench/results/models_vs_ort.md] [--wpk build/wpk] [--dir DIR]
 
 Per model (random weights, exported once by PyTorch with a symbolic batch dim "N" into --dir,
 the cache also kept by tests/torchvision):
-  1. per batch, `wpk tune MODEL --time T --db DB` (T = --tune-time seconds per model and batch;
-     DB is DIR/records.db, so a rerun continues the tuning; `wpk tune` specializes symbolic dims
-     at 1, so for batch B > 1 it tunes a copy of the model with the batch dim fixed at B, whose
-     workloads are those of the batch-B plan), then `wpk compile --batch B` into a plan for that
-     batch (while `wpk compile` does not exist: `wpk bench MODEL --db DB`);
+  1. per batch of --tune-batches (default: 1 only), `wpk tune MODEL --time T --db DB` (T =
+     --tune-time seconds per model and batch; DB is DIR/records.db, so a rerun continues the
+     tuning; `wpk tune` specializes symbolic dims at 1, so for batch B > 1 it tunes a copy of the
+     model with the batch dim fixed at B, whose workloads are those of the batch-B plan); then per
+     batch `wpk compile --batch B` into a plan for that batch, whose nodes without records of
+     their own take the best of their batch-1 records ("tuned-b1") (while `wpk compile` does not
+     exist: `wpk bench MODEL --db DB`);
   2. per batch and thread count: `wpk bench --json` (--warmup runs, then --iters timed runs,
      median; its random inputs and outputs saved), ONNX Runtime on the same inputs (every graph
      optimization, intra_op_num_threads = threads, inter_op 1, sequential execution; the same
@@ -211,7 +214,7 @@ class Bench:
         return fixed
 
     def tune(self, name, model, batch):
-        if self.args.skip_tune:
+        if self.args.skip_tune or batch not in self.args.tune_batches:
             return
         start = time.perf_counter()
         out = run([self.wpk, "tune", self.tune_model(name, model, batch),
@@ -324,8 +327,10 @@ class Bench:
                   f"(a shared machine: other processes' work is in these figures)",
                   f"- models: torchvision with random weights (seed 0, BatchNorm calibrated), "
                   f"exported with a symbolic batch dim, opset 13",
-                  f"- wpk: `wpk tune --time {a.tune_time:g}s -O {a.opt}` per model and batch (batch > 1: "
-                  f"on a copy with the batch dim fixed, as `wpk tune` specializes symbolic dims at 1) "
+                  f"- wpk: `wpk tune --time {a.tune_time:g}s -O {a.opt}` per model at batch "
+                  f"{', '.join(map(str, a.tune_batches))} (batch > 1: "
+                  f"on a copy with the batch dim fixed, as `wpk tune` specializes symbolic dims at 1; "
+                  f"other batches run on the batch-1 records, source tuned-b1) "
                   f"into one records database" + (" (skipped: --skip-tune, the database as it was)" if a.skip_tune else "")
                   + (f", `wpk compile` into a plan per batch, `wpk bench PLAN --json`" if self.has_compile
                      else ", `wpk bench MODEL --db DB --json` (no `wpk compile` in this build)"),
@@ -380,6 +385,8 @@ def main():
     ap.add_argument("--threads", type=int_list, default=[1, 2], help="default: 1,2")
     ap.add_argument("--tune-time", type=float, default=DEFAULT_TUNE_S,
                     help="seconds of `wpk tune` per model and batch (default: %(default)s)")
+    ap.add_argument("--tune-batches", type=int_list, default=[1],
+                    help="the batches tuned; the others take their batch-1 records (default: 1)")
     ap.add_argument("--skip-tune", action="store_true", help="use the records database as it is")
     ap.add_argument("--iters", type=int, default=20, help="timed runs of each (default: %(default)s)")
     ap.add_argument("--warmup", type=int, default=3, help="warm-up runs of each (default: %(default)s)")
