@@ -198,6 +198,7 @@ static double worst[5]; /* by m */
 static const tune_template *winograd(void) { return tune_template_find("conv2d_winograd"); }
 
 static void add_kernel(wpk_context *ctx, problem *p, const char *name, const char *config) {
+    CHECK(nkernels < MAX_KERNELS);
     if (nkernels == MAX_KERNELS) return;
     built *b = &kernels[nkernels];
     tune_task task;
@@ -276,8 +277,8 @@ static void check_registry(const problem *p) {
     CHECK(at > 0 && list[0] == first);
 }
 
-/* Every case at both tile sizes under the default config otherwise; the small ones also under
- * random legal configs. */
+/* Every case at both tile sizes under the default config otherwise and under the fused
+ * schedules; the small ones also under random legal configs. */
 static void test_cases(wpk_context *ctx, uint64_t *rng) {
     problem probs[NCASES];
     bool ok[NCASES];
@@ -289,6 +290,9 @@ static void test_cases(wpk_context *ctx, uint64_t *rng) {
         check_registry(&probs[i]);
         add_kernel(ctx, &probs[i], CASES[i].name, "m=2");
         add_kernel(ctx, &probs[i], CASES[i].name, "m=4");
+        /* the fused schedules: by blocks of tile rows, by halves of the output channels */
+        add_kernel(ctx, &probs[i], CASES[i].name, "m=4,parallel=2");
+        add_kernel(ctx, &probs[i], CASES[i].name, "m=2,parallel=3");
         if (probs[i].ny > 40000) continue;
         tune_task task;
         tune_task_init(&task, winograd(), probs[i].node, probs[i].in, probs[i].out);

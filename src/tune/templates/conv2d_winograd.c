@@ -26,7 +26,11 @@
 #define NAME "conv2d_winograd"
 
 enum { ORDER_K_OUTER, ORDER_P_OUTER };
-enum { PAR_POSITIONS, PAR_POSITIONS_TILES };
+/* parallel: the GEMM's positions, or its positions x tile blocks (four loop nests, each in
+ * parallel, V and M whole in memory); or one parallel loop over blocks of output rows or of
+ * output channels inside which the input transform, the GEMM and the output transform of the
+ * block run in turn, V and M the block's own (cache-sized) buffers. */
+enum { PAR_POSITIONS, PAR_POSITIONS_TILES, PAR_FUSED_ROWS, PAR_FUSED_CHANNELS };
 
 /* F(m x m, 3 x 3) computes 3x3 stride-1 dilation-1 convs of one group; the weight transform
  * is a pre-pack, so the weights must be known at compile time. */
@@ -87,7 +91,9 @@ static void space(const tune_task *t, tune_space *s) {
     static const int64_t tks[] = {1, 2, 4};
     tune_space_add(s, "tile_k", kb >= 4 ? 3 : kb >= 2 ? 2 : 1, tks);
     tune_space_add(s, "order", 2, flag);
-    tune_space_add(s, "parallel", 2, flag);
+    static const int64_t pars[] = {PAR_POSITIONS, PAR_POSITIONS_TILES, PAR_FUSED_ROWS,
+                                   PAR_FUSED_CHANNELS};
+    tune_space_add(s, "parallel", 4, pars);
 }
 
 /* The register tile (of TILE_P) with the fewest tiles left over in the last one, preferring
@@ -141,7 +147,7 @@ static void default_config(const tune_task *t, const tune_space *s, tune_config 
 
 typedef struct knobs {
     int m;
-    int64_t bi, bo, tp, tk;
+    int64_t bi, bo, tp, tk, kb;
     int order, par;
 } knobs;
 
@@ -157,7 +163,7 @@ static wpk_status schedule_copy(te_schedule *s, te_tensor *t) {
 }
 
 /* v[e1, e2, p, c]: per tile and block of channels, the rows' transform at that loop, every
- * position unrolled, the block's lanes vectorized. */
+ * position unrolled, the block's lanes vectorized, in parallel over tiles. */
 static wpk_status schedule_input(te_schedule *s, const te_winograd_parts *wp, const knobs *k) {
     te_tensor *v = wp->v, *tin = wp->tin;
     te_stage *sv = te_stage_of(s, v), *st = te_stage_of(s, tin);
@@ -177,8 +183,10 @@ static wpk_status schedule_input(te_schedule *s, const te_winograd_parts *wp, co
     return WPK_OK;
 }
 
-/* m[e1, e2, p, kb, k]: per position, tile_p tiles x tile_k blocks of accumulators. */
-static wpk_status schedule_gemm(te_schedule *s, te_tensor *mm, const knobs *k) {
+/* m[e1, e2, p, kb, k]: per position, tile_p tiles x tile_k blocks of accumulators; the
+ * positions (or positions x the outer blocks) in parallel unless it runs inside a fused
+ * block. */
+static wpk_status schedule_gemm(te_schedule *s, te_tensor *mm, const knobs *k, bool fused) {
     te_tensor *acc;
     TRY(te_cache_write(s, mm, "local", &acc));
     te_stage *sm = te_stage_of(s, mm), *sa = te_stage_of(s, acc);
@@ -188,50 +196,73 @@ static wpk_status schedule_gemm(te_schedule *s, te_tensor *mm, const knobs *k) {
     te_iter *outer = k->order == ORDER_P_OUTER ? po : ko, *inner = outer == po ? ko : po;
     TRY(te_reorder(sm, 7, (te_iter *[]){mm->axes[0], mm->axes[1], outer, inner, ki, pi,
                                         mm->axes[4]}));
-    TRY(te_fuse(sm, mm->axes[0], mm->axes[1], &f));
-    if (k->par == PAR_POSITIONS_TILES) TRY(te_fuse(sm, f, outer, &f));
-    TRY(te_parallel(sm, f));
+    if (!fused) {
+        TRY(te_fuse(sm, mm->axes[0], mm->axes[1], &f));
+        if (k->par == PAR_POSITIONS_TILES) TRY(te_fuse(sm, f, outer, &f));
+        TRY(te_parallel(sm, f));
+    }
     TRY(te_unroll(sm, ki));
     TRY(te_unroll(sm, pi));
     TRY(te_vectorize(sm, mm->axes[4]));
     /* the accumulators at the tile: the reduction outside, the tile inside */
     TRY(te_compute_at(sa, sm, inner));
     te_iter *rc = acc->body->raxes[0];
-    TRY(te_reorder(sa, 4, (te_iter *[]){rc, acc->axes[3], acc->axes[2], acc->axes[4]}));
-    TRY(te_unroll(sa, acc->axes[3]));
+    TRY(te_reorder(sa, 4, (te_iter *[]){rc, acc->axes[2], acc->axes[3], acc->axes[4]}));
     TRY(te_unroll(sa, acc->axes[2]));
+    TRY(te_unroll(sa, acc->axes[3]));
     return te_vectorize(sa, acc->axes[4]);
 }
 
-/* The output per m x m tile: A^T M's rows at the tile, then the columns with the epilogue. */
+/* The output per m x m tile: A^T M's rows at the tile, then the columns with the epilogue.
+ * The parallel loop: images x channel blocks x tile rows; for a fused schedule images x tile
+ * rows (channel blocks inside) or images x halves of the channel blocks (tile rows inside),
+ * returned in *block for the input transform and the GEMM to run at. */
 static wpk_status schedule_output(te_schedule *s, const te_winograd_parts *wp, const knobs *k,
-                                  bool nchw) {
+                                  bool nchw, te_iter **block) {
     te_tensor *y = wp->out, *tout = wp->tout;
     te_stage *sy = te_stage_of(s, y), *st = te_stage_of(s, tout);
-    te_iter *tho, *ohi, *two, *owi, *f, *lanes;
+    te_iter *tho, *ohi, *two, *owi, *f, *lanes, *kb;
     TRY(te_split(sy, y->axes[2], k->m, &tho, &ohi));
     TRY(te_split(sy, y->axes[3], k->m, &two, &owi));
-    if (nchw) {
-        te_iter *ko;
-        TRY(te_split(sy, y->axes[1], k->bo, &ko, &lanes));
-        TRY(te_reorder(sy, 7, (te_iter *[]){y->axes[0], ko, tho, two, ohi, owi, lanes}));
-        TRY(te_fuse(sy, y->axes[0], ko, &f));
+    if (nchw) TRY(te_split(sy, y->axes[1], k->bo, &kb, &lanes));
+    else kb = y->axes[1], lanes = y->axes[4];
+    te_iter *n = y->axes[0];
+    if (k->par == PAR_FUSED_ROWS) {
+        TRY(te_reorder(sy, 7, (te_iter *[]){n, tho, kb, two, ohi, owi, lanes}));
+        TRY(te_fuse(sy, n, tho, &f));
+    } else if (k->par == PAR_FUSED_CHANNELS) {
+        /* two blocks of output channels: one per thread on the 2-core machines this is for */
+        te_iter *kbo, *kbi;
+        TRY(te_split(sy, kb, (k->kb + 1) / 2, &kbo, &kbi));
+        TRY(te_reorder(sy, 8, (te_iter *[]){n, kbo, kbi, tho, two, ohi, owi, lanes}));
+        TRY(te_fuse(sy, n, kbo, &f));
     } else {
-        lanes = y->axes[4];
-        TRY(te_reorder(sy, 7, (te_iter *[]){y->axes[0], y->axes[1], tho, two, ohi, owi, lanes}));
-        TRY(te_fuse(sy, y->axes[0], y->axes[1], &f));
+        TRY(te_reorder(sy, 7, (te_iter *[]){n, kb, tho, two, ohi, owi, lanes}));
+        TRY(te_fuse(sy, n, kb, &f));
+        TRY(te_fuse(sy, f, tho, &f));
     }
-    TRY(te_fuse(sy, f, tho, &f));
     TRY(te_parallel(sy, f));
     TRY(te_unroll(sy, ohi));
     TRY(te_unroll(sy, owi));
     TRY(te_vectorize(sy, lanes));
-    TRY(te_compute_at(st, sy, two));
-    TRY(te_set_scope(st, "local"));
-    TRY(te_reorder(st, 5, (te_iter *[]){tout->axes[2], tout->axes[3], tout->axes[0],
-                                        tout->axes[1], tout->axes[4]}));
-    TRY(te_unroll(st, tout->axes[0]));
-    TRY(te_unroll(st, tout->axes[1]));
+    te_iter *tp = tout->axes[2], *tk = tout->axes[3], *ti = tout->axes[0], *te = tout->axes[1];
+    if (k->par == PAR_FUSED_ROWS || k->par == PAR_FUSED_CHANNELS) {
+        /* A^T M for the whole block at the block's loop, in a buffer of the block; the GEMM
+         * at the outer loop of a split of its rows into one piece, i.e. for the whole block
+         * too, before it */
+        te_iter *one;
+        TRY(te_compute_at(st, sy, f));
+        TRY(te_split(st, ti, k->m, &one, &ti));
+        TRY(te_reorder(st, 6, (te_iter *[]){one, tp, tk, ti, te, tout->axes[4]}));
+        *block = one;
+    } else {
+        TRY(te_compute_at(st, sy, two));
+        TRY(te_set_scope(st, "local"));
+        TRY(te_reorder(st, 5, (te_iter *[]){tp, tk, ti, te, tout->axes[4]}));
+        *block = NULL;
+    }
+    TRY(te_unroll(st, ti));
+    TRY(te_unroll(st, te));
     return te_vectorize(st, tout->axes[4]);
 }
 
@@ -249,10 +280,11 @@ static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
         .tk = tune_value(s, cfg, "tile_k"), .order = (int)tune_value(s, cfg, "order"),
         .par = (int)tune_value(s, cfg, "parallel"),
     };
+    k.kb = (g.cout + k.bo - 1) / k.bo;
     const bool blocked = g.op == IR_OP_CONV_NCHWC;
     const ir_tensor *x0 = &t->in[0], *w0 = &t->in[1];
     const int al = te_winograd_alpha(k.m);
-    const int64_t kb = (g.cout + k.bo - 1) / k.bo;
+    const int64_t kb = k.kb;
     /* a ConvNCHWc on an NCHW input (the stem's form) has weights packed for 1-lane blocks */
     const int64_t bi = k.bi;
     const int64_t ct = (g.cin + bi - 1) / bi * bi;
@@ -287,9 +319,13 @@ static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
         if (parts.pad) TRY(te_compute_inline(te_stage_of(sc, parts.layout)));
         else TRY(schedule_copy(sc, parts.layout));
     }
+    const bool fused = k.par == PAR_FUSED_ROWS || k.par == PAR_FUSED_CHANNELS;
+    te_iter *block;
     TRY(schedule_input(sc, &parts, &k));
-    TRY(schedule_gemm(sc, parts.mm, &k));
-    return schedule_output(sc, &parts, &k, !blocked);
+    TRY(schedule_gemm(sc, parts.mm, &k, fused));
+    TRY(schedule_output(sc, &parts, &k, !blocked, &block));
+    if (fused) TRY(te_compute_at(te_stage_of(sc, parts.mm), te_stage_of(sc, parts.tout), block));
+    return WPK_OK;
 }
 
 const tune_template tune_conv2d_winograd = {
