@@ -145,7 +145,7 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
     o->iters = 20;
     o->warmup = 3;
     o->top = 25;
-    o->opt_level = 2;
+    o->opt_level = wpk_optimize_default_params().level;
     o->seed = 1;
     bool model_only = false; /* an option a plan already fixed */
     const char *model_only_flag = NULL;

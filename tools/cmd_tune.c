@@ -217,7 +217,7 @@ static void print_summary(const tune_summary *s, const tune_taskset *ts, const c
 int cmd_tune(int argc, char **argv) {
     tune_options o = tune_default_options();
     const char *model = NULL, *db_path = NULL, *report = NULL, *import = NULL, *export = NULL;
-    long long opt_level = 2;
+    long long opt_level = wpk_optimize_default_params().level;
     bool verbose = false, trials_given = false, alternatives = true;
     const char *clock = "auto";
     for (int i = 2; i < argc; i++) {

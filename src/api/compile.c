@@ -21,7 +21,7 @@
 wpk_compile_params wpk_compile_default_params(void) {
     wpk_compile_params p;
     memset(&p, 0, sizeof p);
-    p.opt_level = 2;
+    p.opt_level = wpk_optimize_default_params().level;
     p.batch = 1;
     return p;
 }

@@ -48,7 +48,7 @@ wpk_session_params wpk_session_default_params(void) {
     memset(&p, 0, sizeof p);
     p.backend = WPK_BACKEND_REF;
     p.threads = 0;
-    p.opt_level = 2;
+    p.opt_level = wpk_optimize_default_params().level;
     return p;
 }
 
