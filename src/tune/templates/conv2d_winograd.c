@@ -206,8 +206,14 @@ static wpk_status schedule_gemm(te_schedule *s, te_tensor *mm, const knobs *k, b
     TRY(te_vectorize(sm, mm->axes[4]));
     /* the accumulators at the tile: the reduction outside, the tile inside */
     TRY(te_compute_at(sa, sm, inner));
-    te_iter *rc = acc->body->raxes[0];
-    TRY(te_reorder(sa, 4, (te_iter *[]){rc, acc->axes[2], acc->axes[3], acc->axes[4]}));
+    /* the reduction unrolled by 4 where the channels allow: the compiler keeps the
+     * accumulators in registers but copies them between registers once per iteration of
+     * the loop it is in (gcc 12: about one vector move per accumulator), which 4 steps per
+     * iteration amortize (1-thread CPU time, c9 14x14 256->256 F(2x2): 1.5-1.7 -> 1.17 ms) */
+    te_iter *rc = acc->body->raxes[0], *rco, *rci;
+    TRY(te_split(sa, rc, rc->extent % 4 == 0 ? 4 : 1, &rco, &rci));
+    TRY(te_reorder(sa, 5, (te_iter *[]){rco, rci, acc->axes[2], acc->axes[3], acc->axes[4]}));
+    TRY(te_unroll(sa, rci));
     TRY(te_unroll(sa, acc->axes[2]));
     TRY(te_unroll(sa, acc->axes[3]));
     return te_vectorize(sa, acc->axes[4]);
