@@ -109,6 +109,28 @@ static int64_t pick_ow(int64_t ow, int64_t regs) {
     return best;
 }
 
+/* Output pixels computed by tiles of ohb x owb, as a multiple of the oh x ow there are. */
+static double computed(int64_t oh, int64_t ohb, int64_t ow, int64_t owb) {
+    return (double)((oh + ohb - 1) / ohb * ohb * ((ow + owb - 1) / owb * owb)) /
+           (double)(oh * ow);
+}
+
+/* The defaults, from measured tunings (MobileNetV2 and ResNet-18/50 at -O3, batch 1, 2
+ * threads, AVX-512; GFLOP/s old default -> this one):
+ * - The register tile is oh_block = 2 rows x ow_block columns of about 16 accumulators
+ *   (7 or 8 columns). One row of 14-16 columns, the old default, leaves the tile's copy-out
+ *   (bias, residual, activation) as straight-line code in which the C compiler does the
+ *   activation's min/max lane by lane; a loop over two rows keeps it in vector instructions.
+ *   That copy-out is what short reductions spend their time in: depthwise 3x3 (9 taps per
+ *   tile) 21 -> 60-95, 1x1 convs with 16-96 input channels 43-153 -> 170-210. Tiles of 28-32
+ *   accumulators (14-16 x 2) spill: 1x1 convs 190 -> 65. Small odd images with long
+ *   reductions take one row (see below).
+ * - Blocked depthwise convs with stride 2 read the input in place (pad_copy 0): the padded
+ *   copy is a pass over an input four times the output, as long as the conv's 9
+ *   multiply-adds per output: 30 -> 75-118. With stride 1, and for every other conv, the
+ *   copy is cheap next to the conv and saves each tile the padding tests.
+ * - Images x channel blocks x tile rows run in parallel (PAR_ROWS): at batch 1 a layer has as
+ *   few as one or two channel blocks, too few to share among threads on their own. */
 static void default_config(const tune_task *t, const tune_space *s, tune_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
     tune_conv g;
@@ -119,21 +141,33 @@ static void default_config(const tune_task *t, const tune_space *s, tune_config 
     /* Blocked input when channels fill blocks: the padded copy is the transform. Few input
      * channels (the RGB stem) are read in place. */
     tune_config_set(s, cfg, "ic_block", g.cg >= vec ? vec : 1);
-    /* Accumulators: AVX-512 has 32 vector registers, AVX2 16; keep a few for the weight
-     * vector and the broadcast. More than 16 columns measured slower (28 columns of one
-     * block: 75 against 115 GFLOP/s on a 56x56 3x3 conv): the unrolled tile no longer stays
-     * in registers. */
-    int64_t regs = (vec >= 16 ? 28 : 12) / (bo > vec ? bo / vec : 1);
-    if (regs > 16) regs = 16;
-    tune_config_set(s, cfg, "ow_block", pick_ow(g.ow, regs));
-    tune_config_set(s, cfg, "oh_block", 1);
+    /* Accumulators: AVX-512 has 32 vector registers, AVX2 16; the rest hold the weight
+     * vectors, the broadcast input and (depthwise) the input vectors of the unrolled taps. */
+    int64_t regs = (vec >= 16 ? 16 : 12) / (bo > vec ? bo / vec : 1);
+    if (regs < 1) regs = 1;
+    /* Two rows, except where one row wastes clearly less (7x7 and 13x13 outputs: 2-row tiles
+     * of 7 columns compute 8x8 and 14x14; 1x1 and 3x3 convs measured 200 -> 170-180) and the
+     * reduction is long enough to carry a one-row copy-out. */
+    const int64_t ow2 = pick_ow(g.ow, regs / 2), ow1 = pick_ow(g.ow, regs);
+    const int64_t reduction = g.cg * g.kh * g.kw;
+    bool two_rows = g.oh >= 2 && regs >= 2 &&
+                    (reduction < 128 || computed(g.oh, 2, g.ow, ow2) <=
+                                            1.05 * computed(g.oh, 1, g.ow, ow1));
+    tune_config_set(s, cfg, "oh_block", two_rows ? 2 : 1);
+    tune_config_set(s, cfg, "ow_block", two_rows ? ow2 : ow1);
+    /* a row's taps unrolled: neighbouring taps share input loads (depthwise 3x3 stride 2:
+     * 31 -> 98 GFLOP/s) */
     tune_config_set(s, cfg, "unroll_kw", 1);
     /* Few input blocks (the stem's 3 channels read in place): the taps outside them keep the
      * loop around the tile long (measured: 92 -> 115 GFLOP/s on ResNet's 7x7 stem). */
     int64_t bi = g.depthwise ? 1 : tune_value(s, cfg, "ic_block");
     tune_config_set(s, cfg, "order", (g.cg + bi - 1) / bi < 4 ? ORDER_TAPS_OUTER : ORDER_IC_OUTER);
     tune_config_set(s, cfg, "parallel", PAR_ROWS);
-    tune_config_set(s, cfg, "pad_copy", 1);
+    /* (NCHW input keeps the copy: it is also the transform to blocks, which read in place
+     * would gather every lane from another channel plane: 12.6 -> 7.2) */
+    bool strided = g.p.stride[0] > 1 || g.p.stride[1] > 1;
+    bool in_place = g.depthwise && strided && g.op == IR_OP_CONV_NCHWC && g.bi > 1;
+    tune_config_set(s, cfg, "pad_copy", in_place ? 0 : 1);
     tune_config_set(s, cfg, "pack", 1);
 }
 
