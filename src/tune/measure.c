@@ -6,6 +6,7 @@
 
 #include "tune/measure.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -221,6 +222,66 @@ bool tune_proc_read(tune_proc *p) {
     return false;
 }
 
+double tune_group_cpu_s(pid_t pgid) {
+#ifdef __linux__
+    DIR *d = opendir("/proc");
+    if (!d) return -1;
+    const double tick = (double)sysconf(_SC_CLK_TCK);
+    double total = 0;
+    bool seen = false;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+        char path[64], line[1024];
+        snprintf(path, sizeof path, "/proc/%.20s/stat", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue; /* ended since the listing */
+        size_t n = fread(line, 1, sizeof line - 1, f);
+        fclose(f);
+        line[n] = '\0';
+        /* after the command's closing parenthesis (a command may contain one): state ppid
+           pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime cutime
+           cstime */
+        const char *at = strrchr(line, ')');
+        long long v[15];
+        int got = 0;
+        if (at) {
+            at++;
+            while (*at == ' ') at++;
+            at = strchr(at, ' '); /* past the state letter */
+            for (char *end; at && got < 14; at = end) {
+                long long x = strtoll(at, &end, 10);
+                if (end == at) break;
+                v[1 + got++] = x;
+            }
+        }
+        if (got < 14 || v[2] != (long long)pgid) continue;
+        seen = true;
+        total += (double)(v[11] + v[12] + v[13] + v[14]) / tick;
+    }
+    closedir(d);
+    return seen ? total : -1;
+#else
+    (void)pgid;
+    return -1;
+#endif
+}
+
+bool tune_proc_expired(tune_proc *p, double now) {
+    if (p->deadline > now) return false;
+    if (p->cpu_limit <= 0) return true;
+    double cap = p->start + p->paused_s + TUNE_WALL_CAP * p->cpu_limit;
+    double cpu = now < cap ? tune_group_cpu_s(p->pid) : -1;
+    if (cpu < 0) return true;
+    p->cpu_s = cpu;
+    if (cpu >= p->cpu_limit) return true;
+    /* it cannot reach its limit sooner than this (one core): look again then */
+    double left = p->cpu_limit - cpu;
+    p->deadline = now + (left > 0.25 ? left : 0.25);
+    if (p->deadline > cap) p->deadline = cap;
+    return false;
+}
+
 void tune_proc_kill(tune_proc *p) {
     if (p->pid > 0 && !p->killed) {
         kill(-p->pid, SIGKILL);
@@ -234,9 +295,14 @@ void tune_proc_reap(tune_proc *p) {
     close(p->fd);
     p->fd = -1;
     int status = 0;
-    while (waitpid(p->pid, &status, 0) < 0 && errno == EINTR) {
+    struct rusage ru;
+    memset(&ru, 0, sizeof ru);
+    while (wait4(p->pid, &status, 0, &ru) < 0 && errno == EINTR) {
     }
     p->status = status;
+    /* on Linux its own time and that of what it reaped (a build worker's compiler) */
+    p->cpu_total = (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
+                   (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
     p->end = tune_now();
     p->pid = 0;
 }
@@ -245,7 +311,11 @@ void tune_proc_reap(tune_proc *p) {
  * an exit status. */
 void tune_proc_describe(const tune_proc *p, const char *who, double timeout_s, char *msg,
                          size_t cap) {
-    if (p->killed)
+    if (p->killed && p->cpu_limit > 0)
+        snprintf(msg, cap, "%s timed out: %.1f s of CPU time in %.1f s (limits: %.1f s of CPU "
+                 "time, %.0f s)", who, p->cpu_s, p->end - p->start - p->paused_s, timeout_s,
+                 TUNE_WALL_CAP * timeout_s);
+    else if (p->killed)
         snprintf(msg, cap, "%s timed out after %.1f s", who, timeout_s);
     else if (WIFSIGNALED(p->status))
         snprintf(msg, cap, "%s killed by signal %d (%s)", who, WTERMSIG(p->status),
@@ -478,9 +548,11 @@ void tune_job_finish_build(tune_measurer *m, tune_job *j) {
         tune_proc_describe(p, "the build worker", m->params.build_timeout_s, why, sizeof why);
         if (p->oom) snprintf(why, sizeof why, "out of memory reading the build worker");
         fail(j, TUNE_COMPILE_ERROR, "%s", why);
-        /* not the candidate's fault unless it made the compiler crash: the policy counts it */
-        j->sys_fail = p->killed || p->oom ||
-                      (WIFSIGNALED(p->status) && WTERMSIG(p->status) == SIGKILL);
+        /* not the candidate's fault unless it made the compiler crash or spend its whole CPU
+           time: the policy counts it */
+        bool over_cpu = p->killed && p->cpu_limit > 0 && p->cpu_s >= p->cpu_limit;
+        j->sys_fail = !over_cpu && (p->killed || p->oom ||
+                                    (WIFSIGNALED(p->status) && WTERMSIG(p->status) == SIGKILL));
         j->state = J_DONE;
         return;
     }

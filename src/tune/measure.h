@@ -7,7 +7,9 @@
  * passed and the samples' spread is small, every sample kept. A compile error, a hang, a crash
  * or a wrong result is classified and never stops the batch.
  *
- * Parallelism (DOPpler): builds run in parallel with each other (build slots) while
+ * Parallelism (DOPpler): builds run in parallel with each other (build slots; with several,
+ * the waiting candidate expected to build longest -- build CPU time learned per knob value --
+ * starts first, so that no long compile runs alone at the end) while
  * measurements run in measure slots of their own, by default one at a time and never while a
  * build runs (a kernel timed beside a compiler on a few cores reads slow). With the automatic
  * policy the measurer raises that level while a control candidate, re-timed under the same
@@ -66,7 +68,10 @@ typedef struct tune_measure_params {
     tune_parallelism *parallel; /* borrowed, must outlive the measurer; NULL: one build worker,
                                    measurements alone */
     int threads;               /* OpenMP threads of the kernels: 0 = target_cores() */
-    double build_timeout_s;    /* one build worker (template, lowering, C compiler) */
+    double build_timeout_s;    /* one build worker (template, lowering, C compiler), in CPU
+                                  seconds of the worker and its compiler (Linux; elsewhere wall
+                                  seconds), and at most 10 times that in wall seconds: builds
+                                  starved of cores by other builds or users are not cut short */
     double run_timeout_s;      /* one run child: load, pack, check, warm-up, repeats */
     int64_t mem_cap_bytes;     /* address space a child may take beyond what it inherits */
     double min_repeat_ms;      /* time every measurement at least this long */

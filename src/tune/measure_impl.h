@@ -22,10 +22,16 @@ typedef struct tune_proc {
     pid_t pid;           /* 0: none */
     int fd;              /* read end of its pipe */
     double start, deadline, end;
+    /* > 0: its limit is this many seconds of CPU time of its process group (a build worker
+       and its compiler), not of wall time: deadline is then only when to look again */
+    double cpu_limit;
+    double cpu_s;        /* the group's CPU seconds at the last look (cpu_limit > 0) */
+    double cpu_total;    /* once reaped: CPU seconds of it and of the children it reaped */
     tune_bytes out;
     bool killed;         /* by us, at its deadline */
     bool stopped;        /* paused (SIGSTOP) while a measurement runs alone */
     double stopped_at;
+    double paused_s;     /* wall time spent paused, over its life */
     bool oom;            /* its answer did not fit in our memory */
     int status;          /* waitpid's */
 } tune_proc;
@@ -96,12 +102,21 @@ struct tune_measurer {
     double baseline_s;
     int since_baseline;
     double fail_rate_alone;   /* of timeouts and crashes among kernels timed alone */
+    /* what builds cost (log CPU seconds), overall and per knob value: with several build
+       workers the costliest waiting candidate starts first (measure_stream.c) */
+    double build_log_sum[TUNE_MAX_KNOBS][TUNE_MAX_VALUES];
+    int build_count[TUNE_MAX_KNOBS][TUNE_MAX_VALUES];
+    double build_log_total;
+    int build_total;
 };
 
 double tune_now(void);
 bool tune_write_all(int fd, const void *p, size_t n);
 /* n bytes at a 64-byte aligned address inside a wpk_malloc'd block (*raw, to free). */
 void *tune_alloc64(size_t n, void **raw);
+
+/* Wall time a CPU-time limited child may take, in multiples of its limit. */
+#define TUNE_WALL_CAP 10
 
 /* Processes (measure.c). tune_proc_start forks a child running body(m, arg, fd) that answers
  * through fd, leads its own process group (the group is what a timeout kills and a pause
@@ -111,6 +126,15 @@ void *tune_alloc64(size_t n, void **raw);
 bool tune_proc_start(tune_measurer *m, tune_proc *p, double timeout_s,
                      void (*body)(tune_measurer *, void *, int), void *arg);
 bool tune_proc_read(tune_proc *p);
+/* Whether p is past its limit at time now. With a CPU-time limit the group's CPU seconds are
+ * read (Linux: /proc) when its wall deadline passes, and the deadline moves on by what is
+ * left: a build starved of cores (builds beside it, other users) is slow, not hung. A group
+ * whose CPU time cannot be read, or that has run TUNE_WALL_CAP times its limit in wall
+ * time (waiting, not computing), is past it. */
+bool tune_proc_expired(tune_proc *p, double now);
+/* CPU seconds the members of process group pgid have used, with what they have reaped of
+ * their children; -1 where that cannot be read. */
+double tune_group_cpu_s(pid_t pgid);
 void tune_proc_kill(tune_proc *p);
 void tune_proc_reap(tune_proc *p);
 void tune_proc_wait(tune_proc *p);

@@ -1,7 +1,11 @@
 /* measure_stream.c -- the measurer's event loop and its parallelism policy (see measure.h).
  *
  * Candidates stream through build slots (forked build workers, kept full: a config whose C
- * takes a minute to compile holds one slot while the others go on) into measurements. At
+ * takes a minute to compile holds one slot while the others go on) into measurements. With
+ * several build workers a pool of waiting candidates is kept and the one expected to build
+ * longest starts first (build costs learned per knob value), so that no long compile is left
+ * to run alone at the end; a build's deadline counts CPU time, so builds starved of cores
+ * are not cut short (measure.c). At
  * level 0 a measurement runs alone: every build worker's process group is paused with
  * SIGSTOP for as long as it runs and continued after, its deadline moved by the pause. At
  * level L >= 1 measurements run beside the builds in L slots, and results are held in
@@ -33,6 +37,9 @@
 #define SYS_FAIL_SHARE 0.25
 /* Built candidates waiting for their measurement, beyond one per build slot. */
 #define LOOKAHEAD 1
+/* Candidates waiting for a build slot, with several build workers: what the order builds
+ * start in is chosen from (a strategy's batch). */
+#define POOL 8
 
 typedef enum ctrl_phase { C_NONE, C_ALONE, C_CONC, C_DONE } ctrl_phase;
 
@@ -88,7 +95,7 @@ static wpk_status refill(stream *S) {
             waiting += st == J_NEW || st == J_BUILDING;
             built += st == J_BUILT;
         }
-        int room = par->builds - waiting;
+        int room = par->builds + (par->builds > 1 ? POOL : 0) - waiting;
         if (room <= 0 || built >= par->builds + LOOKAHEAD || S->n >= TUNE_MAX_BATCH) break;
         if (room > TUNE_MAX_BATCH - S->n) room = TUNE_MAX_BATCH - S->n;
         tune_config cfgs[TUNE_MAX_BATCH];
@@ -118,6 +125,53 @@ static wpk_status refill(stream *S) {
     return WPK_OK;
 }
 
+/* ---- the order builds start in ---- */
+
+/* What a build costs is learned per knob value: the log of its CPU seconds (compiler
+ * included), so that a knob value that makes compiles ten times longer (wide vectors, deep
+ * unrolling) stands out whatever else the config holds. */
+static void learn_build(tune_measurer *m, const tune_job *j) {
+    if (j->sys_fail || j->build.cpu_total <= 0) return;
+    double c = log(j->build.cpu_total + 0.01);
+    for (int k = 0; k < m->space.nknobs; k++) {
+        int v = j->cfg.choice[k];
+        if (v < 0 || v >= TUNE_MAX_VALUES) continue;
+        m->build_log_sum[k][v] += c;
+        m->build_count[k][v]++;
+    }
+    m->build_log_total += c;
+    m->build_total++;
+}
+
+/* The expected log cost of building cfg: the mean over every build, moved by each of its knob
+ * values' mean (shrunk towards the overall mean: one build says little). 0 before any. */
+static double build_cost(const tune_measurer *m, const tune_config *cfg) {
+    if (m->build_total == 0) return 0;
+    double mean = m->build_log_total / m->build_total, cost = mean;
+    for (int k = 0; k < m->space.nknobs; k++) {
+        int v = cfg->choice[k];
+        if (v < 0 || v >= TUNE_MAX_VALUES) continue;
+        cost += (m->build_log_sum[k][v] + mean) / (m->build_count[k][v] + 1) - mean;
+    }
+    return cost;
+}
+
+/* The waiting candidate to build next. With one build worker the first: the order changes
+ * nothing. With several the one expected to build longest (the first among equals): a long
+ * compile started last would hold the whole job up while the other workers sit idle. */
+static tune_job *next_to_build(stream *S) {
+    tune_job *best = NULL;
+    double best_cost = 0;
+    for (int i = 0; i < S->n; i++) {
+        tune_job *j = S->jobs[i];
+        if (j->state != J_NEW) continue;
+        if (S->par->builds <= 1) return j;
+        double c = build_cost(S->m, &j->cfg);
+        if (!best || c > best_cost) best = j, best_cost = c;
+    }
+    return best;
+}
+
 /* ---- pausing builds for a measurement alone ---- */
 
 static void each_build(stream *S, void (*fn)(stream *, tune_proc *)) {
@@ -139,6 +193,7 @@ static void cont_one(stream *S, tune_proc *p) {
     if (!p->stopped) return;
     kill(-p->pid, SIGCONT);
     p->deadline += tune_now() - p->stopped_at;
+    p->paused_s += tune_now() - p->stopped_at;
     p->stopped = false;
 }
 
@@ -157,6 +212,9 @@ static void resume_builds(stream *S) {
 static bool start_build(stream *S, tune_job *j) {
     if (!tune_proc_start(S->m, &j->build, S->m->params.build_timeout_s, tune_build_child, j))
         return false;
+    /* builds share the cores with each other and with whatever else runs: a compiler given
+       half a core takes twice as long without being any nearer a hang */
+    j->build.cpu_limit = S->m->params.build_timeout_s;
     j->state = J_BUILDING;
     return true;
 }
@@ -183,10 +241,9 @@ static wpk_status start_builds(stream *S) {
     if (S->ctrl != C_NONE && S->n > 0 && c->state == J_NEW && count(S, J_BUILDING) < S->par->builds &&
         !start_build(S, c) && count(S, J_BUILDING) + count(S, J_RUNNING) == 0)
         return no_process(S, "a build worker");
-    for (int i = 0; i < S->n; i++) {
-        tune_job *j = S->jobs[i];
-        if (j->state != J_NEW) continue;
-        if (count(S, J_BUILDING) >= S->par->builds) break;
+    while (count(S, J_BUILDING) < S->par->builds) {
+        tune_job *j = next_to_build(S);
+        if (!j) break;
         if (!start_build(S, j)) {
             if (count(S, J_BUILDING) + count(S, J_RUNNING) > 0) break; /* after one ends */
             return no_process(S, "a build worker");
@@ -348,6 +405,7 @@ static void on_end(stream *S, tune_job *j) {
     tune_measurer *m = S->m;
     if (j->state == J_BUILDING) {
         tune_job_finish_build(m, j);
+        learn_build(m, j);
         S->builds_done++;
         S->sys_fails += j->sys_fail;
         adjust_builds(S);
@@ -443,7 +501,7 @@ static wpk_status run_stream(stream *S) {
             tune_proc *p = j->state == J_BUILDING ? &j->build : j->state == J_RUNNING ? &j->run
                                                                                     : NULL;
             if (!p) continue;
-            if (!p->stopped && p->deadline <= now) tune_proc_kill(p);
+            if (!p->stopped && tune_proc_expired(p, now)) tune_proc_kill(p);
             double dl = p->stopped ? now + 3600 : p->killed ? now + 1 : p->deadline;
             if (dl < next) next = dl;
             pf[np] = (struct pollfd){p->fd, POLLIN, 0};

@@ -5,11 +5,15 @@
  * allocation under a 256 MiB cap -> crash, the same allocation without a cap -> OK) are each
  * classified with a message naming the cause, in one batch with good candidates after them,
  * which still measure OK; every candidate is heard exactly once, with two build workers and
- * with one; TUNE_MEASURE_ALONE; the automatic parallelism policy's bookkeeping; median and
+ * with one; TUNE_MEASURE_ALONE; build deadlines in CPU time (a waiting build is not cut
+ * short, a computing one is, and so is one waiting past the wall-time cap); with two build
+ * workers the candidate expected to build longest starts first; the automatic parallelism policy's bookkeeping; median and
  * spread; must-fail creation. Kernels go to a fresh cache directory. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -258,6 +262,177 @@ static void test_batch(wpk_context *ctx, int builds) {
     fixture_free(&f);
 }
 
+/* Build deadlines count the CPU time of the build worker and its compiler, not wall time: a
+ * build that waits (a stand-in for one starved of cores by other builds or users) for twice its
+ * limit still finishes, one that computes past its limit is cut short as a compile error naming
+ * the CPU time, and one that waits past the wall-time cap (10 x the limit) is cut short too. */
+typedef struct stall {
+    char config[2][512];
+    const char *what[2];  /* "wait" or "spin" */
+    unsigned wait_s;
+} stall;
+
+static void stall_edit(void *user, const char *config, strbuf *src) {
+    (void)src;
+    const stall *s = user;
+    for (int i = 0; i < 2; i++) {
+        if (!s->what[i] || strcmp(s->config[i], config)) continue;
+        if (!strcmp(s->what[i], "wait")) {
+            sleep(s->wait_s);
+        } else {
+            for (volatile unsigned long spin = 1; spin; spin++) {
+            }
+        }
+    }
+}
+
+static void test_build_deadline(wpk_context *ctx) {
+    fixture f;
+    fixture_init(&f);
+    tune_config cfg[3];
+    char text[3][512];
+    int n = distinct_configs(&f.task, cfg, 3, text);
+    CHECK(n == 3);
+    stall sl = {.what = {"wait", "spin"}, .wait_s = 3};
+    snprintf(sl.config[0], sizeof sl.config[0], "%s", text[1]);
+    snprintf(sl.config[1], sizeof sl.config[1], "%s", text[2]);
+    tune_parallelism par;
+    tune_parallelism_init(&par, 2, 0);
+    tune_measure_params p = tune_measure_default_params();
+    p.parallel = &par;
+    p.build_timeout_s = 1.5;
+    p.min_repeat_ms = 10;
+    p.max_repeat_ms = 60;
+    p.edit_source = stall_edit;
+    p.edit_user = &sl;
+    tune_measurer *m = NULL;
+    CHECK(tune_measurer_create(ctx, &f.task, &p, &m) == WPK_OK);
+    if (!m) {
+        fixture_free(&f);
+        return;
+    }
+    heard h;
+    memset(&h, 0, sizeof h);
+    CHECK(tune_measure_batch(m, cfg, 3, 0, on_result, &h) == WPK_OK);
+    for (int i = 0; i < 3; i++) CHECK(h.times[i] == 1);
+    check_ok(&h.r[0], &p);
+    check_ok(&h.r[1], &p);          /* waited 3 s on a 1.5 s limit: not cut short */
+    CHECK(h.r[1].build_s >= 3.0);
+    check_fail(&h.r[2], TUNE_COMPILE_ERROR, "timed out");
+    check_fail(&h.r[2], TUNE_COMPILE_ERROR, "s of CPU time");
+    tune_measurer_free(m);
+
+    /* waiting past the wall-time cap: 0.25 s of CPU time, so 2.5 s */
+    p.build_timeout_s = 0.25;
+    sl.what[1] = NULL;
+    sl.wait_s = 5;
+    CHECK(tune_measurer_create(ctx, &f.task, &p, &m) == WPK_OK);
+    if (m) {
+        memset(&h, 0, sizeof h);
+        CHECK(tune_measure_batch(m, cfg + 1, 1, 0, on_result, &h) == WPK_OK);
+        CHECK(h.times[0] == 1);
+        check_fail(&h.r[0], TUNE_COMPILE_ERROR, "timed out");
+        CHECK(h.r[0].build_s < 4.5);
+        tune_measurer_free(m);
+    }
+    fixture_free(&f);
+}
+
+/* With two build workers the candidate expected to build longest starts first: configs with
+ * one value of a knob cost a second of CPU time more to build (a spin in the build worker);
+ * after a batch that shows it, a batch with two such configs last starts them first (the build
+ * workers write each config's text to a file as they reach the compiler). */
+typedef struct costly {
+    char config[40][512];
+    int n;
+    double spin_s;
+    const char *log;
+} costly;
+
+static void costly_edit(void *user, const char *config, strbuf *src) {
+    (void)src;
+    const costly *c = user;
+    FILE *f = fopen(c->log, "a");
+    if (f) {
+        fprintf(f, "%s\n", config);
+        fclose(f);
+    }
+    for (int i = 0; i < c->n; i++) {
+        if (strcmp(c->config[i], config)) continue;
+        clock_t end = clock() + (clock_t)(c->spin_s * CLOCKS_PER_SEC);
+        while (clock() < end) {
+        }
+    }
+}
+
+static void test_build_order(wpk_context *ctx) {
+    fixture f;
+    fixture_init(&f);
+    enum { N = 40 };
+    static tune_config cfg[N];
+    static char text[N][512];
+    int n = distinct_configs(&f.task, cfg, N, text);
+    tune_space sp;
+    f.task.tmpl->space(&f.task, &sp);
+    int knob = 0;
+    while (knob < sp.nknobs && sp.knobs[knob].nvalues < 2) knob++;
+    CHECK(knob < sp.nknobs);
+    /* costly: the knob's first value */
+    tune_config b1[8], b2[8];
+    int cheap[N], dear[N], nc = 0, nd = 0;
+    for (int i = 1; i < n && knob < sp.nknobs; i++) {
+        if (cfg[i].choice[knob] == 0) dear[nd++] = i;
+        else cheap[nc++] = i;
+    }
+    CHECK(nd >= 5 && nc >= 11);
+    if (nd < 5 || nc < 11) {
+        fixture_free(&f);
+        return;
+    }
+    char log[] = "/tmp/wpk_test_build_order_XXXXXX";
+    int fd = mkstemp(log);
+    CHECK(fd >= 0);
+    if (fd >= 0) close(fd);
+    costly c = {.spin_s = 1.0, .log = log};
+    for (int i = 0; i < 5; i++) snprintf(c.config[c.n++], 512, "%s", text[dear[i]]);
+    /* the first batch: 3 costly among 5 cheap; the second: 6 cheap, then 2 costly */
+    for (int i = 0; i < 8; i++) b1[i] = i % 3 == 1 ? cfg[dear[i / 3]] : cfg[cheap[i - i / 3]];
+    for (int i = 0; i < 6; i++) b2[i] = cfg[cheap[5 + i]];
+    b2[6] = cfg[dear[3]];
+    b2[7] = cfg[dear[4]];
+    tune_parallelism par;
+    tune_parallelism_init(&par, 2, 0);
+    tune_measure_params p = tune_measure_default_params();
+    p.parallel = &par;
+    p.min_repeat_ms = 5;
+    p.max_repeat_ms = 20;
+    p.edit_source = costly_edit;
+    p.edit_user = &c;
+    tune_measurer *m = NULL;
+    CHECK(tune_measurer_create(ctx, &f.task, &p, &m) == WPK_OK);
+    heard h;
+    memset(&h, 0, sizeof h);
+    if (m) CHECK(tune_measure_batch(m, b1, 8, 0, on_result, &h) == WPK_OK);
+    for (int i = 0; m && i < 8; i++) CHECK(h.times[i] == 1 && h.r[i].status == TUNE_OK);
+    FILE *lf = fopen(log, "w"); /* forget the first batch's order */
+    if (lf) fclose(lf);
+    memset(&h, 0, sizeof h);
+    if (m) CHECK(tune_measure_batch(m, b2, 8, 0, on_result, &h) == WPK_OK);
+    for (int i = 0; m && i < 8; i++) CHECK(h.times[i] == 1 && h.r[i].status == TUNE_OK);
+    char line[2][600] = {"", ""};
+    lf = fopen(log, "r");
+    for (int i = 0; lf && i < 2; i++)
+        if (fgets(line[i], sizeof line[i], lf)) line[i][strcspn(line[i], "\n")] = '\0';
+    if (lf) fclose(lf);
+    bool first3 = !strcmp(line[0], c.config[3]) || !strcmp(line[1], c.config[3]);
+    bool first4 = !strcmp(line[0], c.config[4]) || !strcmp(line[1], c.config[4]);
+    CHECK(first3 && first4);
+    if (!first3 || !first4) fprintf(stderr, "  builds started with '%s' and '%s'\n", line[0], line[1]);
+    unlink(log);
+    tune_measurer_free(m);
+    fixture_free(&f);
+}
+
 /* The automatic policy on kernels of one thread (so a second measurement slot exists): six
  * configs measured five times over (cached builds after the first round), enough windows for
  * a promotion to be tried; every candidate is heard once whatever the policy decides, and its
@@ -315,6 +490,8 @@ int main(void) {
     test_batch(ctx, 2);
     test_batch(ctx, 1);
     test_auto(ctx);
+    test_build_deadline(ctx);
+    test_build_order(ctx);
     wpk_context_free(ctx);
     CHECK_DONE();
 }
