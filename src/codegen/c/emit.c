@@ -1321,11 +1321,14 @@ static void put_helper(strbuf *o, const helper *h) {
         return;
     case H_VMIN: case H_VMAX: {
         bool mn = h->kind == H_VMIN;
-        /* element-wise ?: that the compiler turns into one vminps/vmaxps */
-        sb_printf(o, "static inline %s wpk_%s_%s(%s a, %s b) {\n    %s r;\n"
-                     "    for (int l = 0; l < %d; l++) r[l] = %s ? b[l] : a[l];\n"
-                     "    return r;\n}\n",
-                  T, mn ? "min" : "max", T + 4, T, T, T, P, mn ? "b[l] < a[l]" : "a[l] < b[l]");
+        /* a whole-vector compare and a bitwise select: b where the compare holds, else a (a
+           NaN in either keeps a, as the scalar ?: does). A per-lane ?: loop was often left lane
+           by lane by gcc: a depthwise conv's clip ran 224 scalar compares per tile against 14
+           vector ones, 23 -> 73 GFLOP/s. */
+        sb_printf(o, "static inline %s wpk_%s_%s(%s a, %s b) {\n"
+                     "    __typeof__(a < b) m = %s;\n"
+                     "    return (%s)((m & (__typeof__(m))b) | (~m & (__typeof__(m))a));\n}\n",
+                  T, mn ? "min" : "max", T + 4, T, T, mn ? "b < a" : "a < b", T);
         return;
     }
     case H_VFLOORDIV: case H_VFLOORMOD: {
