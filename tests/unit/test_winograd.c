@@ -290,9 +290,11 @@ static void test_cases(wpk_context *ctx, uint64_t *rng) {
         check_registry(&probs[i]);
         add_kernel(ctx, &probs[i], CASES[i].name, "m=2");
         add_kernel(ctx, &probs[i], CASES[i].name, "m=4");
-        /* the fused schedules: by blocks of tile rows, by halves of the output channels */
+        /* the fused schedules: by blocks of tile rows, by halves of the output channels, by
+         * both */
         add_kernel(ctx, &probs[i], CASES[i].name, "m=4,parallel=2");
         add_kernel(ctx, &probs[i], CASES[i].name, "m=2,parallel=3");
+        add_kernel(ctx, &probs[i], CASES[i].name, "m=4,parallel=4");
         if (probs[i].ny > 40000) continue;
         tune_task task;
         tune_task_init(&task, winograd(), probs[i].node, probs[i].in, probs[i].out);

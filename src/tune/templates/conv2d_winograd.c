@@ -27,10 +27,11 @@
 
 enum { ORDER_K_OUTER, ORDER_P_OUTER };
 /* parallel: the GEMM's positions, or its positions x tile blocks (four loop nests, each in
- * parallel, V and M whole in memory); or one parallel loop over blocks of output rows or of
- * output channels inside which the input transform, the GEMM and the output transform of the
+ * parallel, V and M whole in memory); or one parallel loop over blocks of output rows, of
+ * output channels or of both (a row of tiles x half the channels) inside which the input transform, the GEMM and the output transform of the
  * block run in turn, V and M the block's own (cache-sized) buffers. */
-enum { PAR_POSITIONS, PAR_POSITIONS_TILES, PAR_FUSED_ROWS, PAR_FUSED_CHANNELS };
+enum { PAR_POSITIONS, PAR_POSITIONS_TILES, PAR_FUSED_ROWS, PAR_FUSED_CHANNELS,
+       PAR_FUSED_BOTH };
 
 /* F(m x m, 3 x 3) computes 3x3 stride-1 dilation-1 convs of one group; the weight transform
  * is a pre-pack, so the weights must be known at compile time. */
@@ -92,8 +93,8 @@ static void space(const tune_task *t, tune_space *s) {
     tune_space_add(s, "tile_k", kb >= 4 ? 3 : kb >= 2 ? 2 : 1, tks);
     tune_space_add(s, "order", 2, flag);
     static const int64_t pars[] = {PAR_POSITIONS, PAR_POSITIONS_TILES, PAR_FUSED_ROWS,
-                                   PAR_FUSED_CHANNELS};
-    tune_space_add(s, "parallel", 4, pars);
+                                   PAR_FUSED_CHANNELS, PAR_FUSED_BOTH};
+    tune_space_add(s, "parallel", 5, pars);
 }
 
 /* The register tile (of TILE_P) with the fewest tiles left over in the last one, preferring
@@ -236,12 +237,20 @@ static wpk_status schedule_output(te_schedule *s, const te_winograd_parts *wp, c
     if (k->par == PAR_FUSED_ROWS) {
         TRY(te_reorder(sy, 7, (te_iter *[]){n, tho, kb, two, ohi, owi, lanes}));
         TRY(te_fuse(sy, n, tho, &f));
-    } else if (k->par == PAR_FUSED_CHANNELS) {
-        /* two blocks of output channels: one per thread on the 2-core machines this is for */
+    } else if (k->par == PAR_FUSED_CHANNELS || k->par == PAR_FUSED_BOTH) {
+        /* two blocks of output channels: one per thread on the 2-core machines this is for
+         * (or, with the rows, twice as many blocks as rows: an odd number of rows still
+         * splits evenly) */
         te_iter *kbo, *kbi;
         TRY(te_split(sy, kb, (k->kb + 1) / 2, &kbo, &kbi));
-        TRY(te_reorder(sy, 8, (te_iter *[]){n, kbo, kbi, tho, two, ohi, owi, lanes}));
-        TRY(te_fuse(sy, n, kbo, &f));
+        if (k->par == PAR_FUSED_BOTH) {
+            TRY(te_reorder(sy, 8, (te_iter *[]){n, tho, kbo, kbi, two, ohi, owi, lanes}));
+            TRY(te_fuse(sy, n, tho, &f));
+            TRY(te_fuse(sy, f, kbo, &f));
+        } else {
+            TRY(te_reorder(sy, 8, (te_iter *[]){n, kbo, kbi, tho, two, ohi, owi, lanes}));
+            TRY(te_fuse(sy, n, kbo, &f));
+        }
     } else {
         TRY(te_reorder(sy, 7, (te_iter *[]){n, kb, tho, two, ohi, owi, lanes}));
         TRY(te_fuse(sy, n, kb, &f));
@@ -252,7 +261,7 @@ static wpk_status schedule_output(te_schedule *s, const te_winograd_parts *wp, c
     TRY(te_unroll(sy, owi));
     TRY(te_vectorize(sy, lanes));
     te_iter *tp = tout->axes[2], *tk = tout->axes[3], *ti = tout->axes[0], *te = tout->axes[1];
-    if (k->par == PAR_FUSED_ROWS || k->par == PAR_FUSED_CHANNELS) {
+    if (k->par >= PAR_FUSED_ROWS) {
         /* A^T M for the whole block at the block's loop, in a buffer of the block; the GEMM
          * at the outer loop of a split of its rows into one piece, i.e. for the whole block
          * too, before it */
@@ -325,7 +334,7 @@ static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
         if (parts.pad) TRY(te_compute_inline(te_stage_of(sc, parts.layout)));
         else TRY(schedule_copy(sc, parts.layout));
     }
-    const bool fused = k.par == PAR_FUSED_ROWS || k.par == PAR_FUSED_CHANNELS;
+    const bool fused = k.par >= PAR_FUSED_ROWS;
     te_iter *block;
     TRY(schedule_input(sc, &parts, &k));
     TRY(schedule_gemm(sc, parts.mm, &k, fused));
