@@ -37,8 +37,8 @@ static const char USAGE[] =
     "  --report DIR   DIR/curves_<strategy>.csv (best-so-far GFLOP/s vs trials per task) and\n"
     "                 DIR/curves.png plotting every strategy's CSV in DIR\n"
     "  --timeout S    kill a kernel's measurement after S seconds (default 30)\n"
-    "  --clock        what a sample times: wall-clock time, or the process's CPU time per\n"
-    "                 kernel thread (with OMP_WAIT_POLICY=passive), which other processes on a\n"
+    "  --clock        what a sample times: wall-clock time, or the CPU time of the kernel's\n"
+    "                 busiest thread (with OMP_WAIT_POLICY=passive), which other processes on a\n"
     "                 busy machine do not disturb; auto (default): cpu when the load average\n"
     "                 is at least half the cores, else wall\n"
     "  --import/--export FILE  records as JSON lines (MODEL may then be left out)\n"
@@ -336,7 +336,9 @@ int cmd_tune(int argc, char **argv) {
         st = tune_run(ctx, db, ts.tasks, ts.ntasks, &o, &sum);
         if (pr.tty && pr.last_task >= 0) fputs("\n", stdout);
         /* what was done is worth showing even when the job stopped on an error */
-        if (sum.ntasks) print_summary(&sum, &ts, o.measure.clock == TUNE_CLOCK_CPU ? "CPU time per thread" : "wall time");
+        if (sum.ntasks)
+            print_summary(&sum, &ts, o.measure.clock == TUNE_CLOCK_CPU
+                                         ? "the busiest thread's CPU time" : "wall time");
         if (report && sum.ntasks) {
             wpk_status rs = tune_report_write(ctx, report, &sum);
             if (rs == WPK_OK) printf("report: %s/curves_%s.csv, %s/curves.png\n", report,

@@ -58,10 +58,10 @@ typedef struct tune_parallelism {
  * automatic policy, starting at one build worker per core, measurements alone. */
 void tune_parallelism_init(tune_parallelism *p, int fixed, int kernel_threads);
 
-/* What a sample's time is: wall-clock time (what a caller waits; the default), or the
- * process's CPU time divided by the kernel's threads (insensitive to other processes taking
- * the cores on a shared machine; meant for OMP_WAIT_POLICY=passive, where waiting threads
- * sleep instead of spinning). */
+/* What a sample's time is: wall-clock time (what a caller waits; the default), or the CPU
+ * time of the kernel's busiest OpenMP thread (insensitive to other processes taking the cores
+ * on a shared machine, and a thread left idle does not make the kernel look faster; meant for
+ * OMP_WAIT_POLICY=passive, where waiting threads sleep instead of spinning). */
 typedef enum tune_clock { TUNE_CLOCK_WALL = 0, TUNE_CLOCK_CPU } tune_clock;
 
 typedef struct tune_measure_params {

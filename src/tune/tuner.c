@@ -691,7 +691,7 @@ wpk_status tune_run(wpk_context *ctx, tune_db *db, const tune_model_task *tasks,
     snprintf(out->strategy, sizeof out->strategy, "%s", o.strategy);
     job J = {.ctx = ctx, .db = db, .opt = &o, .out = out, .n = ntasks, .start = now_s()};
     snprintf(J.toolchain, sizeof J.toolchain, "%s%s", tune_toolchain(),
-             o.measure.clock == TUNE_CLOCK_CPU ? "; timed by CPU time per thread" : "");
+             o.measure.clock == TUNE_CLOCK_CPU ? "; timed by the busiest thread's CPU time" : "");
     int threads = o.measure.threads;
     tune_parallelism_init(&J.par, o.parallel, threads);
     out->tasks = wpk_calloc((size_t)ntasks + 1, sizeof *out->tasks);
