@@ -110,9 +110,13 @@ static void sleep_us(long us) {
 /* ---- checks on the file ---- */
 
 static bool integrity_ok(void) {
+    /* killed before it created the file: nothing was stored, nothing is damaged */
+    if (access(path, F_OK) != 0 && errno == ENOENT) return true;
     sqlite3 *s = NULL;
     bool ok = false;
-    if (sqlite3_open_v2(path, &s, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK) {
+    if (sqlite3_open_v2(path, &s, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
+        fprintf(stderr, "integrity_check: cannot open: %s\n", s ? sqlite3_errmsg(s) : "no memory");
+    } else {
         sqlite3_busy_timeout(s, 5000); /* a lock is a wait, not damage */
         sqlite3_stmt *q;
         int rc = sqlite3_prepare_v2(s, "PRAGMA integrity_check", -1, &q, NULL);
