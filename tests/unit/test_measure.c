@@ -316,10 +316,12 @@ static void test_build_deadline(wpk_context *ctx) {
     CHECK(tune_measure_batch(m, cfg, 3, 0, on_result, &h) == WPK_OK);
     for (int i = 0; i < 3; i++) CHECK(h.times[i] == 1);
     check_ok(&h.r[0], &p);
+    check_fail(&h.r[2], TUNE_COMPILE_ERROR, "timed out");
+#ifdef __linux__ /* elsewhere the limit is wall time */
     check_ok(&h.r[1], &p);          /* waited 3 s on a 1.5 s limit: not cut short */
     CHECK(h.r[1].build_s >= 3.0);
-    check_fail(&h.r[2], TUNE_COMPILE_ERROR, "timed out");
     check_fail(&h.r[2], TUNE_COMPILE_ERROR, "s of CPU time");
+#endif
     tune_measurer_free(m);
 
     /* waiting past the wall-time cap: 0.25 s of CPU time, so 2.5 s */
