@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "kernel_source.h"
 #include "ir/graph.h"
 #include "tune/measure.h"
 
@@ -70,17 +71,8 @@ static void edit(void *user, const char *config, strbuf *src) {
     const char *code = NULL;
     for (int i = 0; i < b->n; i++)
         if (!strcmp(b->config[i], config)) code = b->code[i];
-    if (!code || !src->s) return;
-    const char *at = strstr(src->s, "void k0(void *const *args) {\n");
-    if (!at) {
+    if (code && !kernel_source_insert(src, NULL, code))
         fprintf(stderr, "test_measure: kernel signature not found\n");
-        return;
-    }
-    size_t cut = (size_t)(at - src->s) + strlen("void k0(void *const *args) {\n");
-    strbuf out = {0};
-    sb_printf(&out, "%.*s%s\n%s", (int)cut, src->s, code, src->s + cut);
-    sb_free(src);
-    *src = out;
 }
 
 /* ---- collecting results ---- */

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "kernel_source.h"
 #include "ir/graph.h"
 #include "tune/measure.h"
 
@@ -32,15 +33,7 @@ static const char *burn_for(const char *config, const char *const *configs) {
 
 static void edit(void *user, const char *config, strbuf *src) {
     const char *code = burn_for(config, user);
-    const char *sig = "void k0(void *const *args) {\n";
-    const char *at = src->s ? strstr(src->s, sig) : NULL;
-    CHECK(at != NULL);
-    if (!code || !at) return;
-    size_t cut = (size_t)(at - src->s) + strlen(sig);
-    strbuf out = {0};
-    sb_printf(&out, "#include <time.h>\n%.*s%s\n%s", (int)cut, src->s, code, src->s + cut);
-    sb_free(src);
-    *src = out;
+    if (code) CHECK(kernel_source_insert(src, "#include <time.h>\n", code));
 }
 
 static double medians[2];
