@@ -661,7 +661,7 @@ static const char *GOLDEN =
     "    const float *restrict A_0 = (const float"
     " *)__builtin_assume_aligned(args[0], 64);\n"
     "    float *restrict out_0_1 = (float *)__builtin_assume_aligned(args[1], 64);\n"
-    "    #pragma omp parallel for schedule(static)\n"
+    "    #pragma omp parallel for schedule(guided)\n"
     "    for (int64_t v_2 = 0; v_2 < 2; v_2++) {\n"
     "        wpk_storea_f32x16(out_0_1 + (v_2 * 16),"
     " wpk_max_f32x16((wpk_loada_f32x16(A_0 + (v_2 * 16)) * wpk_splat_f32x16(0.5f)),"

@@ -990,7 +990,10 @@ static void emit_for(em *m, const loop_stmt *s) {
     }
     bool parallel = false;
     if (s->for_kind == LOOP_PARALLEL && m->opt->openmp && !m->in_parallel) {
-        line(m, "#pragma omp parallel for schedule(static)");
+        /* guided: large first chunks keep static's locality and low overhead, the small last
+         * ones let a thread finish the share of one that another process delayed (a static
+         * split waits for it). */
+        line(m, "#pragma omp parallel for schedule(guided)");
         parallel = true;
     } else if (s->for_kind == LOOP_VECTORIZED && simd_safe(s)) {
         line(m, "#pragma omp simd");
