@@ -7,6 +7,7 @@
 
 /* Copies of fewer bytes than this stay on one thread. */
 #define PAR_MIN_BYTES (1 << 20)
+#define CONCAT_CHUNK_BYTES ((size_t)256 << 10)
 
 static wpk_status need_elem(wpk_context *ctx, const ir_node *n, const ir_tensor *t) {
     if (!wpk_dtype_size(t->dtype))
@@ -206,6 +207,11 @@ wpk_status op_concat_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const 
     return WPK_OK;
 }
 
+/* The chunks a copy of `bytes` is cut into (none when it is empty). */
+static int64_t concat_chunks(size_t bytes) {
+    return (int64_t)((bytes + CONCAT_CHUNK_BYTES - 1) / CONCAT_CHUNK_BYTES);
+}
+
 wpk_status op_concat_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
                          ir_tensor *const *out) {
     ir_tensor *y = out[0];
@@ -217,14 +223,27 @@ wpk_status op_concat_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *i
     size_t inner = (size_t)prod(y->dims, axis + 1, y->ndim) * es;
     size_t row = (size_t)y->dims[axis] * inner;
     if (ir_nbytes(y) == 0) return WPK_OK;
-    size_t off = 0;
-    for (int i = 0; i < n->nin; i++) {
+    /* Each input's part of an output row is one copy; a long copy is cut into chunks, so that
+     * the team shares the copies even when there is one row (batch 1, channel axis). */
+    int64_t total = 0;
+    for (int i = 0; i < n->nin; i++) total += outer * concat_chunks(in[i]->dims[axis] * inner);
+    bool par = op_parallel((int64_t)ir_nbytes(y), PAR_MIN_BYTES);
+#pragma omp parallel for schedule(static) if (par)
+    for (int64_t t = 0; t < total; t++) {
+        int64_t k = t;
+        size_t off = 0; /* the input's place in an output row */
+        int i = 0;
+        while (k >= outer * concat_chunks(in[i]->dims[axis] * inner)) {
+            k -= outer * concat_chunks(in[i]->dims[axis] * inner);
+            off += (size_t)in[i]->dims[axis] * inner;
+            i++;
+        }
         size_t part = (size_t)in[i]->dims[axis] * inner;
-        if (part == 0) continue;
-        const char *src = in[i]->data;
-        char *dst = (char *)y->data + off;
-        for (int64_t o = 0; o < outer; o++) memcpy(dst + o * row, src + o * part, part);
-        off += part;
+        int64_t chunks = concat_chunks(part), o = k / chunks;
+        size_t at = (size_t)(k % chunks) * CONCAT_CHUNK_BYTES;
+        size_t len = part - at < CONCAT_CHUNK_BYTES ? part - at : CONCAT_CHUNK_BYTES;
+        memcpy((char *)y->data + (size_t)o * row + off + at,
+               (const char *)in[i]->data + (size_t)o * part + at, len);
     }
     return WPK_OK;
 }

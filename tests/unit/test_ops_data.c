@@ -587,6 +587,33 @@ static void test_concat_split(void) {
     n.nattr = 0;
     CHECK_ERR(ctx, run(&n, in, out), WPK_ERR_MODEL, "attribute 'axis' is missing");
 
+    /* Large enough to be copied in chunks by the team (over 1 MiB, parts over 256 KiB): three
+       rows, parts of 70000 and 50000 floats with an empty input between them */
+    enum { ROWS = 3, NA = 70000, NC = 50000 };
+    float *da = malloc(sizeof(float) * ROWS * NA), *dc = malloc(sizeof(float) * ROWS * NC);
+    CHECK(da && dc);
+    if (!da || !dc) return;
+    for (int i = 0; i < ROWS * NA; i++) da[i] = (float)i;
+    for (int i = 0; i < ROWS * NC; i++) dc[i] = -(float)i - 1;
+    a = T_F32(2, DIMS(ROWS, NA), da);
+    b = T_F32(2, DIMS(ROWS, 0), NULL);
+    c = T_F32(2, DIMS(ROWS, NC), dc);
+    axis.i = 1;
+    n.nattr = 1;
+    CHECK_OK(run(&n, in, out));
+    CHECK(shape_is(&y, 2, DIMS(ROWS, NA + NC)));
+    const float *yv = y.data;
+    int wrong = 0;
+    for (int r = 0; r < ROWS; r++)
+        for (int j = 0; j < NA + NC; j++) {
+            float want = j < NA ? da[r * NA + j] : dc[r * NC + j - NA];
+            wrong += yv[(size_t)r * (NA + NC) + (size_t)j] != want;
+        }
+    CHECK(wrong == 0);
+    release(&n, out);
+    free(da);
+    free(dc);
+
     /* Split: opset 18 num_outputs, uneven: 7 -> 2,2,2,1 */
     ir_tensor x = T_F32(1, DIMS(7), F32(1, 2, 3, 4, 5, 6, 7));
     ir_tensor o[4], *outs[] = {&o[0], &o[1], &o[2], &o[3]}, *sin[] = {&x, NULL};
