@@ -592,7 +592,11 @@ static void test_concat_split(void) {
     enum { ROWS = 3, NA = 70000, NC = 50000 };
     float *da = malloc(sizeof(float) * ROWS * NA), *dc = malloc(sizeof(float) * ROWS * NC);
     CHECK(da && dc);
-    if (!da || !dc) return;
+    if (!da || !dc) {
+        free(da);
+        free(dc);
+        return;
+    }
     for (int i = 0; i < ROWS * NA; i++) da[i] = (float)i;
     for (int i = 0; i < ROWS * NC; i++) dc[i] = -(float)i - 1;
     a = T_F32(2, DIMS(ROWS, NA), da);
