@@ -212,6 +212,25 @@ static int64_t concat_chunks(size_t bytes) {
     return (int64_t)((bytes + CONCAT_CHUNK_BYTES - 1) / CONCAT_CHUNK_BYTES);
 }
 
+/* Copy chunk t of the concat of in[] along axis into y, whose rows (outer of them, row bytes
+ * each) hold each input's part (dims[axis] x inner bytes) in order. */
+static void concat_chunk(ir_tensor *const *in, const ir_tensor *y, int axis, int64_t outer,
+                         size_t inner, size_t row, int64_t t) {
+    size_t off = 0; /* the input's place in an output row */
+    int i = 0;
+    while (t >= outer * concat_chunks((size_t)in[i]->dims[axis] * inner)) {
+        t -= outer * concat_chunks((size_t)in[i]->dims[axis] * inner);
+        off += (size_t)in[i]->dims[axis] * inner;
+        i++;
+    }
+    size_t part = (size_t)in[i]->dims[axis] * inner;
+    int64_t chunks = concat_chunks(part), o = t / chunks;
+    size_t at = (size_t)(t % chunks) * CONCAT_CHUNK_BYTES;
+    size_t len = part - at < CONCAT_CHUNK_BYTES ? part - at : CONCAT_CHUNK_BYTES;
+    memcpy((char *)y->data + (size_t)o * row + off + at,
+           (const char *)in[i]->data + (size_t)o * part + at, len);
+}
+
 wpk_status op_concat_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
                          ir_tensor *const *out) {
     ir_tensor *y = out[0];
@@ -226,24 +245,14 @@ wpk_status op_concat_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *i
     /* Each input's part of an output row is one copy; a long copy is cut into chunks, so that
      * the team shares the copies even when there is one row (batch 1, channel axis). */
     int64_t total = 0;
-    for (int i = 0; i < n->nin; i++) total += outer * concat_chunks(in[i]->dims[axis] * inner);
-    bool par = op_parallel((int64_t)ir_nbytes(y), PAR_MIN_BYTES);
-#pragma omp parallel for schedule(static) if (par)
-    for (int64_t t = 0; t < total; t++) {
-        int64_t k = t;
-        size_t off = 0; /* the input's place in an output row */
-        int i = 0;
-        while (k >= outer * concat_chunks(in[i]->dims[axis] * inner)) {
-            k -= outer * concat_chunks(in[i]->dims[axis] * inner);
-            off += (size_t)in[i]->dims[axis] * inner;
-            i++;
-        }
-        size_t part = (size_t)in[i]->dims[axis] * inner;
-        int64_t chunks = concat_chunks(part), o = k / chunks;
-        size_t at = (size_t)(k % chunks) * CONCAT_CHUNK_BYTES;
-        size_t len = part - at < CONCAT_CHUNK_BYTES ? part - at : CONCAT_CHUNK_BYTES;
-        memcpy((char *)y->data + (size_t)o * row + off + at,
-               (const char *)in[i]->data + (size_t)o * part + at, len);
+    for (int i = 0; i < n->nin; i++)
+        total += outer * concat_chunks((size_t)in[i]->dims[axis] * inner);
+    /* no parallel region at all below the size: even an if(0) one allocates in libgomp */
+    if (op_parallel((int64_t)ir_nbytes(y), PAR_MIN_BYTES)) {
+#pragma omp parallel for schedule(static)
+        for (int64_t t = 0; t < total; t++) concat_chunk(in, y, axis, outer, inner, row, t);
+    } else {
+        for (int64_t t = 0; t < total; t++) concat_chunk(in, y, axis, outer, inner, row, t);
     }
     return WPK_OK;
 }
