@@ -217,18 +217,20 @@ static int64_t concat_chunks(size_t bytes) {
 static void concat_chunk(ir_tensor *const *in, const ir_tensor *y, int axis, int64_t outer,
                          size_t inner, size_t row, int64_t t) {
     size_t off = 0; /* the input's place in an output row */
-    int i = 0;
-    while (t >= outer * concat_chunks((size_t)in[i]->dims[axis] * inner)) {
-        t -= outer * concat_chunks((size_t)in[i]->dims[axis] * inner);
-        off += (size_t)in[i]->dims[axis] * inner;
-        i++;
+    for (int i = 0;; i++) {
+        size_t part = (size_t)in[i]->dims[axis] * inner;
+        int64_t chunks = concat_chunks(part);
+        if (t < outer * chunks) {
+            int64_t o = t / chunks;
+            size_t at = (size_t)(t % chunks) * CONCAT_CHUNK_BYTES;
+            size_t len = part - at < CONCAT_CHUNK_BYTES ? part - at : CONCAT_CHUNK_BYTES;
+            memcpy((char *)y->data + (size_t)o * row + off + at,
+                   (const char *)in[i]->data + (size_t)o * part + at, len);
+            return;
+        }
+        t -= outer * chunks;
+        off += part;
     }
-    size_t part = (size_t)in[i]->dims[axis] * inner;
-    int64_t chunks = concat_chunks(part), o = t / chunks;
-    size_t at = (size_t)(t % chunks) * CONCAT_CHUNK_BYTES;
-    size_t len = part - at < CONCAT_CHUNK_BYTES ? part - at : CONCAT_CHUNK_BYTES;
-    memcpy((char *)y->data + (size_t)o * row + off + at,
-           (const char *)in[i]->data + (size_t)o * part + at, len);
 }
 
 wpk_status op_concat_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
