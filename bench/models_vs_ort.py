@@ -4,7 +4,7 @@ Runtime and PyTorch, in one run, at each batch and thread count: median latencie
 ratios and geometric means, with provenance, as a markdown table.
     models_vs_ort.py [--models resnet18,resnet50,mobilenet_v2,squeezenet1_1] [--batches 1,8]
                      [--threads 1,2] [--tune-time 120] [--tune-batches 1] [--skip-tune]
-                     [--iters 20] [--warmup 3]
+                     [--iters 10] [--rounds 5] [--warmup 3]
                      [--out bench/results/models_vs_ort.md] [--wpk build/wpk] [--dir DIR]
 
 Per model (random weights, exported once by PyTorch with a symbolic batch dim "N" into --dir,
@@ -16,14 +16,17 @@ the cache also kept by tests/torchvision):
      batch `wpk compile --batch B` into a plan for that batch, whose nodes without records of
      their own take the best of their batch-1 records ("tuned-b1") (while `wpk compile` does not
      exist: `wpk bench MODEL --db DB`);
-  2. per batch and thread count: `wpk bench --json` (--warmup runs, then --iters timed runs,
-     median; its random inputs and outputs saved), ONNX Runtime on the same inputs (every graph
-     optimization, intra_op_num_threads = threads, inter_op 1, sequential execution; the same
-     warm-up and iterations; its outputs must match wpk's within rel L2 <= 1e-4), and PyTorch
-     eager (torch.set_num_threads, inference mode, the same warm-up and iterations) in a worker
-     under a Python that has torch (--torch-python, default /usr/bin/python3).
-Ratios are other/wpk of medians measured in the same run (> 1: wpk is faster). The machine's
-load average is recorded before and after: on a shared machine the figures are noisy.
+  2. per batch and thread count, --rounds rounds in which wpk and ONNX Runtime take turns:
+     `wpk bench --json` (--warmup runs, then --iters timed runs; its random inputs and outputs
+     saved), then --iters runs of one ONNX Runtime session on the same inputs (every graph
+     optimization, intra_op_num_threads = threads, inter_op 1, sequential execution; warmed up
+     once; its outputs must match wpk's within rel L2 <= 1e-4); and PyTorch eager
+     (torch.set_num_threads, inference mode, --rounds x --iters runs, not interleaved) in a
+     worker under a Python that has torch (--torch-python, default /usr/bin/python3).
+Ratios are other/wpk of the medians over all timed runs (> 1: wpk is faster). Taking turns
+matters on a shared machine, whose cores' speed drifts by tens of percent within a minute: run
+one after the other, each runtime meets a different drift. The load average is recorded before
+and after.
 Exit status: 0 when every run worked and every output matched, 1 otherwise.
 """
 import argparse
@@ -246,7 +249,8 @@ class Bench:
                 cmd += ["--db", self.db]
         return json.loads(run(cmd, f"wpk bench {name} batch {batch} threads {threads}"))
 
-    def bench_ort(self, model, inputs, threads):
+    def ort_session(self, model, inputs, threads):
+        """An ONNX Runtime session on model, warmed up on inputs."""
         import onnxruntime as ort
         opts = ort.SessionOptions()
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -256,9 +260,13 @@ class Bench:
         if self.args.wait == "passive":
             opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         sess = ort.InferenceSession(str(model), opts, providers=["CPUExecutionProvider"])
-        outputs = None
         for _ in range(self.args.warmup):
-            outputs = sess.run(None, inputs)
+            sess.run(None, inputs)
+        return sess
+
+    def bench_ort(self, sess, inputs):
+        """--iters timed runs: (outputs by name, latencies in ms)."""
+        outputs = None
         samples = []
         for _ in range(self.args.iters):
             start = time.perf_counter()
@@ -270,7 +278,8 @@ class Bench:
     def bench_torch(self, name, configs):
         spec = ",".join(f"{b}x{t}" for b, t in configs)
         out = run([self.args.torch_python, __file__, "--torch-worker", "time", "--model", name,
-                   "--configs", spec, "--warmup", self.args.warmup, "--iters", self.args.iters],
+                   "--configs", spec, "--warmup", self.args.warmup,
+                   "--iters", self.args.iters * self.args.rounds],
                   f"PyTorch {name}")
         return json.loads(out)
 
@@ -284,19 +293,34 @@ class Bench:
             target = self.compile(name, path, batch)
             for threads in self.args.threads:
                 row = {"model": name, "batch": batch, "threads": threads}
-                with tempfile.TemporaryDirectory(prefix="wpk-bench.") as tmp:
-                    save = Path(tmp)
-                    rep = self.bench_wpk(name, target, batch, threads, save)
-                    self.provenance = self.provenance or rep.get("provenance")
-                    row["wpk"] = rep["latency_ms"]["median"]
-                    row["wpk_min"] = rep["latency_ms"]["min"]
-                    row["wpk_samples"] = rep.get("samples_ms", [])
-                    row["sources"] = rep.get("sources", {})
-                    inputs = {i["name"]: np.load(save / i["file"]) for i in rep["inputs"]}
-                    wpk_out = {o["name"]: np.load(save / o["file"]) for o in rep["outputs"]}
-                ort_out, ort_samples = self.bench_ort(path, inputs, threads)
+                # wpk and ONNX Runtime take turns, --rounds times: on a shared machine the
+                # speed of the cores drifts by tens of percent within a minute, and both must
+                # be timed through the same drift for their ratio to mean anything
+                wpk_samples, ort_samples, rounds = [], [], []
+                sess = inputs = wpk_out = ort_out = None
+                for _ in range(self.args.rounds):
+                    with tempfile.TemporaryDirectory(prefix="wpk-bench.") as tmp:
+                        save = Path(tmp)
+                        rep = self.bench_wpk(name, target, batch, threads, save)
+                        if inputs is None:
+                            self.provenance = self.provenance or rep.get("provenance")
+                            row["sources"] = rep.get("sources", {})
+                            inputs = {i["name"]: np.load(save / i["file"]) for i in rep["inputs"]}
+                            wpk_out = {o["name"]: np.load(save / o["file"]) for o in rep["outputs"]}
+                    w = rep.get("samples_ms") or [rep["latency_ms"]["median"]]
+                    if sess is None:
+                        sess = self.ort_session(path, inputs, threads)
+                    out, o = self.bench_ort(sess, inputs)
+                    ort_out = ort_out or out
+                    wpk_samples += w
+                    ort_samples += o
+                    rounds.append(statistics.median(o) / statistics.median(w))
+                del sess
+                row["wpk"] = statistics.median(wpk_samples)
+                row["wpk_min"] = min(wpk_samples)
                 row["ort"] = statistics.median(ort_samples)
                 row["ort_min"] = min(ort_samples)
+                row["rounds"] = rounds
                 samples = torch_ms[f"{batch},{threads}"]
                 row["torch"] = statistics.median(samples)
                 row["torch_min"] = min(samples)
@@ -338,27 +362,34 @@ class Bench:
                   f"inter_op 1, sequential; PyTorch: eager, torch.set_num_threads(threads), "
                   f"interop threads 1, inference mode",
                   f"- idle threads: {a.wait} in all three (" + WAIT_NOTES[a.wait] + ")",
-                  f"- each: {a.warmup} warm-up runs, then {a.iters} timed runs; the table gives medians "
-                  f"(wall time); ratios are other / wpk (> 1: wpk is faster)", "",
+                  f"- wpk and ONNX Runtime take turns: {a.rounds} rounds of {a.iters} timed runs "
+                  f"each (wpk: a `wpk bench` per round, {a.warmup} warm-up runs in each; ONNX "
+                  f"Runtime: one session, {a.warmup} warm-up runs first), so both are timed through "
+                  f"the same drift of this shared machine's speed; PyTorch: {a.warmup} warm-up "
+                  f"runs, then {a.rounds * a.iters} timed runs, not interleaved; the table gives "
+                  f"medians over all timed runs (wall time); ratios are other / wpk (> 1: wpk is "
+                  f"faster); the last column spreads the per-round ORT/wpk ratios", "",
                   "## Latency", "",
-                  "| model | batch | threads | wpk ms | ORT ms | PyTorch ms | ORT/wpk | PyTorch/wpk | rel L2 vs ORT |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                  "| model | batch | threads | wpk ms | ORT ms | PyTorch ms | ORT/wpk | PyTorch/wpk | rel L2 vs ORT | ORT/wpk per round (min-max) |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         r_ort, r_torch = [], []
         for r in self.rows:
             ro, rt = r["ort"] / r["wpk"], r["torch"] / r["wpk"]
             r_ort.append(ro)
             r_torch.append(rt)
+            spread = f"{min(r['rounds']):.2f}-{max(r['rounds']):.2f}"
             lines.append(f"| {r['model']} | {r['batch']} | {r['threads']} | {r['wpk']:.2f} | "
-                         f"{r['ort']:.2f} | {r['torch']:.2f} | {ro:.2f} | {rt:.2f} | {r['err']:.1e} |")
+                         f"{r['ort']:.2f} | {r['torch']:.2f} | {ro:.2f} | {rt:.2f} | {r['err']:.1e} | "
+                         f"{spread} |")
         if self.rows:
             g = lambda v: math.exp(sum(map(math.log, v)) / len(v))  # noqa: E731
-            lines.append(f"| **geomean** | | | | | | **{g(r_ort):.2f}** | **{g(r_torch):.2f}** | |")
+            lines.append(f"| **geomean** | | | | | | **{g(r_ort):.2f}** | **{g(r_torch):.2f}** | | |")
             counts = sorted({r["threads"] for r in self.rows})
             for t in counts if len(counts) > 1 else []:
                 o = [x for x, r in zip(r_ort, self.rows) if r["threads"] == t]
                 p = [x for x, r in zip(r_torch, self.rows) if r["threads"] == t]
                 lines.append(f"| **geomean, {t} thread{'s' if t > 1 else ''}** | | | | | | "
-                             f"**{g(o):.2f}** | **{g(p):.2f}** | |")
+                             f"**{g(o):.2f}** | **{g(p):.2f}** | | |")
             # issue 6's bar: at 2 threads, ahead of ONNX Runtime in every row, geomean >= 1.2
             bar = [x for x, r in zip(r_ort, self.rows) if r["threads"] == 2]
             if bar:
@@ -401,7 +432,10 @@ def main():
     ap.add_argument("--tune-batches", type=int_list, default=[1],
                     help="the batches tuned; the others take their batch-1 records (default: 1)")
     ap.add_argument("--skip-tune", action="store_true", help="use the records database as it is")
-    ap.add_argument("--iters", type=int, default=20, help="timed runs of each (default: %(default)s)")
+    ap.add_argument("--iters", type=int, default=10,
+                    help="timed runs of each per round (default: %(default)s)")
+    ap.add_argument("--rounds", type=int, default=5,
+                    help="rounds in which wpk and ONNX Runtime take turns (default: %(default)s)")
     ap.add_argument("--warmup", type=int, default=3, help="warm-up runs of each (default: %(default)s)")
     # 3: the blocked NCHW16c layout, as ONNX Runtime's NCHWc transformer; measured against -O2
     # (no records, batch 8, 1 thread): MobileNetV2 112 against 202 ms, SqueezeNet 50 against 61
@@ -421,8 +455,8 @@ def main():
     unknown = [m for m in args.models if m not in MODELS]
     if unknown:
         ap.error("unknown model(s): " + ", ".join(unknown) + f" (known: {', '.join(MODELS)})")
-    if args.iters < 1 or args.warmup < 0 or args.tune_time <= 0:
-        ap.error("--iters must be >= 1, --warmup >= 0, --tune-time > 0")
+    if args.iters < 1 or args.rounds < 1 or args.warmup < 0 or args.tune_time <= 0:
+        ap.error("--iters and --rounds must be >= 1, --warmup >= 0, --tune-time > 0")
     if not os.access(args.wpk, os.X_OK):
         ap.error(f"no wpk binary at {args.wpk} (build it, or pass --wpk)")
     if shutil.which(args.torch_python) is None and not os.access(args.torch_python, os.X_OK):
