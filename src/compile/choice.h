@@ -1,7 +1,8 @@
 /* choice.h -- which implementation each node of a specialized graph runs: among the node's
  * candidates (tune_templates_for: DSL templates, alternatives, vendor libraries), the one whose
  * tuning records hold the smallest median ("tuned"), else the one whose records of the same node
- * at batch 1 do ("tuned-b1"), else the primary template's default config ("default"), else its reference kernel ("reference"); a provider named by the user narrows the
+ * at batch 1 do ("tuned-b1"; a template whose buffers grow with the batch then runs image by
+ * image, as measured), else the primary template's default config ("default"), else its reference kernel ("reference"); a provider named by the user narrows the
  * candidates ("forced"). Nodes whose choice is the same workload at the same config share one
  * kernel. Internal to src/compile. */
 #ifndef WPK_COMPILE_CHOICE_H
@@ -30,6 +31,8 @@ typedef struct cpu_choice {
     char config[256];   /* the config text; "" for the template's default */
     cpu_source source;
     double median;      /* seconds, of the record chosen (0 when not tuned) */
+    int64_t images;     /* > 1: tuned-b1 on a template with batch_buffers: its kernel runs
+                           once per image of this many (cpu_kernel_build_per_image) */
     int count;          /* nodes sharing this choice */
     int64_t flops;      /* of all of them */
 } cpu_choice;

@@ -223,8 +223,12 @@ static wpk_status build_kernels(wpk_context *ctx, cpu_program *p, cpu_choices *c
         cpu_choice *c = &ch->choices[i];
         if (c->count <= 0 || c->task.tmpl->lib) continue;
         for (;;) {
-            wpk_status bs = cpu_kernel_build(ctx, &c->task, i, c->config[0] ? c->config : NULL,
-                                             bo, &p->kernels[i]);
+            const char *config = c->config[0] ? c->config : NULL;
+            wpk_status bs = c->images > 1 ? cpu_kernel_build_per_image(ctx, &c->task, i, config,
+                                                                       c->images, bo,
+                                                                       &p->kernels[i])
+                                          : cpu_kernel_build(ctx, &c->task, i, config, bo,
+                                                             &p->kernels[i]);
             if (bs == WPK_OK) break;
             if (bs == WPK_ERR_NOMEM) return bs;
             const ir_node *n = c->task.node;
@@ -316,8 +320,9 @@ wpk_status cpu_program_create(wpk_context *ctx, const ir_graph *g, const ir_tens
         st = cpu_program_kernel_step(ctx, p, g, vals, mem, aligned, k, ci, NULL);
         if (st) break;
         p->steps[k].source = c->source;
-        char impl[sizeof c->config + 80];
-        snprintf(impl, sizeof impl, "%s %s", c->task.tmpl->name, p->kernels[ci].config);
+        char impl[sizeof c->config + 120], per[48] = "";
+        if (c->images > 1) snprintf(per, sizeof per, " (x%lld images)", (long long)c->images);
+        snprintf(impl, sizeof impl, "%s %s%s", c->task.tmpl->name, p->kernels[ci].config, per);
         if (!(p->steps[k].impl = arena_strdup(&p->mem, impl)))
             st = wpk_error(ctx, WPK_ERR_NOMEM, "out of memory");
         p->stats.kernel_nodes++;

@@ -154,18 +154,80 @@ wpk_status cpu_kernel_lower(te_ctx *c, const tune_task *task, const char *config
     return st;
 }
 
-wpk_status cpu_kernel_build(wpk_context *ctx, const tune_task *task, int index, const char *config,
-                            const cpu_build_options *opt, cpu_kernel *k) {
+/* task at one image: the leading dim of every tensor computed at run time whose leading dim
+ * is `images` set to 1, into *one; the bytes of one image of each kernel argument (inputs
+ * present, in order, then outputs; 0: the whole tensor every time) into image_bytes. Returns
+ * the inputs present (where the outputs' entries start). */
+static int at_one_image(const tune_task *task, int64_t images, tune_task *one,
+                        int64_t image_bytes[CPU_MAX_KERNEL_ARGS]) {
+    ir_tensor in[TUNE_MAX_ARGS], out[TUNE_MAX_ARGS];
+    ir_tensor *pin[TUNE_MAX_ARGS] = {0}, *pout[TUNE_MAX_ARGS] = {0};
+    int a = 0, nin_present = 0;
+    for (int i = 0; i < task->nin + task->nout; i++) {
+        const ir_tensor *t = i < task->nin ? &task->in[i] : &task->out[i - task->nin];
+        ir_tensor *dst = i < task->nin ? &in[i] : &out[i - task->nin];
+        if (t->dtype == WPK_DTYPE_UNDEFINED) continue; /* an omitted optional input */
+        *dst = *t;
+        if (!t->data && t->ndim >= 1 && t->dims[0] == images) dst->dims[0] = 1;
+        if (a < CPU_MAX_KERNEL_ARGS)
+            image_bytes[a++] = dst->dims[0] != t->dims[0] ? (int64_t)ir_nbytes(dst) : 0;
+        if (i < task->nin) pin[i] = dst, nin_present++;
+        else pout[i - task->nin] = dst;
+    }
+    tune_task_init(one, task->tmpl, task->node, pin, pout);
+    return nin_present;
+}
+
+/* The kernel's function k->name for all images: the one-image kernel `inner` once per image,
+ * each per-image argument advanced by one image's bytes (inputs first, then outputs: the
+ * order of at_one_image's image_bytes, which skips no kernel argument before the outputs
+ * because a template drops only trailing inputs). */
+static void add_image_loop(cpu_kernel *k, const char *inner, int64_t images,
+                           const int64_t *image_bytes, int nin_present) {
+    const int nargs = k->ninputs + k->noutputs + k->nscratch;
+    strbuf *b = &k->source;
+    sb_printf(b, "\n/* %lld images, one at a time: the kernel was chosen at batch 1, where its "
+              "buffers fit the cache */\n"
+              "void %s(void *const *args);\nvoid %s(void *const *args) {\n"
+              "    void *a[%d];\n    for (int i = 0; i < %d; i++) a[i] = args[i];\n"
+              "    for (int64_t n = 0; n < %lld; n++) {\n",
+              (long long)images, k->name, k->name, nargs, nargs, (long long)images);
+    for (int i = 0; i < k->ninputs + k->noutputs; i++) {
+        /* the outputs' entries follow all present inputs' in image_bytes */
+        int64_t bytes = image_bytes[i < k->ninputs ? i : nin_present + (i - k->ninputs)];
+        if (bytes)
+            sb_printf(b, "        a[%d] = (char *)args[%d] + n * %lldLL;\n", i, i,
+                      (long long)bytes);
+    }
+    sb_printf(b, "        %s(a);\n    }\n}\n", inner);
+    k->nfuncs++;
+}
+
+static wpk_status kernel_build(wpk_context *ctx, const tune_task *task, int index,
+                               const char *config, int64_t images, const cpu_build_options *opt,
+                               cpu_kernel *k) {
     memset(k, 0, sizeof *k);
     cpu_build_options def = {cg_c_default_options(), false};
     if (!opt) opt = &def;
     const bool dump = opt->dump;
     k->tmpl = task->tmpl;
     snprintf(k->name, sizeof k->name, "k%d", index);
+    /* per image: the function the template builds is the one-image kernel */
+    char fname[sizeof k->name + 8];
+    snprintf(fname, sizeof fname, "%s%s", k->name, images > 1 ? "_image" : "");
+    int64_t image_bytes[CPU_MAX_KERNEL_ARGS] = {0};
+    int nin_present = 0;
+    tune_task *one = NULL;
+    if (images > 1) {
+        one = wpk_malloc(sizeof *one);
+        if (!one) return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory building a kernel");
+        nin_present = at_one_image(task, images, one, image_bytes);
+        task = one;
+    }
     te_ctx c;
     te_ctx_init(&c, ctx);
     built *bt = wpk_calloc(1, sizeof *bt);
-    wpk_status st = bt ? build_lower(&c, task, k->name, config, bt)
+    wpk_status st = bt ? build_lower(&c, task, fname, config, bt)
                        : wpk_error(ctx, WPK_ERR_NOMEM, "out of memory building a kernel");
     if (st == WPK_OK) {
         strbuf cs = {0};
@@ -176,6 +238,7 @@ wpk_status cpu_kernel_build(wpk_context *ctx, const tune_task *task, int index, 
         k->ninputs = bt->b.ninputs;
         k->noutputs = bt->b.nargs - bt->b.ninputs;
         if (st == WPK_OK) st = add_func(&c, k, bt->f, true, &opt->cg);
+        if (st == WPK_OK && images > 1) add_image_loop(k, fname, images, image_bytes, nin_present);
         if (st == WPK_OK && dump) log_loops(ctx, task, k->config, bt->f);
     }
     for (int i = 0; st == WPK_OK && i < TUNE_MAX_ARGS; i++) {
@@ -188,9 +251,21 @@ wpk_status cpu_kernel_build(wpk_context *ctx, const tune_task *task, int index, 
     }
     if (st == WPK_OK && k->source.oom) st = wpk_error(ctx, WPK_ERR_NOMEM, "out of memory");
     wpk_free(bt);
+    wpk_free(one);
     te_ctx_free(&c);
     if (st) cpu_kernel_free(k);
     return st;
+}
+
+wpk_status cpu_kernel_build(wpk_context *ctx, const tune_task *task, int index, const char *config,
+                            const cpu_build_options *opt, cpu_kernel *k) {
+    return kernel_build(ctx, task, index, config, 0, opt, k);
+}
+
+wpk_status cpu_kernel_build_per_image(wpk_context *ctx, const tune_task *task, int index,
+                                      const char *config, int64_t images,
+                                      const cpu_build_options *opt, cpu_kernel *k) {
+    return kernel_build(ctx, task, index, config, images, opt, k);
 }
 
 void cpu_kernel_free(cpu_kernel *k) {

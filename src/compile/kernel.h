@@ -39,6 +39,14 @@ typedef struct cpu_build_options {
  * the knob) or a schedule that does not lower, WPK_ERR_NOMEM; the message is left on ctx. */
 wpk_status cpu_kernel_build(wpk_context *ctx, const tune_task *task, int index, const char *config,
                             const cpu_build_options *opt, cpu_kernel *k);
+/* The same for a kernel that runs image by image: built for the task at batch 1 (the leading
+ * dim of every tensor computed at run time whose leading dim is `images` set to 1), and
+ * called once per image by the function k->name, each such argument advanced by one image.
+ * For kernels chosen from batch-1 records whose buffers grow with the batch (see
+ * tune_template.batch_buffers): they run as they were measured. */
+wpk_status cpu_kernel_build_per_image(wpk_context *ctx, const tune_task *task, int index,
+                                      const char *config, int64_t images,
+                                      const cpu_build_options *opt, cpu_kernel *k);
 void cpu_kernel_free(cpu_kernel *k);
 
 /* The text of `wpk lower`: the task, the config, the tensor expressions (te_print_graph), the

@@ -55,6 +55,11 @@ typedef struct tune_template {
      * lib->create with the config's "algo" knob value as the index of the library's config.
      * NULL for the DSL templates. */
     const struct lib_provider *lib;
+    /* Its kernels keep buffers that grow with the batch (Winograd's transformed input and
+     * output): at batch 8 they leave the cache they fitted at batch 1. A plan whose node takes
+     * this template's config from batch-1 records runs the kernel image by image, as it was
+     * measured (cpu_kernel_build_per_image). */
+    bool batch_buffers;
 } tune_template;
 
 /* The template for node n (first in the registry that supports it), or NULL: that node runs on

@@ -1,7 +1,8 @@
 /* test_choice.c -- per-node implementation choice from tuning records, and the per-node profile:
  * a temporary records database with hand-written records; the faster candidate (another
  * template, or another config of the same one) wins and the profile says "tuned"; no records
- * gives "default"; at batch 3 with records of batch 1 only, those ("tuned-b1"); forced providers; a record whose config no longer fits is skipped with a
+ * gives "default"; at batch 3 with records of batch 1 only, those ("tuned-b1"; Winograd's kernel then runs image
+ * by image); forced providers; a record whose config no longer fits is skipped with a
  * warning naming the node and the config; outputs equal the reference backend's. Kernels are
  * compiled into a temporary cache (WPK_CACHE_DIR), so the user's records are never read. */
 #include <math.h>
@@ -212,6 +213,20 @@ int main(void) {
         CHECK(run(ctx, &sp, impl, sizeof impl, source, provider, y, NY) == WPK_OK);
         CHECK(!strcmp(source, "tuned") && strstr(impl, c.task[1].tmpl->name) == impl);
         CHECK(close_to(y, ref, NY));
+        /* at batch 3 from those batch-1 records, a template whose buffers grow with the batch
+           (Winograd's) runs image by image, as it was measured */
+        enum { B = 3 };
+        float ref3[B * NY], y3[B * NY];
+        wpk_session_params rp = wpk_session_default_params();
+        rp.profile = 1;
+        batch = B;
+        CHECK(run(ctx, &rp, impl, sizeof impl, source, provider, ref3, NY) == WPK_OK);
+        CHECK(run(ctx, &sp, impl, sizeof impl, source, provider, y3, NY) == WPK_OK);
+        CHECK(!strcmp(source, "tuned-b1") && strstr(impl, c.task[1].tmpl->name) == impl);
+        CHECK(c.task[1].tmpl->batch_buffers == (strstr(impl, "(x3 images)") != NULL));
+        CHECK(close_to(y3, ref3, B * NY));
+        printf("batch 3: %s\n", impl);
+        batch = 1;
         /* forcing "generated" keeps library candidates out */
         sp.provider = "generated";
         CHECK(run(ctx, &sp, impl, sizeof impl, source, provider, y, NY) == WPK_OK);

@@ -7,7 +7,8 @@
  * (cpu_kernel_build: the weight transform as a pack kernel, scratch arguments), all compiled
  * together (cpu_units_compile), the weights transformed once, run, and compared with the
  * node's reference kernel (op_conv_nchwc_ref, op_fused_conv_ref, op_conv_ref): relative L2
- * error <= 1e-4 (the measured worst is printed). Also: random legal configs on small convs,
+ * error <= 1e-4 (the measured worst is printed); the batch-2 cases also built for one image
+ * and run image by image (cpu_kernel_build_per_image). Also: random legal configs on small convs,
  * that the registry never makes it a node's first template but lists it among the node's
  * implementations, that supports() refuses stride 2, 1x1, dilation 2, groups > 1 and weights
  * known only at run time, the messages of configs and shapes it must refuse, and a kernel build
@@ -197,16 +198,36 @@ static double worst[5]; /* by m */
 
 static const tune_template *winograd(void) { return tune_template_find("conv2d_winograd"); }
 
-static void add_kernel(wpk_context *ctx, problem *p, const char *name, const char *config) {
+/* images > 1: built for one image and run once per image (cpu_kernel_build_per_image, what a
+ * plan does with a config from batch-1 records), on the whole batch's tensors. */
+static void add_kernel_images(wpk_context *ctx, problem *p, const char *name, const char *config,
+                              int64_t images) {
     CHECK(nkernels < MAX_KERNELS);
     if (nkernels == MAX_KERNELS) return;
     built *b = &kernels[nkernels];
     tune_task task;
-    tune_task_init(&task, winograd(), p->node, p->in, p->out);
-    wpk_status st = cpu_kernel_build(ctx, &task, nkernels, config, NULL, &b->k);
+    wpk_status st;
+    if (images > 1) {
+        /* as a plan sees them: the tensors computed at run time have no data yet */
+        ir_tensor t[5], *in[4] = {0}, *out[1];
+        for (int i = 0; i < 4; i++)
+            if (p->in[i]) {
+                t[i] = *p->in[i];
+                if (i == 0 || i == 3) t[i].data = NULL;
+                in[i] = &t[i];
+            }
+        t[4] = *p->out[0];
+        t[4].data = NULL;
+        out[0] = &t[4];
+        tune_task_init(&task, winograd(), p->node, in, out);
+        st = cpu_kernel_build_per_image(ctx, &task, nkernels, config, images, NULL, &b->k);
+    } else {
+        tune_task_init(&task, winograd(), p->node, p->in, p->out);
+        st = cpu_kernel_build(ctx, &task, nkernels, config, NULL, &b->k);
+    }
     char cfg[sizeof b->k.config];
     snprintf(cfg, sizeof cfg, "%s", st ? config : b->k.config);
-    snprintf(b->what, sizeof b->what, "%s [%s]", name, cfg);
+    snprintf(b->what, sizeof b->what, "%s [%s]%s", name, cfg, images > 1 ? " per image" : "");
     if (st) fprintf(stderr, "%s: build: %s\n", b->what, wpk_context_error(ctx));
     CHECK(st == WPK_OK);
     if (st) return;
@@ -214,6 +235,10 @@ static void add_kernel(wpk_context *ctx, problem *p, const char *name, const cha
     b->m = m ? atoi(m + 2) : 0;
     b->p = p;
     nkernels++;
+}
+
+static void add_kernel(wpk_context *ctx, problem *p, const char *name, const char *config) {
+    add_kernel_images(ctx, p, name, config, 1);
 }
 
 static void run_kernels(wpk_context *ctx) {
@@ -295,6 +320,11 @@ static void test_cases(wpk_context *ctx, uint64_t *rng) {
         add_kernel(ctx, &probs[i], CASES[i].name, "m=4,parallel=2");
         add_kernel(ctx, &probs[i], CASES[i].name, "m=2,parallel=3");
         add_kernel(ctx, &probs[i], CASES[i].name, "m=4,parallel=4");
+        /* a batch image by image: each image's input, residual and output one image further */
+        if (CASES[i].n > 1) {
+            add_kernel_images(ctx, &probs[i], CASES[i].name, "m=4", CASES[i].n);
+            add_kernel_images(ctx, &probs[i], CASES[i].name, "m=2,parallel=3", CASES[i].n);
+        }
         if (probs[i].ny > 40000) continue;
         tune_task task;
         tune_task_init(&task, winograd(), probs[i].node, probs[i].in, probs[i].out);

@@ -350,4 +350,5 @@ const tune_template tune_conv2d_winograd = {
     .space = space,
     .default_config = default_config,
     .build = build,
+    .batch_buffers = true,
 };
