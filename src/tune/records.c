@@ -22,7 +22,8 @@
 /* 0x57504b52, "WPKR", in the SQLite header's application_id field: how a file says it is ours. */
 #define RECORDS_APP_ID 1464879954
 #define RECORDS_FORMAT "wpk tuning records"
-#define RECORDS_SCHEMA 1
+/* 1: records; 2: + finals (a file of version 1 is upgraded when it is opened) */
+#define RECORDS_SCHEMA 2
 #define STR_(x) #x
 #define STR(x) STR_(x)
 /* Tuner processes sharing a file wait this long for one another's commits (each takes ms; an
@@ -35,7 +36,7 @@ struct tune_db {
     wpk_context *ctx; /* borrowed */
     sqlite3 *sql;
     char *path;
-    sqlite3_stmt *add, *has, *count, *best, *dup;
+    sqlite3_stmt *add, *has, *count, *best, *dup, *final_add, *final_round, *final_best;
     bool in_each;
 };
 
@@ -70,6 +71,14 @@ static const char *const schema_sql =
     " median REAL NOT NULL, toolchain TEXT NOT NULL, time INTEGER NOT NULL);"
     "CREATE INDEX records_key ON records(target, workload, config);"
     "PRAGMA application_id = " STR(RECORDS_APP_ID) ";";
+
+/* The tuner's final re-measurements, each round one workload's best few configs timed alone,
+ * back to back (what `wpk compile` trusts over a trial's luck); version 2. */
+static const char *const finals_sql =
+    "CREATE TABLE finals(id INTEGER PRIMARY KEY, target TEXT NOT NULL, workload TEXT NOT NULL,"
+    " template TEXT NOT NULL, config TEXT NOT NULL, samples TEXT NOT NULL, median REAL NOT NULL,"
+    " round INTEGER NOT NULL, time INTEGER NOT NULL);"
+    "CREATE INDEX finals_key ON finals(target, workload, round);";
 
 #define RECORD_COLUMNS "target, workload, template, config, status, samples, median, toolchain, time"
 
@@ -349,9 +358,11 @@ static int query_int(sqlite3 *s, const char *sql, long long *out) {
 
 /* Whether the open database s is ours: *empty when it holds nothing yet (a new file, or one a
  * creator was killed in before committing the schema). Anything else is refused. */
-static wpk_status check_ours(wpk_context *ctx, sqlite3 *s, const char *path, bool *empty) {
+static wpk_status check_ours(wpk_context *ctx, sqlite3 *s, const char *path, bool *empty,
+                             long long *version_out) {
     long long objects = 0, app = 0;
     *empty = false;
+    *version_out = RECORDS_SCHEMA;
     int rc = query_int(s, "SELECT count(*) FROM sqlite_master", &objects);
     if ((rc & 0xff) == SQLITE_NOTADB)
         return wpk_error(ctx, WPK_ERR_PARSE, "records '%s': not a SQLite database, so not a wpk "
@@ -379,8 +390,9 @@ static wpk_status check_ours(wpk_context *ctx, sqlite3 *s, const char *path, boo
         return wpk_error(ctx, WPK_ERR_UNSUPPORTED, "records '%s': schema version %lld is newer "
                          "than this wpk understands (%d); use a newer wpk or another --db", path,
                          version, RECORDS_SCHEMA);
-    if (version != RECORDS_SCHEMA)
+    if (version != RECORDS_SCHEMA && version != 1)
         return wpk_error(ctx, WPK_ERR_PARSE, "records '%s': unknown schema version %lld", path, version);
+    *version_out = version;
     return WPK_OK;
 }
 
@@ -442,9 +454,10 @@ static wpk_status probe(wpk_context *ctx, const char *path) {
         ret = sql_fail(ctx, s, path, rc, "cannot open");
     } else {
         bool empty;
+        long long version;
         sqlite3_extended_result_codes(s, 1);
         sqlite3_busy_timeout(s, BUSY_TIMEOUT_MS);
-        ret = check_ours(ctx, s, path, &empty);
+        ret = check_ours(ctx, s, path, &empty, &version);
     }
     sqlite3_close(s);
     return ret;
@@ -462,10 +475,19 @@ static wpk_status setup(tune_db *db) {
     int rc = exec(db, "BEGIN IMMEDIATE");
     if (rc != SQLITE_OK) return db_fail(db, rc, "cannot lock for setup");
     bool empty;
-    wpk_status st = check_ours(db->ctx, db->sql, db->path, &empty);
+    long long version;
+    wpk_status st = check_ours(db->ctx, db->sql, db->path, &empty, &version);
     if (st == WPK_OK && empty) {
         rc = exec(db, schema_sql);
+        if (rc == SQLITE_OK) rc = exec(db, finals_sql);
         if (rc != SQLITE_OK) st = db_fail(db, rc, "creating the schema");
+    } else if (st == WPK_OK && version == 1) {
+        /* version 1 had no finals: add the table, in the same transaction as the new version */
+        rc = exec(db, finals_sql);
+        if (rc == SQLITE_OK)
+            rc = exec(db, "UPDATE wpk_meta SET value = '" STR(RECORDS_SCHEMA) "' "
+                          "WHERE key = 'schema_version'");
+        if (rc != SQLITE_OK) st = db_fail(db, rc, "upgrading the schema to version 2");
     }
     if (st == WPK_OK) {
         rc = exec(db, "COMMIT");
@@ -500,6 +522,14 @@ static wpk_status setup(tune_db *db) {
         {&db->dup, "SELECT 1 FROM records WHERE target = ?1 AND workload = ?2 AND template = ?3 AND "
                    "config = ?4 AND status = ?5 AND samples = ?6 AND median = ?7 AND toolchain = ?8 "
                    "AND time = ?9 LIMIT 1"},
+        {&db->final_add, "INSERT INTO finals(target, workload, template, config, samples, median, "
+                         "round, time) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"},
+        {&db->final_round, "SELECT coalesce(max(round), 0) FROM finals WHERE target = ?1 AND "
+                           "workload = ?2"},
+        /* the fastest of the latest round */
+        {&db->final_best, "SELECT config, median FROM finals WHERE target = ?1 AND workload = ?2 "
+                          "AND round = (SELECT max(round) FROM finals WHERE target = ?1 AND "
+                          "workload = ?2) ORDER BY median, id LIMIT 1"},
     };
     for (size_t i = 0; i < sizeof stmts / sizeof *stmts; i++) {
         rc = sqlite3_prepare_v3(db->sql, stmts[i].sql, -1, SQLITE_PREPARE_PERSISTENT, stmts[i].q, NULL);
@@ -545,7 +575,8 @@ wpk_status tune_db_open(wpk_context *ctx, const char *path, tune_db **out) {
 
 void tune_db_close(tune_db *db) {
     if (!db) return;
-    sqlite3_stmt *stmts[] = {db->add, db->has, db->count, db->best, db->dup};
+    sqlite3_stmt *stmts[] = {db->add,       db->has,         db->count,     db->best,
+                             db->dup,       db->final_add,   db->final_round, db->final_best};
     for (size_t i = 0; i < sizeof stmts / sizeof *stmts; i++) sqlite3_finalize(stmts[i]);
     sqlite3_close(db->sql);
     wpk_free(db->path);
@@ -650,6 +681,90 @@ wpk_status tune_db_each(tune_db *db, const char *target, const char *workload,
     if (!target || !fn)
         return wpk_error(db->ctx, WPK_ERR_INVALID_ARG, "tune_db_each: no target or callback");
     return walk(db, target, workload, fn, user);
+}
+
+/* ---- final re-measurements ---- */
+
+wpk_status tune_db_add_finals(tune_db *db, const tune_record *r, int n) {
+    if (db->in_each)
+        return wpk_error(db->ctx, WPK_ERR_INVALID_ARG, "records '%s': tune_db_add_finals from "
+                         "inside tune_db_each", db->path);
+    for (int i = 0; i < n; i++) {
+        wpk_status st = check_record(db->ctx, &r[i]);
+        if (st != WPK_OK) return st;
+        if (r[i].status != TUNE_OK || strcmp(r[i].target, r[0].target) ||
+            strcmp(r[i].workload, r[0].workload))
+            return wpk_error(db->ctx, WPK_ERR_INVALID_ARG, "records '%s': a round of finals "
+                             "holds successful measurements of one workload", db->path);
+    }
+    if (n <= 0) return WPK_OK;
+    /* one transaction: a round is stored whole or not at all */
+    int rc = exec(db, "BEGIN IMMEDIATE");
+    if (rc != SQLITE_OK) return db_fail(db, rc, "storing final measurements");
+    rc = bind_key(db->final_round, r[0].target, r[0].workload, NULL);
+    if (rc == SQLITE_OK) rc = sqlite3_step(db->final_round);
+    const int64_t round = rc == SQLITE_ROW ? sqlite3_column_int64(db->final_round, 0) + 1 : 0;
+    done_with(db->final_round);
+    rc = rc == SQLITE_ROW ? SQLITE_OK : rc;
+    strbuf b = {0};
+    for (int i = 0; rc == SQLITE_OK && i < n; i++) {
+        sb_free(&b);
+        locale_t old = enter_c_locale();
+        put_samples(&b, r[i].samples, r[i].nsamples);
+        leave_c_locale(old);
+        if (b.oom) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+        sqlite3_stmt *q = db->final_add;
+        rc = sqlite3_bind_text(q, 1, r[i].target, -1, SQLITE_STATIC);
+        if (rc == SQLITE_OK) rc = sqlite3_bind_text(q, 2, r[i].workload, -1, SQLITE_STATIC);
+        if (rc == SQLITE_OK) rc = sqlite3_bind_text(q, 3, r[i].template_name, -1, SQLITE_STATIC);
+        if (rc == SQLITE_OK) rc = sqlite3_bind_text(q, 4, r[i].config, -1, SQLITE_STATIC);
+        if (rc == SQLITE_OK) rc = sqlite3_bind_text(q, 5, b.s ? b.s : "[]", -1, SQLITE_STATIC);
+        if (rc == SQLITE_OK) rc = sqlite3_bind_double(q, 6, r[i].median);
+        if (rc == SQLITE_OK) rc = sqlite3_bind_int64(q, 7, round);
+        if (rc == SQLITE_OK) rc = sqlite3_bind_int64(q, 8, r[i].time);
+        if (rc == SQLITE_OK) rc = step_done(q);
+        else done_with(q);
+    }
+    sb_free(&b);
+    if (rc == SQLITE_OK) rc = exec(db, "COMMIT");
+    if (rc != SQLITE_OK) {
+        rollback(db);
+        return db_fail(db, rc, "storing final measurements");
+    }
+    return WPK_OK;
+}
+
+int tune_db_final_best(tune_db *db, const char *target, const char *workload, char *config,
+                       size_t size, double *median) {
+    if (!target || !workload || !config) {
+        wpk_error(db->ctx, WPK_ERR_INVALID_ARG, "tune_db_final_best: no target, workload or "
+                  "config buffer");
+        return -1;
+    }
+    int rc = bind_key(db->final_best, target, workload, NULL);
+    if (rc == SQLITE_OK) rc = sqlite3_step(db->final_best);
+    int found = 0;
+    if (rc == SQLITE_ROW) {
+        const char *text = col_text(db->final_best, 0);
+        size_t len = strlen(text);
+        if (len >= size) {
+            wpk_error(db->ctx, WPK_ERR_INVALID_ARG, "records: the final config of workload '%s' "
+                      "needs %zu bytes, %zu given", workload, len + 1, size);
+            found = -1;
+        } else {
+            memcpy(config, text, len + 1);
+            if (median) *median = sqlite3_column_double(db->final_best, 1);
+            found = 1;
+        }
+    } else if (rc != SQLITE_DONE) {
+        db_fail(db, rc, "finding the final best");
+        found = -1;
+    }
+    done_with(db->final_best);
+    return found;
 }
 
 /* ---- JSON lines ---- */

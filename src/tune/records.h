@@ -44,6 +44,17 @@ wpk_status tune_db_best(tune_db *db, const char *target, const char *workload, c
  * insertion order; fn returns false to stop. Strings in r are valid during the call only. */
 wpk_status tune_db_each(tune_db *db, const char *target, const char *workload,
                         bool (*fn)(void *user, const tune_record *r), void *user);
+/* The tuner's final re-measurements of one workload (the default and its best few configs,
+ * timed alone, back to back: DOPpler's check of the trials before they are trusted): the n
+ * records r, all successful and of one target and workload, stored as the workload's next
+ * round in one transaction (all or none). They are kept apart from the records: they are not
+ * trials (tune_db_count, tune_db_has and the exports do not see them). */
+wpk_status tune_db_add_finals(tune_db *db, const tune_record *r, int n);
+/* The fastest config of the latest round of finals of (target, workload) into config (size
+ * bytes) and its median there (median may be NULL): 1; 0 when there are none; -1 on an error
+ * (the message on the db's context). */
+int tune_db_final_best(tune_db *db, const char *target, const char *workload, char *config,
+                       size_t size, double *median);
 /* JSON lines, one record per line, every field: export all records; import skips records already
  * present (same target, workload, config, time and samples), so importing twice adds nothing. */
 wpk_status tune_db_export(tune_db *db, const char *path);

@@ -532,8 +532,10 @@ static void on_final(void *user, int i, const tune_config *cfg, const tune_measu
 }
 
 /* The default and the best few distinct configs (by recorded median), re-measured alone, back
- * to back: the summary's ratio comes from one run. Nothing is stored (a record is one
- * measurement of one trial; these check the trials). */
+ * to back: the summary's ratio comes from one run, and the round is stored as the workload's
+ * finals, which `wpk compile` trusts over the trials' medians (the lowest of hundreds of noisy
+ * medians is low by luck as much as by speed). They are not records: a record is one
+ * measurement of one trial; these check the trials. */
 static wpk_status finish(job *J, tstate *t) {
     if (t->sum->measured == 0 || !t->meas || !t->have_best) return WPK_OK;
     top_list *T = wpk_calloc(1, sizeof *T);
@@ -559,6 +561,21 @@ static wpk_status finish(job *J, tstate *t) {
             snprintf(texts[n++], 512, "%s", T->v[i].text);
         }
         st = tune_measure_batch(t->meas, cfgs, n, TUNE_MEASURE_ALONE, on_final, r);
+    }
+    if (st == WPK_OK && !J->db_status) {
+        tune_record *fin = wpk_calloc((size_t)n, sizeof *fin);
+        int nf = 0;
+        for (int i = 0; fin && i < n; i++)
+            if (r[i].status == TUNE_OK)
+                fin[nf++] = (tune_record){
+                    .target = tune_target_fingerprint(), .workload = t->mt->task.key,
+                    .template_name = t->mt->task.tmpl->name, .config = texts[i],
+                    .status = TUNE_OK, .samples = r[i].samples, .nsamples = r[i].nsamples,
+                    .median = r[i].median, .toolchain = J->toolchain,
+                    .time = (int64_t)time(NULL)};
+        st = fin ? tune_db_add_finals(J->db, fin, nf)
+                 : wpk_error(J->ctx, WPK_ERR_NOMEM, "out of memory storing the finals");
+        wpk_free(fin);
     }
     if (st == WPK_OK && r[0].status == TUNE_OK) {
         int bi = 0; /* the default may be the best there is */

@@ -104,9 +104,14 @@ def main():
         con = sqlite3.connect(db)
         per = dict(con.execute("SELECT workload, COUNT(*) FROM records GROUP BY workload"))
         total = con.execute("SELECT COUNT(*) FROM records").fetchone()[0]
+        # each task that measured ends with a round of finals: its default and best few
+        # re-timed alone
+        finals = con.execute("SELECT workload, config, round FROM finals").fetchall()
         con.close()
         check(len(per) == 5 and all(c >= 1 for c in per.values()),
               f"--time: every task gets trials: {per}")
+        check({w for w, _, _ in finals} == set(per) and all(r == 1 for _, _, r in finals),
+              f"one round of finals per task: {finals}")
         # the budget, plus the final re-measurement and one batch in flight at the deadline
         check(took < 25 + 45, f"--time 25s took {took:.0f}s")
         print(out)

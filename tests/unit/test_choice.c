@@ -1,7 +1,8 @@
 /* test_choice.c -- per-node implementation choice from tuning records, and the per-node profile:
  * a temporary records database with hand-written records; the faster candidate (another
  * template, or another config of the same one) wins and the profile says "tuned"; no records
- * gives "default"; at batch 3 with records of batch 1 only, those ("tuned-b1"; Winograd's kernel then runs image
+ * gives "default"; the tuner's finals outrank the trials' medians;
+ * at batch 3 with records of batch 1 only, those ("tuned-b1"; Winograd's kernel then runs image
  * by image); forced providers; a record whose config no longer fits is skipped with a
  * warning naming the node and the config; outputs equal the reference backend's. Kernels are
  * compiled into a temporary cache (WPK_CACHE_DIR), so the user's records are never read. */
@@ -89,6 +90,16 @@ static void add(tune_db *db, const tune_task *t, const char *config, double medi
     tune_record r = {tune_target_fingerprint(), t->key, t->tmpl->name, config, TUNE_OK, samples,
                      3, median, "test", 1700000000};
     CHECK(tune_db_add(db, &r) == WPK_OK);
+}
+
+/* A round of the tuner's finals of t: config a at median ma, b at mb. */
+static void final_round(tune_db *db, const tune_task *t, const char *a, double ma, const char *b,
+                        double mb) {
+    double sa[1] = {ma}, sb[1] = {mb};
+    const char *fp = tune_target_fingerprint(), *name = t->tmpl->name;
+    tune_record r[2] = {{fp, t->key, name, a, TUNE_OK, sa, 1, ma, "test", 1700000001},
+                        {fp, t->key, name, b, TUNE_OK, sb, 1, mb, "test", 1700000001}};
+    CHECK(tune_db_add_finals(db, r, 2) == WPK_OK);
 }
 
 /* Run the model with these params; profile of its node and the output. */
@@ -191,6 +202,16 @@ int main(void) {
     CHECK(run(ctx, &sp, impl, sizeof impl, source, provider, y, NY) == WPK_OK);
     CHECK(!strcmp(source, "tuned") && strstr(impl, c.other[0]));
     sp.records = db_path;
+    /* the tuner's finals (the best configs re-timed alone) outrank the trials' medians: the
+       other config's 1 ms trial was luck */
+    final_round(db, &c.task[0], c.def[0], 1.1e-3, c.other[0], 1.4e-3);
+    CHECK(run(ctx, &sp, impl, sizeof impl, source, provider, y, NY) == WPK_OK);
+    CHECK(!strcmp(source, "tuned") && strstr(impl, c.def[0]) && !strstr(impl, c.other[0]));
+    CHECK(close_to(y, ref, NY));
+    /* the latest round decides */
+    final_round(db, &c.task[0], c.def[0], 1.3e-3, c.other[0], 1.2e-3);
+    CHECK(run(ctx, &sp, impl, sizeof impl, source, provider, y, NY) == WPK_OK);
+    CHECK(!strcmp(source, "tuned") && strstr(impl, c.other[0]));
 
     /* at batch 3, which has no records, those of batch 1 choose (a model tuned at batch 1 and run
        at another keeps its tuned kernels) */

@@ -1,5 +1,6 @@
 /* test_records.c -- the tuning records database: round trips through add/count/has/best/each,
- * the default path, refusing files that are not ours (and leaving them byte for byte as they
+ * the tuner's finals (rounds, the latest deciding, kept apart from the trials, a version-1
+ * file upgraded), the default path, refusing files that are not ours (and leaving them byte for byte as they
  * were), JSON-lines export/import, and failing allocations. Kills are in test_records_kill.c. */
 #include <errno.h>
 #include <math.h>
@@ -406,8 +407,8 @@ static void test_refuse(void) {
     tune_record r = make("w", "k=1", TUNE_OK, 1e-5);
     CHECK(db && tune_db_add(db, &r) == WPK_OK);
     tune_db_close(db);
-    raw_sql(in_dir("newer.db"), "UPDATE wpk_meta SET value = '2' WHERE key = 'schema_version';");
-    expect_refused(in_dir("newer.db"), WPK_ERR_UNSUPPORTED, "schema version 2 is newer");
+    raw_sql(in_dir("newer.db"), "UPDATE wpk_meta SET value = '3' WHERE key = 'schema_version';");
+    expect_refused(in_dir("newer.db"), WPK_ERR_UNSUPPORTED, "schema version 3 is newer");
     CHECK(tune_db_open(ctx, in_dir("noversion.db"), &db) == WPK_OK);
     tune_db_close(db);
     raw_sql(in_dir("noversion.db"), "DROP TABLE wpk_meta;");
@@ -421,6 +422,72 @@ static void test_refuse(void) {
     CHECK(tune_db_open(ctx, in_dir("empty.db"), &db) == WPK_OK);
     CHECK(db && tune_db_add(db, &r) == WPK_OK && tune_db_count(db, TARGET, "w") == 1);
     tune_db_close(db);
+    wpk_context_free(ctx);
+}
+
+/* ---- the tuner's final re-measurements ---- */
+
+static int64_t meta_version(const char *path) {
+    sqlite3 *s = NULL;
+    sqlite3_stmt *q = NULL;
+    int64_t v = -1;
+    if (sqlite3_open(path, &s) == SQLITE_OK &&
+        sqlite3_prepare_v2(s, "SELECT CAST(value AS INTEGER) FROM wpk_meta WHERE key = "
+                           "'schema_version'", -1, &q, NULL) == SQLITE_OK &&
+        sqlite3_step(q) == SQLITE_ROW)
+        v = sqlite3_column_int64(q, 0);
+    sqlite3_finalize(q);
+    sqlite3_close(s);
+    return v;
+}
+
+static void test_finals(void) {
+    wpk_context *ctx = wpk_context_create();
+    tune_db *db = NULL;
+    CHECK(tune_db_open(ctx, in_dir("finals.db"), &db) == WPK_OK);
+    if (!db) return;
+    char config[64];
+    double median = 0;
+    CHECK(tune_db_final_best(db, TARGET, "w", config, sizeof config, &median) == 0);
+    tune_record a = make("w", "k=1", TUNE_OK, 1e-3), b = make("w", "k=2", TUNE_OK, 2e-3);
+    CHECK(tune_db_add(db, &a) == WPK_OK && tune_db_add(db, &b) == WPK_OK);
+    /* round 1: k=2 re-measured faster than k=1, whose trial was lucky */
+    tune_record r1[2] = {make("w", "k=1", TUNE_OK, 3e-3), make("w", "k=2", TUNE_OK, 2.5e-3)};
+    CHECK(tune_db_add_finals(db, r1, 2) == WPK_OK);
+    CHECK(tune_db_final_best(db, TARGET, "w", config, sizeof config, &median) == 1);
+    CHECK(!strcmp(config, "k=2") && median == 2.5e-3);
+    /* finals are not trials: the records and their counts do not change */
+    CHECK(tune_db_count(db, TARGET, "w") == 2 && !tune_db_has(db, TARGET, "w", "k=3"));
+    /* the latest round decides */
+    tune_record r2[3] = {make("w", "k=1", TUNE_OK, 2e-3), make("w", "k=2", TUNE_OK, 2.2e-3),
+                         make("w", "k=3", TUNE_OK, 2.1e-3)};
+    CHECK(tune_db_add_finals(db, r2, 3) == WPK_OK);
+    CHECK(tune_db_final_best(db, TARGET, "w", config, sizeof config, &median) == 1);
+    CHECK(!strcmp(config, "k=1") && median == 2e-3);
+    CHECK(tune_db_final_best(db, TARGET, "other", config, sizeof config, NULL) == 0);
+    CHECK(tune_db_final_best(db, TARGET, "w", config, 2, NULL) == -1);
+    /* a failed measurement, or another workload, in a round: refused whole */
+    tune_record bad[2] = {make("w", "k=4", TUNE_OK, 1e-4), make("w", "k=5", TUNE_CRASH, 0)};
+    CHECK_ERR(ctx, tune_db_add_finals(db, bad, 2), WPK_ERR_INVALID_ARG, "one workload");
+    bad[1] = make("v", "k=5", TUNE_OK, 1e-4);
+    CHECK_ERR(ctx, tune_db_add_finals(db, bad, 2), WPK_ERR_INVALID_ARG, "one workload");
+    CHECK(tune_db_final_best(db, TARGET, "w", config, sizeof config, NULL) == 1);
+    CHECK(!strcmp(config, "k=1"));
+    tune_db_close(db);
+
+    /* a version-1 file (no finals table) is upgraded when opened, its records kept */
+    raw_sql(in_dir("finals.db"), "DROP TABLE finals; UPDATE wpk_meta SET value = '1' WHERE key = "
+                                 "'schema_version';");
+    CHECK(meta_version(in_dir("finals.db")) == 1);
+    CHECK(tune_db_open(ctx, in_dir("finals.db"), &db) == WPK_OK);
+    if (db) {
+        CHECK(meta_version(in_dir("finals.db")) == 2);
+        CHECK(tune_db_count(db, TARGET, "w") == 2);
+        CHECK(tune_db_final_best(db, TARGET, "w", config, sizeof config, NULL) == 0);
+        CHECK(tune_db_add_finals(db, r1, 2) == WPK_OK);
+        CHECK(tune_db_final_best(db, TARGET, "w", config, sizeof config, NULL) == 1);
+        tune_db_close(db);
+    }
     wpk_context_free(ctx);
 }
 
@@ -696,6 +763,7 @@ int main(void) {
     test_nested_and_shared();
     test_default_path();
     test_refuse();
+    test_finals();
     test_export_import();
     test_import_bad();
     test_faults();
