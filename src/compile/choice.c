@@ -101,8 +101,8 @@ static bool best_record(wpk_context *ctx, const cpu_choose_options *o, const tun
     const char *target = o->target ? o->target : tune_target_fingerprint();
     wpk_context *rctx = wpk_context_create();
     /* The config the tuner's finals chose (timed alone, back to back) over the fastest trial:
-       among hundreds of trials the fastest median is low by luck as much as by speed (ResNet-18's
-       3x3 stride-2 conv: a trial at 131 GFLOP/s chosen over the default's 166). */
+       among hundreds of trials on a shared machine, whose speed drifts by tens of percent, the
+       lowest median is low by luck as much as by speed. */
     if (tune_db_final_best(o->db, target, task->key, b->final, sizeof b->final, NULL) != 1)
         b->final[0] = 0;
     /* a database that cannot be read leaves the node at its default: never a failed run */
@@ -158,14 +158,16 @@ static bool fastest_record(wpk_context *ctx, const cpu_choose_options *o, const 
     return have;
 }
 
-/* The node's tensors at batch 1, into in1/out1 (pointers into store): the leading dim of every
- * non-constant input and output that has the batch of the first non-constant input. False
- * when that batch is not above 1 (nothing to look up). */
+/* The batch of node n: the leading dim of its first non-constant input (0: none). */
 static int64_t batch_of(const ir_node *n, ir_tensor *const *in) {
     for (int i = 0; i < n->nin; i++)
         if (in[i] && !in[i]->data && in[i]->ndim >= 1) return in[i]->dims[0];
     return 0;
 }
+
+/* The node's tensors at batch 1, into in1/out1 (pointers into store): the leading dim of every
+ * non-constant input and output that has the batch of the first non-constant input. False
+ * when that batch is not above 1 (nothing to look up). */
 
 static bool at_batch_one(const ir_node *n, ir_tensor *const *in, ir_tensor *const *out,
                          ir_tensor *store, ir_tensor **in1, ir_tensor **out1) {

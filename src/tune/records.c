@@ -575,8 +575,8 @@ wpk_status tune_db_open(wpk_context *ctx, const char *path, tune_db **out) {
 
 void tune_db_close(tune_db *db) {
     if (!db) return;
-    sqlite3_stmt *stmts[] = {db->add,       db->has,         db->count,     db->best,
-                             db->dup,       db->final_add,   db->final_round, db->final_best};
+    sqlite3_stmt *stmts[] = {db->add, db->has,       db->count,       db->best,
+                             db->dup, db->final_add, db->final_round, db->final_best};
     for (size_t i = 0; i < sizeof stmts / sizeof *stmts; i++) sqlite3_finalize(stmts[i]);
     sqlite3_close(db->sql);
     wpk_free(db->path);
