@@ -179,8 +179,7 @@ static bool at_batch_one(const ir_node *n, ir_tensor *const *in, ir_tensor *cons
         ir_tensor **dst = i < n->nin ? &in1[i] : &out1[i - n->nin];
         *dst = NULL;
         if (!t) continue;
-        store[k] = *t;
-        if (!t->data && t->ndim >= 1 && t->dims[0] == batch) store[k].dims[0] = 1;
+        store[k] = cpu_tensor_at_one_image(t, batch);
         *dst = &store[k++];
     }
     return true;

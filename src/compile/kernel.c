@@ -154,6 +154,12 @@ wpk_status cpu_kernel_lower(te_ctx *c, const tune_task *task, const char *config
     return st;
 }
 
+ir_tensor cpu_tensor_at_one_image(const ir_tensor *t, int64_t images) {
+    ir_tensor one = *t;
+    if (!t->data && t->ndim >= 1 && t->dims[0] == images) one.dims[0] = 1;
+    return one;
+}
+
 /* task at one image: the leading dim of every tensor computed at run time whose leading dim
  * is `images` set to 1, into *one; the bytes of one image of each kernel argument (inputs
  * present, in order, then outputs; 0: the whole tensor every time) into image_bytes. Returns
@@ -167,8 +173,7 @@ static int at_one_image(const tune_task *task, int64_t images, tune_task *one,
         const ir_tensor *t = i < task->nin ? &task->in[i] : &task->out[i - task->nin];
         ir_tensor *dst = i < task->nin ? &in[i] : &out[i - task->nin];
         if (t->dtype == WPK_DTYPE_UNDEFINED) continue; /* an omitted optional input */
-        *dst = *t;
-        if (!t->data && t->ndim >= 1 && t->dims[0] == images) dst->dims[0] = 1;
+        *dst = cpu_tensor_at_one_image(t, images);
         if (a < CPU_MAX_KERNEL_ARGS)
             image_bytes[a++] = dst->dims[0] != t->dims[0] ? (int64_t)ir_nbytes(dst) : 0;
         if (i < task->nin) pin[i] = dst, nin_present++;

@@ -39,6 +39,9 @@ typedef struct cpu_build_options {
  * the knob) or a schedule that does not lower, WPK_ERR_NOMEM; the message is left on ctx. */
 wpk_status cpu_kernel_build(wpk_context *ctx, const tune_task *task, int index, const char *config,
                             const cpu_build_options *opt, cpu_kernel *k);
+/* t at one image: its leading dim set to 1 when t is computed at run time (no data) and that
+ * dim is `images`; otherwise t as it is. What batch-1 records and per-image kernels see. */
+ir_tensor cpu_tensor_at_one_image(const ir_tensor *t, int64_t images);
 /* The same for a kernel that runs image by image: built for the task at batch 1 (the leading
  * dim of every tensor computed at run time whose leading dim is `images` set to 1), and
  * called once per image by the function k->name, each such argument advanced by one image.
