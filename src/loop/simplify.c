@@ -512,9 +512,26 @@ static const te_expr *compare(const simp *S, const te_expr *e) {
     return te_binary(c, e->kind, a, b);
 }
 
+/* A float zero, scalar or broadcast. */
+static bool is_float_zero(const te_expr *e) {
+    if (e->kind == TE_BROADCAST) e = e->a;
+    return e->kind == TE_FLOAT && e->f == 0.0;
+}
+
+/* zero * y or y * zero */
+static bool is_product_with_zero(const te_expr *e) {
+    return e->kind == TE_MUL && (is_float_zero(e->a) || is_float_zero(e->b));
+}
+
 static const te_expr *float_arith(const simp *S, const te_expr *e) {
     const te_expr *a = sx(S, e->a), *b = sx(S, e->b);
     if (!a || !b) return NULL;
+    /* A sum drops a term multiplied by zero: where loop partitioning decided that a conv's
+     * tap reads the zero padding, `acc + 0 * w` keeps acc, as oneDNN's kernels skip padded
+     * taps. Exact for every finite w (and acc never becomes -0 when the sum starts at +0);
+     * an infinite or NaN weight meeting the padding leaves no NaN. */
+    if (e->kind == TE_ADD && is_product_with_zero(b)) return a;
+    if (e->kind == TE_ADD && is_product_with_zero(a)) return b;
     if (a->type.lanes > 1) return vec_binary(S, e->kind, a, b);
     /* x + 0 is x except that -0 + 0 is +0: a sign of zero, and none at all for sums started
      * from +0 (they never become -0), which is where padding leaves `+ 0.0f` */

@@ -199,7 +199,8 @@ bool tune_proc_start(tune_measurer *m, tune_proc *p, double timeout_s,
         signal(SIGPIPE, SIG_DFL);
         limit_memory(m->params.mem_cap_bytes);
         body(m, arg, fds[1]);
-        close(fds[1]);
+        /* _exit closes the pipe: the parent's end of file then means the child is gone, not
+           paused (SIGSTOP) on its way out with the parent waiting for it */
         _exit(0);
     }
     setpgid(pid, pid); /* as the child does: whichever runs first, the group exists */
@@ -294,6 +295,13 @@ void tune_proc_kill(tune_proc *p) {
 void tune_proc_reap(tune_proc *p) {
     close(p->fd);
     p->fd = -1;
+    /* a child paused after its pipe closed (its own body closed it) has nothing left to do
+       but exit: waiting for it stopped would wait for ever */
+    if (p->stopped) {
+        kill(-p->pid, SIGCONT);
+        p->paused_s += tune_now() - p->stopped_at;
+        p->stopped = false;
+    }
     int status = 0;
     struct rusage ru;
     memset(&ru, 0, sizeof ru);

@@ -208,6 +208,15 @@ static void test_simplify(void) {
     CHECK_SIMP(te_add(&C, a, te_float(&C, 0.0)), NULL, want);
     snprintf(want, sizeof want, "0.0f*A[x_%d]", x->id);
     CHECK_SIMP(te_mul(&C, te_float(&C, 0.0), a), NULL, want); /* 0 * inf is NaN: kept */
+    /* ... but a sum drops a term times zero (a conv tap on the padding), scalar or vector */
+    snprintf(want, sizeof want, "A[x_%d]", x->id);
+    CHECK_SIMP(te_add(&C, a, te_mul(&C, te_float(&C, 0.0), a)), NULL, want);
+    CHECK_SIMP(te_add(&C, te_mul(&C, a, te_float(&C, 0.0)), a), NULL, want);
+    const te_expr *va = loop_load(&C, A, te_ramp(&C, I(0), I(1), 4));
+    CHECK_SIMP(te_add(&C, va, te_mul(&C, te_broadcast(&C, te_float(&C, 0.0), 4), va)), NULL,
+               "A[ramp(0, 1, 4)]");
+    snprintf(want, sizeof want, "A[x_%d] - 0.0f*A[x_%d]", x->id, x->id);
+    CHECK_SIMP(te_sub(&C, a, te_mul(&C, te_float(&C, 0.0), a)), NULL, want);
     snprintf(want, sizeof want, "select(x_%d < 5, A[x_%d], 0.0f)", x->id, x->id);
     CHECK_SIMP(te_select(&C, te_cmp(&C, TE_LT, V(x), I(5)), a, te_float(&C, 0)), &env, want);
     CHECK_SIMP(te_select(&C, te_cmp(&C, TE_LT, V(x), I(50)), te_float(&C, 2), a), &env, "2.0f");
@@ -257,6 +266,13 @@ static void test_simplify_stmts(void) {
     /* a store of what the element already holds (padding: acc = acc + 0) vanishes */
     loop_buffer *F = loop_buffer_new(&C, "F", TE_F32, 1, (int64_t[]){8}, LOOP_SCOPE_ARG);
     s = for_(i, 4, LOOP_SERIAL, loop_store(&C, F, V(i), te_add(&C, loop_load(&C, F, V(i)), te_float(&C, 0))));
+    txt = text_stmt(loop_simplify(&C, s));
+    CHECK_TEXT(txt, "");
+    wpk_free(txt);
+    /* and so does acc = acc + 0 * w, a tap on the padding */
+    s = for_(i, 4, LOOP_SERIAL,
+             loop_store(&C, F, V(i), te_add(&C, loop_load(&C, F, V(i)),
+                                            te_mul(&C, te_float(&C, 0), loop_load(&C, F, I(7))))));
     txt = text_stmt(loop_simplify(&C, s));
     CHECK_TEXT(txt, "");
     wpk_free(txt);

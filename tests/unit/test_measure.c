@@ -7,19 +7,24 @@
  * which still measure OK; every candidate is heard exactly once, with two build workers and
  * with one; TUNE_MEASURE_ALONE; build deadlines in CPU time (a waiting build is not cut
  * short, a computing one is, and so is one waiting past the wall-time cap); with two build
- * workers the candidate expected to build longest starts first; the automatic parallelism policy's bookkeeping; median and
+ * workers the candidate expected to build longest starts first; the automatic parallelism
+ * policy's bookkeeping; a child paused after closing its pipe is still reaped; median and
  * spread; must-fail creation. Kernels go to a fresh cache directory. */
+#define _DEFAULT_SOURCE /* usleep */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "check.h"
 #include "kernel_source.h"
 #include "ir/graph.h"
 #include "tune/measure.h"
+#include "tune/measure_impl.h"
 
 /* ---- the task: FusedConv 1x16x10x10 -> 16, 3x3, pad 1, bias, ReLU ---- */
 
@@ -472,6 +477,39 @@ static void test_auto(wpk_context *ctx) {
     fixture_free(&f);
 }
 
+/* A child that closes its pipe, then takes a while to exit. */
+static void close_then_linger(tune_measurer *m, void *arg, int fd) {
+    (void)m;
+    (void)arg;
+    close(fd);
+    usleep(200 * 1000);
+}
+
+/* A child paused (a build, while a measurement runs alone) after its pipe closed is reaped:
+ * the reap continues it instead of waiting for ever (the hang this once was). */
+static void test_reap_paused(wpk_context *ctx) {
+    fixture f;
+    fixture_init(&f);
+    tune_measurer *m = NULL;
+    CHECK(tune_measurer_create(ctx, &f.task, NULL, &m) == WPK_OK);
+    tune_proc p;
+    if (m && tune_proc_start(m, &p, 10, close_then_linger, NULL)) {
+        while (!tune_proc_read(&p)) usleep(1000);
+        CHECK(kill(-p.pid, SIGSTOP) == 0);
+        p.stopped = true;
+        p.stopped_at = tune_now();
+        alarm(20); /* a hang fails the test instead of holding the suite */
+        tune_proc_reap(&p);
+        alarm(0);
+        CHECK(WIFEXITED(p.status) && WEXITSTATUS(p.status) == 0);
+        CHECK(!p.stopped && p.pid == 0);
+    } else {
+        CHECK(!"tune_proc_start");
+    }
+    tune_measurer_free(m);
+    fixture_free(&f);
+}
+
 int main(void) {
     char dir[] = "/tmp/wpk_test_measure_XXXXXX";
     if (!getenv("WPK_CACHE_DIR")) {
@@ -481,6 +519,7 @@ int main(void) {
     wpk_context *ctx = wpk_context_create();
     test_helpers();
     test_must_fail(ctx);
+    test_reap_paused(ctx);
     test_batch(ctx, 2);
     test_batch(ctx, 1);
     test_auto(ctx);
