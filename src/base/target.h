@@ -1,4 +1,4 @@
-/* target.h -- what the machine we run on offers (read once): vector width, cores, cache. */
+/* target.h -- what the machine we run on offers (read once): vector width, cores. */
 #ifndef WPK_BASE_TARGET_H
 #define WPK_BASE_TARGET_H
 
@@ -12,9 +12,5 @@ int target_cores(void);
 /* The threads a session runs on when told 0: $OMP_NUM_THREADS (its first number) when set,
  * else target_cores(). */
 int target_default_threads(void);
-
-/* Bytes of the last-level cache (the highest level /sys lists for cpu0; on most machines the
- * L3 that all cores share), 0 when unknown; $WPK_LLC_BYTES overrides it (tests pin it). */
-long target_llc_bytes(void);
 
 #endif

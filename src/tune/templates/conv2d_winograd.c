@@ -19,7 +19,6 @@
  * ic_block) and write NCHW from the blocked GEMM result. */
 #include <string.h>
 
-#include "base/target.h"
 #include "te/algo/winograd.h"
 #include "tune/templates/common.h"
 #include "tune/templates/conv.h"
@@ -34,27 +33,11 @@ enum { ORDER_K_OUTER, ORDER_P_OUTER };
 enum { PAR_POSITIONS, PAR_POSITIONS_TILES, PAR_FUSED_ROWS, PAR_FUSED_CHANNELS,
        PAR_FUSED_BOTH };
 
-/* F(m x m, 3 x 3)'s working set -- the transformed weights, (m + 2)^2 positions of cout x cin
- * floats, with the layer's input and output -- must fit in half the last-level cache (the
- * other half for the layers around it and the machine's other processes): every run reads
- * all of the weights, and where they do not stay cached they stream from memory. Measured
- * alone, one kernel over and over, they stay; in a model, or timed in turn with other
- * kernels, they do not. (7x7 512->512 beside a 32 MB L3: F(4x4)'s 37.7 MB 0.75 ms alone,
- * 0.9-1.05 ms in turn; F(2x2)'s 16.8 MB 0.78 ms alone, 1.13 ms in turn; the direct conv's
- * 9.4 MB 0.84 ms either way.) */
-static bool weights_fit(const tune_conv *g, int64_t m) {
-    long llc = target_llc_bytes();
-    double floats = (double)(m + 2) * (double)(m + 2) * (double)g->cin * (double)g->cout +
-                    (double)(g->n * g->cin * g->h * g->w) + (double)(g->n * g->cout * g->oh * g->ow);
-    return llc <= 0 || floats * sizeof(float) <= 0.5 * (double)llc;
-}
-
 /* F(m x m, 3 x 3) computes 3x3 stride-1 dilation-1 convs of one group; the weight transform
  * is a pre-pack, so the weights must be known at compile time. */
 static bool takes(const tune_conv *g) {
     return g->kh == 3 && g->kw == 3 && g->p.stride[0] == 1 && g->p.stride[1] == 1 &&
-           g->p.dilation[0] == 1 && g->p.dilation[1] == 1 && g->p.groups == 1 && g->wconst &&
-           weights_fit(g, 2);
+           g->p.dilation[0] == 1 && g->p.dilation[1] == 1 && g->p.groups == 1 && g->wconst;
 }
 
 static bool supports(const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
@@ -88,8 +71,8 @@ static void space(const tune_task *t, tune_space *s) {
     tune_conv g;
     if (!tune_conv_read_task(t, &g)) return;
     const int64_t vec = tune_vector_floats();
-    static const int64_t flag[] = {0, 1};
-    tune_space_add(s, "m", weights_fit(&g, 4) ? 2 : 1, (const int64_t[]){2, 4});
+    static const int64_t ms[] = {2, 4}, flag[] = {0, 1};
+    tune_space_add(s, "m", 2, ms);
     if (g.op == IR_OP_CONV_NCHWC) {
         tune_space_add(s, "ic_block", 1, &g.bi);
         tune_space_add(s, "oc_block", 1, &g.bo);
