@@ -18,9 +18,10 @@
  * time and by CPU time per thread, their geometric means and minima.
  * Part "strategies": the slides' 1x1 64->64 56x56 conv (c3) and the 3x3 56x56 conv (c2) as
  * NCHW FusedConv nodes (the -O2 form, the larger space), each strategy from an empty database
- * for --compare-trials trials, --seeds times (seeds 7, 8, ...); the best found by any run is
- * the bar; per strategy and seed: the trials and the wall time until its best-so-far was within
- * 5% of the bar, and their means.
+ * for --compare-trials trials, --seeds times (seeds 7, 8, ...); each run's configs as speed-ups
+ * over its own measurement of the default config, the best any run found is the bar; per
+ * strategy and seed: the trials and the wall time until its best-so-far was within 5% of the
+ * bar, and their means.
  * Part "parallel": one fixed job on --parallel-conv (random search, fixed seed: the same
  * configs in the same order) tuned with one build worker and measurements alone, and with the
  * automatic parallelism, each from an empty kernel cache, in --parallel-rounds rounds that
