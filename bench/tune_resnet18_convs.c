@@ -446,10 +446,12 @@ static double speedup_best(const tune_task_summary *ts, int upto) {
     return d > 0 && b > 0 ? d / b : 0;
 }
 
-/* Proposals (1-based) until the run's best speed-up is within 5% of bar, or -1; its second. */
-static int proposals_to(const tune_task_summary *ts, double bar, double *at_s) {
+/* Proposals (1-based) until the run's best speed-up is within 5% of bar, or -1; its second,
+ * and the proposals the run made (*nprop). */
+static int proposals_to(const tune_task_summary *ts, double bar, double *at_s, int *nprop) {
     int np = 0;
     proposal_best(ts, 1 << 30, &np);
+    *nprop = np;
     for (int k = 1; k <= np; k++) {
         if (speedup_best(ts, k) * 1.05 >= bar) {
             for (int i = 0, n = 0; i < ts->ncurve; i++)
@@ -550,8 +552,7 @@ static void part_strategies(const opts *o, wpk_context *ctx) {
                 const tune_task_summary *ts = &sums[s][r].tasks[0];
                 double at = walls[s][r];
                 int np = 0;
-                proposal_best(ts, 1 << 30, &np);
-                int hit = proposals_to(ts, bar, &at);
+                int hit = proposals_to(ts, bar, &at, &np);
                 size_t l = strlen(per);
                 snprintf(per + l, sizeof per - l, "%s%s%d", r ? ", " : "", hit > 0 ? "" : ">",
                          hit > 0 ? hit : np);

@@ -291,17 +291,21 @@ void tune_proc_kill(tune_proc *p) {
     }
 }
 
+void tune_proc_resume(tune_proc *p) {
+    if (!p->stopped) return;
+    kill(-p->pid, SIGCONT);
+    p->deadline += tune_now() - p->stopped_at;
+    p->paused_s += tune_now() - p->stopped_at;
+    p->stopped = false;
+}
+
 /* Reap the child after end of file; p->status as waitpid's. */
 void tune_proc_reap(tune_proc *p) {
     close(p->fd);
     p->fd = -1;
     /* a child paused after its pipe closed (its own body closed it) has nothing left to do
        but exit: waiting for it stopped would wait for ever */
-    if (p->stopped) {
-        kill(-p->pid, SIGCONT);
-        p->paused_s += tune_now() - p->stopped_at;
-        p->stopped = false;
-    }
+    tune_proc_resume(p);
     int status = 0;
     struct rusage ru;
     memset(&ru, 0, sizeof ru);

@@ -136,6 +136,8 @@ bool tune_proc_expired(tune_proc *p, double now);
  * their children; -1 where that cannot be read. */
 double tune_group_cpu_s(pid_t pgid);
 void tune_proc_kill(tune_proc *p);
+/* Continue a child paused with SIGSTOP (p->stopped), its deadline moved by the pause. */
+void tune_proc_resume(tune_proc *p);
 void tune_proc_reap(tune_proc *p);
 void tune_proc_wait(tune_proc *p);
 /* Why a child ended without answering: our timeout, a signal, an exit status. */

@@ -190,11 +190,7 @@ static void stop_one(stream *S, tune_proc *p) {
 
 static void cont_one(stream *S, tune_proc *p) {
     (void)S;
-    if (!p->stopped) return;
-    kill(-p->pid, SIGCONT);
-    p->deadline += tune_now() - p->stopped_at;
-    p->paused_s += tune_now() - p->stopped_at;
-    p->stopped = false;
+    tune_proc_resume(p);
 }
 
 static void pause_builds(stream *S) {
