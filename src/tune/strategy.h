@@ -43,6 +43,11 @@ typedef struct tune_strategy_params {
      * Called often; must be cheap and pure (the same answer for the same config). */
     bool (*legal)(void *user, const tune_config *c);
     void *legal_user;
+    /* A config expected to be good, such as the template's default (has_start false: none).
+     * "ga" breeds half of its first generation from it (its mutants, one or two knobs away);
+     * "model", untrained, proposes such mutants for half of its first batch. */
+    tune_config start;
+    bool has_start;
 } tune_strategy_params;
 
 typedef struct tune_strategy tune_strategy;

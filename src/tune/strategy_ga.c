@@ -1,7 +1,7 @@
 /* strategy_ga.c -- genetic algorithm (Woodpecker-DL's search): a chromosome is the knob choice
  * vector; fitness is speed (1/seconds, a failure 0); roulette-wheel selection (power-scaled),
  * uniform crossover, per-gene mutation, elitism; the population is sized from the space and the
- * budget. It stops
+ * budget; the first generation is random, half of it mutants of params.start when given. It stops
  * (propose returns 0) when the best has not improved for STALL_GENERATIONS generations or when
  * breeding finds no unmeasured child (the population collapsed).
  *
@@ -177,10 +177,13 @@ static bool breed(tune_strategy *s, ga_state *g) {
     if (!next_population(s, g)) return false;
     g->nqueue = g->qhead = 0;
     if (!g->npop) {
-        /* nothing measured yet: the first generation is random */
+        /* nothing measured yet: the first generation is random, but for every other
+           individual a mutant of a start config when there is one (the template's default: its
+           neighbourhood is where the template's author expects the good configs) */
         tune_config c;
         for (int t = 0; g->nqueue < g->pop_size && t < 4 * g->pop_size; t++) {
-            if (!tune_strategy_random_fresh(s, &c)) break; /* exhausted */
+            bool near = g->nqueue % 2 == 0 && tune_strategy_near_start(s, &c);
+            if (!near && !tune_strategy_random_fresh(s, &c)) break; /* exhausted */
             if (!queued(s, g, &c)) g->queue[g->nqueue++] = c;
         }
         if (!g->nqueue) g->converged = true;
