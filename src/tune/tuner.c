@@ -302,6 +302,8 @@ static wpk_status task_setup(job *J, tstate *t) {
     memset(&sp, 0, sizeof sp);
     sp.seed = J->opt->seed ^ fnv(task->key);
     sp.budget = J->opt->trials > 0 ? J->opt->trials : 1000;
+    sp.start = t->def;
+    sp.has_start = true;
     if (featurizer_of(J, t)) {
         /* WPK_TUNE_FEATURES=knobs keeps the pruning but gives the model strategy the knob
            values instead of the loop features: for comparing the two */
@@ -525,17 +527,36 @@ static bool pick(void *user, const tune_record *r) {
     return true;
 }
 
+/* Rounds of the final re-measurement, each over all of its configs, every other one in
+ * reverse order: a slow spell of the machine (tens of percent here, for seconds at a time)
+ * then falls on all of them alike instead of deciding the ranking, as it did when each config
+ * was timed once, back to back (issue 5's parallel bench: a config 4.4% slower picked). */
+#define FINAL_ROUNDS 3
+
+typedef struct final_round {
+    tune_measurement *out;    /* per config, the rounds' samples pooled */
+    const int *perm;          /* this round's position -> config */
+} final_round;
+
 static void on_final(void *user, int i, const tune_config *cfg, const tune_measurement *r) {
     (void)cfg;
-    tune_measurement *out = user;
-    out[i] = *r;
+    final_round *F = user;
+    tune_measurement *o = &F->out[F->perm[i]];
+    if (o->status != TUNE_OK) return; /* failed in an earlier round: stays failed */
+    if (r->status != TUNE_OK || o->nsamples == 0) {
+        *o = *r;
+        return;
+    }
+    for (int k = 0; k < r->nsamples && o->nsamples < TUNE_MAX_SAMPLES; k++)
+        o->samples[o->nsamples++] = r->samples[k];
+    o->median = tune_median(o->samples, o->nsamples);
 }
 
-/* The default and the best few distinct configs (by recorded median), re-measured alone, back
- * to back: the summary's ratio comes from one run, and the round is stored as the workload's
- * finals, which `wpk compile` trusts over the trials' medians (the lowest of hundreds of noisy
- * medians is low by luck as much as by speed). They are not records: a record is one
- * measurement of one trial; these check the trials. */
+/* The default and the best few distinct configs (by recorded median), re-measured alone in
+ * FINAL_ROUNDS interleaved rounds: the summary's ratio comes from one run, and the result is
+ * stored as the workload's finals, which `wpk compile` trusts over the trials' medians (the
+ * lowest of hundreds of noisy medians is low by luck as much as by speed). They are not
+ * records: a record is one measurement of one trial; these check the trials. */
 static wpk_status finish(job *J, tstate *t) {
     if (t->sum->measured == 0 || !t->meas || !t->have_best) return WPK_OK;
     top_list *T = wpk_calloc(1, sizeof *T);
@@ -560,7 +581,16 @@ static wpk_status finish(job *J, tstate *t) {
             if (tune_config_parse(&quiet, &t->space, T->v[i].text, &cfgs[n]) != WPK_OK) continue;
             snprintf(texts[n++], 512, "%s", T->v[i].text);
         }
-        st = tune_measure_batch(t->meas, cfgs, n, TUNE_MEASURE_ALONE, on_final, r);
+        tune_config round_cfgs[TUNE_MAX_BATCH];
+        int perm[TUNE_MAX_BATCH];
+        final_round F = {r, perm};
+        for (int round = 0; st == WPK_OK && round < FINAL_ROUNDS; round++) {
+            for (int i = 0; i < n; i++) {
+                perm[i] = round % 2 ? n - 1 - i : i;
+                round_cfgs[i] = cfgs[perm[i]];
+            }
+            st = tune_measure_batch(t->meas, round_cfgs, n, TUNE_MEASURE_ALONE, on_final, &F);
+        }
     }
     if (st == WPK_OK && !J->db_status) {
         tune_record *fin = wpk_calloc((size_t)n, sizeof *fin);
