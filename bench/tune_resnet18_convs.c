@@ -46,6 +46,7 @@ int conv_resnet18_main(int argc, char **argv);
 #include "compile/kernel.h"
 #include "compile/unit.h"
 #include "ops/blocked.h"
+#include "tune/target_fingerprint.h"
 #include "tune/tuner.h"
 
 #define MAX_STRATEGIES 8
@@ -217,28 +218,6 @@ static tune_options tuner_options(const char *strategy, int64_t trials) {
 
 static void open_db(const char *path, wpk_context *ctx, tune_db **db) {
     if (tune_db_open(ctx, path, db)) die("records", wpk_context_error(ctx));
-}
-
-static double trial_best(const tune_task_summary *s, int upto) {
-    double b = 0;
-    for (int i = 0; i < upto && i < s->ncurve; i++)
-        if (s->curve[i].status == TUNE_OK && (b == 0 || s->curve[i].median < b))
-            b = s->curve[i].median;
-    return b;
-}
-
-/* The same over the strategy's own proposals (the default config left out). */
-static double proposal_best(const tune_task_summary *s, int upto, int *nprop) {
-    double b = 0;
-    int k = 0;
-    for (int i = 0; i < s->ncurve && k < upto; i++) {
-        if (s->curve[i].is_default) continue;
-        k++;
-        if (s->curve[i].status == TUNE_OK && (b == 0 || s->curve[i].median < b))
-            b = s->curve[i].median;
-    }
-    if (nprop) *nprop = k;
-    return b;
 }
 
 /* An empty directory for a kernel cache of its own (files of an earlier run removed). */
@@ -433,146 +412,278 @@ static void temp_db(char *path, size_t cap, const char *tag) {
     unlink(side);
 }
 
-/* The run's own measurement of the template's default config (its first trial), 0 if none. */
-static double default_of(const tune_task_summary *ts) {
-    for (int k = 0; k < ts->ncurve; k++)
-        if (ts->curve[k].is_default && ts->curve[k].status == TUNE_OK) return ts->curve[k].median;
-    return 0;
-}
+/* Each strategy's runs are judged by re-timing, not by their own measurements: this
+ * machine's speed drifts by tens of percent between runs minutes apart (the same default
+ * config measured 110.9-213.9 GFLOP/s across 15 runs), more than the strategies differ. So
+ * every config that was some run's best so far is timed again at the end, all of them in one
+ * interleaved measurement, and a run's progress after k proposals is the re-timed speed of
+ * the config it would have picked then (its best so far by its own measurements, as the
+ * tuner picks). The bar is the fastest of those configs: the best that all the runs together,
+ * the long run, found. */
 
-/* The best speed-up over the run's default among its first `upto` proposals (0: none). */
-static double speedup_best(const tune_task_summary *ts, int upto) {
-    double d = default_of(ts), b = proposal_best(ts, upto, NULL);
-    return d > 0 && b > 0 ? d / b : 0;
-}
+/* One run of one strategy. */
+typedef struct strat_run {
+    int np;                   /* the strategy's proposals (the default config left out) */
+    int *pick;                /* per proposal k: the run's best so far after k + 1 proposals,
+                                 as an index into its conv's configs; -1 while none succeeded */
+    double *at_s;             /* per proposal: seconds into the run when it was stored */
+    double wall;
+    int64_t failed;
+} strat_run;
 
-/* Proposals (1-based) until the run's best speed-up is within 5% of bar, or -1; its second,
- * and the proposals the run made (*nprop). */
-static int proposals_to(const tune_task_summary *ts, double bar, double *at_s, int *nprop) {
-    int np = 0;
-    proposal_best(ts, 1 << 30, &np);
-    *nprop = np;
-    for (int k = 1; k <= np; k++) {
-        if (speedup_best(ts, k) * 1.05 >= bar) {
-            for (int i = 0, n = 0; i < ts->ncurve; i++)
-                if (!ts->curve[i].is_default && ++n == k) *at_s = ts->curve[i].at_s;
-            return k;
-        }
-    }
-    return -1;
-}
+typedef struct strat_conv {
+    conv_task t;
+    int64_t space;            /* configs in the template's space */
+    char (*cfg)[512];         /* the configs to re-time: the default, every best so far */
+    int ncfg, capcfg, def;    /* def: the default config's index */
+    double *speed;            /* per config: median GFLOP/s by CPU time in the re-timing */
+    strat_run runs[MAX_STRATEGIES][MAX_SEEDS];
+} strat_conv;
 
-static void part_strategies(const opts *o, wpk_context *ctx) {
+typedef struct strat_job {
     char list[256];
-    snprintf(list, sizeof list, "%s", o->strategy_list);
     const char *names[MAX_STRATEGIES];
-    int ns = 0;
-    for (char *save = NULL, *p = strtok_r(list, ",", &save); p && ns < MAX_STRATEGIES;
+    int ns, nseeds, nconv;
+    strat_conv convs[NCONVS];
+} strat_job;
+
+static int config_index(strat_conv *c, const char *text) {
+    for (int i = 0; i < c->ncfg; i++)
+        if (!strcmp(c->cfg[i], text)) return i;
+    if (c->ncfg == c->capcfg) {
+        c->capcfg = c->capcfg ? 2 * c->capcfg : 64;
+        c->cfg = realloc(c->cfg, sizeof *c->cfg * (size_t)c->capcfg);
+        if (!c->cfg) die("strategies", "out of memory");
+    }
+    snprintf(c->cfg[c->ncfg], sizeof c->cfg[0], "%s", text);
+    return c->ncfg++;
+}
+
+/* A run's records in the order they were stored (its database was empty before it). */
+typedef struct rec_list {
+    char (*cfg)[512];
+    tune_status *st;
+    double *med;
+    int n, cap;
+} rec_list;
+
+static bool on_rec(void *user, const tune_record *r) {
+    rec_list *L = user;
+    if (L->n == L->cap) {
+        L->cap = L->cap ? 2 * L->cap : 128;
+        L->cfg = realloc(L->cfg, sizeof *L->cfg * (size_t)L->cap);
+        L->st = realloc(L->st, sizeof *L->st * (size_t)L->cap);
+        L->med = realloc(L->med, sizeof *L->med * (size_t)L->cap);
+        if (!L->cfg || !L->st || !L->med) die("strategies", "out of memory");
+    }
+    snprintf(L->cfg[L->n], sizeof L->cfg[0], "%s", r->config);
+    L->st[L->n] = r->status;
+    L->med[L->n++] = r->median;
+    return true;
+}
+
+/* The run's best so far after each proposal, from its curve and its records (one trial
+ * each, in the same order: checked). */
+static void run_path(strat_conv *c, strat_run *run, const tune_task_summary *ts,
+                     const rec_list *L) {
+    if (L->n != ts->ncurve) die("strategies", "the run's records are not its trials");
+    run->pick = malloc(sizeof *run->pick * (size_t)(L->n + 1));
+    run->at_s = malloc(sizeof *run->at_s * (size_t)(L->n + 1));
+    if (!run->pick || !run->at_s) die("strategies", "out of memory");
+    double best = 0;
+    int bi = -1, k = 0;
+    for (int i = 0; i < L->n; i++) {
+        const tune_curve_point *p = &ts->curve[i];
+        if (L->st[i] != p->status || (p->status == TUNE_OK && L->med[i] != p->median))
+            die("strategies", "the run's records are not its trials");
+        if (p->is_default) {
+            c->def = config_index(c, L->cfg[i]);
+            continue;
+        }
+        if (p->status == TUNE_OK && (best == 0 || p->median < best)) {
+            best = p->median;
+            bi = config_index(c, L->cfg[i]);
+        }
+        run->pick[k] = bi;
+        run->at_s[k++] = p->at_s;
+    }
+    run->np = k;
+}
+
+/* Every strategy --seeds times on each --compare conv, each run from an empty database and
+ * an empty kernel cache of its own. Tuning only: it forks, so it runs before this process
+ * starts OpenMP threads (strategies_report re-times). */
+static void strategies_tune(const opts *o, wpk_context *ctx, strat_job *J) {
+    memset(J, 0, sizeof *J);
+    snprintf(J->list, sizeof J->list, "%s", o->strategy_list);
+    for (char *save = NULL, *p = strtok_r(J->list, ",", &save); p && J->ns < MAX_STRATEGIES;
          p = strtok_r(NULL, ",", &save))
-        names[ns++] = p;
-    const int nseeds = (int)o->seeds;
+        J->names[J->ns++] = p;
+    J->nseeds = (int)o->seeds;
     const char *saved = getenv("WPK_CACHE_DIR");
     char saved_copy[1024] = "";
     if (saved) snprintf(saved_copy, sizeof saved_copy, "%s", saved);
-    printf("## Strategies: trials and wall time to within 5%% of the best found\n\n");
-    printf("Each strategy from an empty database and an empty kernel cache of its own, %lld "
-           "trials (the template's default config first, then the strategy's proposals), "
-           "with seeds 7 to %d (one run each); convs as NCHW FusedConv nodes (the -O2 form, the "
-           "larger space); timed by CPU time per thread. The bar: within 5%% of the best "
-           "speed-up over the default config any run's proposals reached (each run's speed-up "
-           "over its own measurement of the default), so the best of %d runs of %lld trials is "
-           "the long run it is measured against. Trials and seconds to the bar "
-           "count the strategy's own proposals (the default left out: it is the same for all); "
-           "a run that does not reach the bar counts as its trials in the mean (a lower bound, "
-           "marked >=).\n\n",
-           (long long)o->compare_trials, 7 + nseeds - 1, ns * nseeds,
-           (long long)o->compare_trials);
     for (int ci = 0; ci < NCONVS; ci++) {
         if (!selected(o->compare, CONVS[ci].name)) continue;
-        conv_task t;
-        conv_task_init(&t, &CONVS[ci], false, ctx);
+        strat_conv *c = &J->convs[J->nconv++];
+        conv_task_init(&c->t, &CONVS[ci], false, ctx);
         tune_space sp;
-        t.mt.task.tmpl->space(&t.mt.task, &sp);
-        tune_summary sums[MAX_STRATEGIES][MAX_SEEDS];
-        double walls[MAX_STRATEGIES][MAX_SEEDS];
-        for (int s = 0; s < ns; s++)
-            for (int r = 0; r < nseeds; r++) {
+        c->t.mt.task.tmpl->space(&c->t.mt.task, &sp);
+        c->space = tune_space_size(&sp);
+        for (int s = 0; s < J->ns; s++)
+            for (int r = 0; r < J->nseeds; r++) {
                 char path[512], cache[256], tag[64];
-                snprintf(tag, sizeof tag, "%s_%s_%d", CONVS[ci].name, names[s], r);
+                snprintf(tag, sizeof tag, "%s_%s_%d", CONVS[ci].name, J->names[s], r);
                 fresh_cache(cache, sizeof cache, tag);
-                temp_db(path, sizeof path, names[s]);
+                temp_db(path, sizeof path, J->names[s]);
                 tune_db *db;
                 open_db(path, ctx, &db);
-                tune_options to = tuner_options(names[s], o->compare_trials);
+                tune_options to = tuner_options(J->names[s], o->compare_trials);
                 to.seed = 7 + (uint64_t)r;
+                tune_summary sum;
                 double t0 = now();
-                if (tune_run(ctx, db, &t.mt, 1, &to, &sums[s][r]))
+                if (tune_run(ctx, db, &c->t.mt, 1, &to, &sum))
                     die("tune_run", wpk_context_error(ctx));
-                walls[s][r] = now() - t0;
+                strat_run *run = &c->runs[s][r];
+                run->wall = now() - t0;
+                const tune_task_summary *ts = &sum.tasks[0];
+                run->failed = ts->measured - ts->by_status[TUNE_OK];
+                rec_list L = {0};
+                if (tune_db_each(db, tune_target_fingerprint(), ts->key, on_rec, &L))
+                    die("records", wpk_context_error(ctx));
+                run_path(c, run, ts, &L);
+                free(L.cfg), free(L.st), free(L.med);
                 tune_db_close(db);
                 unlink(path);
                 fresh_cache(cache, sizeof cache, tag); /* empty it again: disk */
                 rmdir(cache);
-                fprintf(stderr, "%s %s seed %d: %lld trials in %.0f s, best %.1f GFLOP/s\n",
-                        CONVS[ci].name, names[s], 7 + r, (long long)sums[s][r].tasks[0].trials,
-                        walls[s][r],
-                        flops_of(t.spec) / trial_best(&sums[s][r].tasks[0], 1 << 30) * 1e-9);
+                fprintf(stderr, "%s %s seed %d: %lld trials in %.0f s, %d configs to re-time\n",
+                        CONVS[ci].name, J->names[s], 7 + r, (long long)ts->trials, run->wall,
+                        c->ncfg);
+                tune_summary_free(&sum);
             }
-        /* Each run against its own default (measured as its first trial): this machine's
-           speed drifts by tens of percent between runs minutes apart, more than the
-           strategies differ, so medians of different runs do not compare. */
-        double bar = 0, def_lo = 0, def_hi = 0;
+    }
+    if (saved) setenv("WPK_CACHE_DIR", saved_copy, 1);
+    else unsetenv("WPK_CACHE_DIR");
+}
+
+/* Every config of c, checked against the reference and timed in one interleaved measurement. */
+static void strategies_retime(const opts *o, wpk_context *ctx, int threads, strat_conv *c) {
+    char cache[256];
+    fresh_cache(cache, sizeof cache, "strat_final");
+    const conv_task *t = &c->t;
+    float *x = input_for(t);
+    void *data[3] = {x, t->w.data, t->b.data};
+    kernel *ks = calloc((size_t)c->ncfg, sizeof *ks);
+    timed *tm = calloc((size_t)c->ncfg, sizeof *tm);
+    c->speed = calloc((size_t)c->ncfg, sizeof *c->speed);
+    const int64_t ny = t->spec->k * t->pb.oh * t->pb.oh;
+    float *got = alloc64(sizeof(float) * (size_t)ny);
+    if (!ks || !tm || !c->speed) die("strategies", "out of memory");
+    for (int i = 0; i < c->ncfg; i++) {
+        kernel_build(&ks[i], t, &t->mt.task, c->cfg[i], data, ctx);
+        kernel_run(&ks[i]);
+        kernel_output(&ks[i], t, got);
+        if (!(rel_err(got, t->pb.ref, ny) <= TOL)) die(c->cfg[i], "wrong output");
+        tm[i] = (timed){.run = kernel_run, .arg = &ks[i]};
+    }
+    measure(tm, c->ncfg, flops_of(t->spec), threads, o->min_s);
+    for (int i = 0; i < c->ncfg; i++) {
+        c->speed[i] = median(tm[i].cpu, tm[i].n);
+        kernel_free(&ks[i]);
+    }
+    free(got);
+    free(tm);
+    free(ks);
+    if (x != t->pb.x) free(x);
+    fresh_cache(cache, sizeof cache, "strat_final");
+    rmdir(cache);
+}
+
+/* Proposals (1-based) until the run's pick re-timed within 5% of the bar, or -1. */
+static int proposals_to(const strat_conv *c, const strat_run *run, double bar, double *at_s) {
+    for (int k = 0; k < run->np; k++)
+        if (run->pick[k] >= 0 && c->speed[run->pick[k]] * 1.05 >= bar) {
+            *at_s = run->at_s[k];
+            return k + 1;
+        }
+    return -1;
+}
+
+static void strategies_report(const opts *o, wpk_context *ctx, int threads, strat_job *J) {
+    const int ns = J->ns, nseeds = J->nseeds;
+    const char *saved = getenv("WPK_CACHE_DIR");
+    char saved_copy[1024] = "";
+    if (saved) snprintf(saved_copy, sizeof saved_copy, "%s", saved);
+    omp_set_num_threads(threads);
+    printf("## Strategies: proposals and wall time to within 5%% of the best found\n\n");
+    printf("Each strategy from an empty database and an empty kernel cache of its own, %lld "
+           "trials (the template's default config first, then the strategy's proposals), "
+           "seeds 7 to %d (one run each); convs as NCHW FusedConv nodes (the -O2 form, the "
+           "larger space); the tuner times by CPU time per thread. Then every config that was "
+           "some run's best so far (by the run's own measurements: what the tuner would pick "
+           "there) is timed again, all in one interleaved measurement (%d threads, each config "
+           "%.0f ms), so that the machine's drift between runs does not decide. A run's "
+           "progress after k proposals is the re-timed speed of its pick then. The bar: within "
+           "5%% of the fastest re-timed config (the best of all %d runs: the long run). "
+           "Proposals and seconds to the bar count the strategy's own proposals (the default "
+           "left out: it is the same for all); a run that does not reach the bar counts as its "
+           "proposals in the mean (a lower bound, marked >=).\n\n",
+           (long long)o->compare_trials, 7 + nseeds - 1, threads, o->min_s * 1e3,
+           ns * nseeds);
+    for (int ci = 0; ci < J->nconv; ci++) {
+        strat_conv *c = &J->convs[ci];
+        strategies_retime(o, ctx, threads, c);
+        double best = 0;
+        int besti = -1;
         for (int s = 0; s < ns; s++)
-            for (int r = 0; r < nseeds; r++) {
-                const tune_task_summary *ts = &sums[s][r].tasks[0];
-                double b = speedup_best(ts, 1 << 30), d = default_of(ts);
-                if (b > bar) bar = b;
-                if (d > 0 && (def_lo == 0 || d < def_lo)) def_lo = d;
-                if (d > def_hi) def_hi = d;
-            }
+            for (int r = 0; r < nseeds; r++)
+                for (int k = 0; k < c->runs[s][r].np; k++) {
+                    int p = c->runs[s][r].pick[k];
+                    if (p >= 0 && c->speed[p] > best) best = c->speed[p], besti = p;
+                }
+        const conv_spec *sp = c->t.spec;
         printf("### %s (%lldx%lld %lld->%lld k%lld s%lld), space of %lld configs\n\n"
-               "Best speed-up over the default config %.3f; bar %.3f. The default config "
-               "measured %.1f-%.1f GFLOP/s in the %d runs (the machine's drift between runs).\n\n",
-               CONVS[ci].name, (long long)t.spec->hw, (long long)t.spec->hw,
-               (long long)t.spec->c, (long long)t.spec->k, (long long)t.spec->r,
-               (long long)t.spec->s, (long long)tune_space_size(&sp), bar, bar / 1.05,
-               def_hi > 0 ? flops_of(t.spec) / def_hi * 1e-9 : 0,
-               def_lo > 0 ? flops_of(t.spec) / def_lo * 1e-9 : 0, ns * nseeds);
-        printf("| strategy | best speed-up | proposals to the bar, per seed | mean proposals | "
-               "mean seconds to the bar | seconds per run | failed |\n"
+               "%d configs re-timed. Best %.1f GFLOP/s (`%s`); bar %.1f GFLOP/s; the default "
+               "config %.1f GFLOP/s (`%s`).\n\n",
+               sp->name, (long long)sp->hw, (long long)sp->hw, (long long)sp->c,
+               (long long)sp->k, (long long)sp->r, (long long)sp->s, (long long)c->space,
+               c->ncfg, best, besti >= 0 ? c->cfg[besti] : "-", best / 1.05,
+               c->speed[c->def], c->cfg[c->def]);
+        printf("| strategy | best final pick, GFLOP/s re-timed | proposals to the bar, per seed | mean "
+               "proposals | mean seconds to the bar | seconds per run | failed |\n"
                "|---|---|---|---|---|---|---|\n");
         double mean_props[MAX_STRATEGIES];
         bool censored[MAX_STRATEGIES];
         for (int s = 0; s < ns; s++) {
             char per[256] = "";
-            double sum_p = 0, sum_at = 0, best = 0, wall = 0;
+            double sum_p = 0, sum_at = 0, sbest = 0, wall = 0;
             long long failed = 0;
             censored[s] = false;
             for (int r = 0; r < nseeds; r++) {
-                const tune_task_summary *ts = &sums[s][r].tasks[0];
-                double at = walls[s][r];
-                int np = 0;
-                int hit = proposals_to(ts, bar, &at, &np);
+                const strat_run *run = &c->runs[s][r];
+                double at = run->wall;
+                int hit = proposals_to(c, run, best, &at);
                 size_t l = strlen(per);
                 snprintf(per + l, sizeof per - l, "%s%s%d", r ? ", " : "", hit > 0 ? "" : ">",
-                         hit > 0 ? hit : np);
+                         hit > 0 ? hit : run->np);
                 if (hit < 0) censored[s] = true;
-                sum_p += hit > 0 ? hit : np;
+                sum_p += hit > 0 ? hit : run->np;
                 sum_at += at;
-                double b = speedup_best(ts, 1 << 30);
-                if (b > best) best = b;
-                wall += walls[s][r];
-                failed += ts->measured - ts->by_status[TUNE_OK];
+                if (run->np > 0 && run->pick[run->np - 1] >= 0 &&
+                    c->speed[run->pick[run->np - 1]] > sbest)
+                    sbest = c->speed[run->pick[run->np - 1]];
+                wall += run->wall;
+                failed += run->failed;
             }
             mean_props[s] = sum_p / nseeds;
-            printf("| %s | %.3f | %s | %s%.1f | %s%.0f | %.0f | %lld |\n", names[s], best, per,
-                   censored[s] ? ">= " : "",
-                   mean_props[s], censored[s] ? ">= " : "", sum_at / nseeds, wall / nseeds,
-                   failed);
+            printf("| %s | %.1f | %s | %s%.1f | %s%.0f | %.0f | %lld |\n", J->names[s], sbest,
+                   per, censored[s] ? ">= " : "", mean_props[s], censored[s] ? ">= " : "",
+                   sum_at / nseeds, wall / nseeds, failed);
         }
         int ri = -1;
         for (int s = 0; s < ns; s++)
-            if (!strcmp(names[s], "random")) ri = s;
+            if (!strcmp(J->names[s], "random")) ri = s;
         if (ri >= 0) {
             printf("\nIssue 5's bar (a strategy's mean proposals <= random's / 5 = %s%.1f):",
                    censored[ri] ? ">= " : "", mean_props[ri] / 5);
@@ -580,25 +691,30 @@ static void part_strategies(const opts *o, wpk_context *ctx) {
                 if (s == ri) continue;
                 bool met = !censored[s] && mean_props[s] <= mean_props[ri] / 5;
                 /* random's mean is a lower bound when some of its runs did not reach */
-                printf(" %s %s%s;", names[s], met ? "met" : "not met",
+                printf(" %s %s%s;", J->names[s], met ? "met" : "not met",
                        !met && censored[ri] && !censored[s] ? " (random's mean is a lower bound)"
                                                             : "");
             }
             printf("\n");
         }
-        printf("\nBest-so-far speed-up over the default of the proposals, every 10th (seed 7):\n\n");
-        for (int s = 0; s < ns; s++) {
-            const tune_task_summary *ts = &sums[s][0].tasks[0];
-            int np = 0;
-            proposal_best(ts, 1 << 30, &np);
-            printf("  %-7s", names[s]);
-            for (int k = 10; k <= np; k += 10) printf(" %.3f", speedup_best(ts, k));
-            printf("\n");
-        }
+        printf("\nRe-timed GFLOP/s of each run's pick after every 10th proposal:\n\n");
+        for (int s = 0; s < ns; s++)
+            for (int r = 0; r < nseeds; r++) {
+                const strat_run *run = &c->runs[s][r];
+                printf("  %-7s seed %d:", J->names[s], 7 + r);
+                for (int k = 9; k < run->np; k += 10)
+                    printf(" %.1f", run->pick[k] >= 0 ? c->speed[run->pick[k]] : 0.0);
+                printf("\n");
+            }
         printf("\n");
         for (int s = 0; s < ns; s++)
-            for (int r = 0; r < nseeds; r++) tune_summary_free(&sums[s][r]);
-        conv_task_free(&t);
+            for (int r = 0; r < nseeds; r++) {
+                free(c->runs[s][r].pick);
+                free(c->runs[s][r].at_s);
+            }
+        free(c->cfg);
+        free(c->speed);
+        conv_task_free(&c->t);
     }
     if (saved) setenv("WPK_CACHE_DIR", saved_copy, 1);
     else unsetenv("WPK_CACHE_DIR");
@@ -826,8 +942,11 @@ int main(int argc, char **argv) {
     tuned T;
     memset(&T, 0, sizeof T);
     if (o.tune) part_tune(&o, ctx, &T);
-    if (o.strategies) part_strategies(&o, ctx);
+    strat_job *S = o.strategies ? calloc(1, sizeof *S) : NULL;
+    if (S) strategies_tune(&o, ctx, S);
     if (o.parallel) part_parallel(&o, ctx, threads);
+    if (S) strategies_report(&o, ctx, threads, S);
+    free(S);
     if (o.tune) part_compare(&o, ctx, threads, &T);
     loadavg(load1, sizeof load1);
     const dnnl_version_t *dv = dnnl_version();
