@@ -1,5 +1,5 @@
 /* winograd.h -- 3x3 stride-1 convolution by Winograd's minimal filtering F(m x m, 3 x 3)
- * (Lavin & Gray's formulation), m = 2 or 4, as tensor expressions in the blocked channel
+ * (Lavin & Gray's formulation), m = 2, 4 or 6, as tensor expressions in the blocked channel
  * layout of conv2d_nchwc.h, each step a compute a schedule template tiles on its own:
  *
  *   U = G g G^T            per output and input channel    te_winograd_weight: a constant
@@ -37,7 +37,7 @@
 #include "te/algo/conv2d.h"
 
 typedef struct te_winograd_params {
-    int m;                   /* output tile: 2 (F(2x2,3x3)) or 4 (F(4x4,3x3)) */
+    int m;                   /* output tile: 2, 4 or 6 (F(m x m, 3 x 3)) */
     te_conv2d_params conv;   /* pads; stride 1, dilation 1 and one group only */
     int64_t channels;        /* real output channels (the bias length; lanes past it are 0) */
     int64_t in_block;        /* a plain NCHW x: lanes of the blocked copy (u's C must be

@@ -1,5 +1,5 @@
 /* conv2d_winograd.c -- the Winograd convolution template: 3x3 stride-1 convs (dilation 1,
- * one group, constant weights) as F(2x2,3x3) or F(4x4,3x3) (te/algo/winograd.h), one more
+ * one group, constant weights) as F(m x m, 3x3), m = 2, 4 or 6 (te/algo/winograd.h), one more
  * implementation of the nodes the direct conv templates take (never the first: the registry
  * lists it after them, so tuning or the records choose it where it is faster).
  *
@@ -71,8 +71,8 @@ static void space(const tune_task *t, tune_space *s) {
     tune_conv g;
     if (!tune_conv_read_task(t, &g)) return;
     const int64_t vec = tune_vector_floats();
-    static const int64_t ms[] = {2, 4}, flag[] = {0, 1};
-    tune_space_add(s, "m", 2, ms);
+    static const int64_t ms[] = {2, 4, 6}, flag[] = {0, 1};
+    tune_space_add(s, "m", 3, ms);
     if (g.op == IR_OP_CONV_NCHWC) {
         tune_space_add(s, "ic_block", 1, &g.bi);
         tune_space_add(s, "oc_block", 1, &g.bo);
