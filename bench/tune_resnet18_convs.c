@@ -933,7 +933,7 @@ int main(int argc, char **argv) {
     omp_set_num_threads(1); /* no OpenMP thread before the tuner forks */
     wpk_context *ctx = wpk_context_create();
     char commit[64], cc[256], cpu[256], load0[128], load1[128];
-    first_line("git rev-parse --short HEAD 2>/dev/null", commit, sizeof commit);
+    first_line("git describe --always --dirty --abbrev=7 2>/dev/null", commit, sizeof commit);
     first_line("cc --version 2>/dev/null", cc, sizeof cc);
     cpu_model(cpu, sizeof cpu);
     loadavg(load0, sizeof load0);

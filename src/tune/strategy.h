@@ -44,8 +44,8 @@ typedef struct tune_strategy_params {
     bool (*legal)(void *user, const tune_config *c);
     void *legal_user;
     /* A config expected to be good, such as the template's default (has_start false: none).
-     * "ga" breeds half of its first generation from it (its mutants, one or two knobs away);
-     * "model", untrained, proposes such mutants for half of its first batch. */
+     * "ga" breeds half of its first generation from it (its mutants, one or two knobs away,
+     * proposed first); "model", untrained, proposes such mutants for its first batch. */
     tune_config start;
     bool has_start;
 } tune_strategy_params;

@@ -177,12 +177,13 @@ static bool breed(tune_strategy *s, ga_state *g) {
     if (!next_population(s, g)) return false;
     g->nqueue = g->qhead = 0;
     if (!g->npop) {
-        /* nothing measured yet: the first generation is random, but for every other
-           individual a mutant of a start config when there is one (the template's default: its
-           neighbourhood is where the template's author expects the good configs) */
+        /* nothing measured yet: the first generation is random, but half of it mutants of a
+           start config when there is one (the template's default: its neighbourhood is where
+           the template's author expects the good configs), handed out first -- the next
+           generation is bred from all of them either way */
         tune_config c;
         for (int t = 0; g->nqueue < g->pop_size && t < 4 * g->pop_size; t++) {
-            bool near = g->nqueue % 2 == 0 && tune_strategy_near_start(s, &c);
+            bool near = 2 * g->nqueue < g->pop_size && tune_strategy_near_start(s, &c);
             if (!near && !tune_strategy_random_fresh(s, &c)) break; /* exhausted */
             if (!queued(s, g, &c)) g->queue[g->nqueue++] = c;
         }

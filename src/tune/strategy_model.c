@@ -4,7 +4,7 @@
  * random ones -- and the top few unmeasured are proposed, with an epsilon share of random
  * configs so a wrong model cannot hide a region for ever. Cold start: with records of other
  * workloads (params.prior_*) the model trained on those ranks the first batch; without, the
- * first batch is random, half of it mutants of params.start when given. */
+ * first batch is mutants of params.start when given, else random. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -290,8 +290,8 @@ static int model_propose(tune_strategy *s, tune_config *out, int max) {
         /* exploit the ranking, except for an epsilon share (and when it runs dry) */
         bool explore = next >= nc || tune_rng_unit(&s->rng) < EPSILON;
         if (explore) {
-            /* untrained (no records yet, no prior ones): every other one near the start */
-            bool near = !m->fitted && n % 2 == 0 && tune_strategy_near_start(s, &c);
+            /* untrained (no records yet, no prior ones): near the start while there are such */
+            bool near = !m->fitted && tune_strategy_near_start(s, &c);
             if (!near && !tune_strategy_random_fresh(s, &c)) {
                 if (next >= nc) break; /* exhausted */
                 explore = false;
