@@ -18,10 +18,11 @@
  * time and by CPU time per thread, their geometric means and minima.
  * Part "strategies": the slides' 1x1 64->64 56x56 conv (c3) and the 3x3 56x56 conv (c2) as
  * NCHW FusedConv nodes (the -O2 form, the larger space), each strategy from an empty database
- * for --compare-trials trials, --seeds times (seeds 7, 8, ...); each run's configs as speed-ups
- * over its own measurement of the default config, the best any run found is the bar; per
- * strategy and seed: the trials and the wall time until its best-so-far was within 5% of the
- * bar, and their means.
+ * for --compare-trials trials, --seeds times (seeds 7, 8, ...); then every config that was some
+ * run's best so far re-timed in one interleaved measurement (after the parallel part's tuning:
+ * it starts OpenMP threads), the fastest of them the bar; per strategy and seed: the proposals
+ * and the wall time until the re-timed speed of the run's pick was within 5% of the bar, and
+ * their means.
  * Part "parallel": one fixed job on --parallel-conv (random search, fixed seed: the same
  * configs in the same order) tuned with one build worker and measurements alone, and with the
  * automatic parallelism, each from an empty kernel cache, in --parallel-rounds rounds that
@@ -650,8 +651,8 @@ static void strategies_report(const opts *o, wpk_context *ctx, int threads, stra
                (long long)sp->k, (long long)sp->r, (long long)sp->s, (long long)c->space,
                c->ncfg, best, besti >= 0 ? c->cfg[besti] : "-", best / 1.05,
                c->speed[c->def], c->cfg[c->def]);
-        printf("| strategy | best final pick, GFLOP/s re-timed | proposals to the bar, per seed | mean "
-               "proposals | mean seconds to the bar | seconds per run | failed |\n"
+        printf("| strategy | best final pick, GFLOP/s re-timed | proposals to the bar, per "
+               "seed | mean proposals | mean seconds to the bar | seconds per run | failed |\n"
                "|---|---|---|---|---|---|---|\n");
         double mean_props[MAX_STRATEGIES];
         bool censored[MAX_STRATEGIES];
@@ -830,8 +831,8 @@ static void part_parallel(const opts *o, wpk_context *ctx, int threads) {
            "worker, each measurement alone (build, measure, build, ...). `--parallel auto`: one "
            "build worker per core, builds paused while a measurement runs alone, the "
            "measurement level raised while a control kernel re-timed beside the builds stays "
-           "within 5%%; the final top 3 re-measured alone either way. %d round%s, alternating "
-           "which mode goes first. CPU s: the tuner's child processes (build workers with their "
+           "within 5%%; the default and the final top 3 re-measured alone, in three "
+           "interleaved rounds, either way. %d round%s, alternating which mode goes first. CPU s: the tuner's child processes (build workers with their "
            "compilers, measurements).\n\n", c->name, t.mt.task.tmpl->name,
            (long long)o->parallel_trials, (int)o->parallel_rounds,
            o->parallel_rounds == 1 ? "" : "s");
