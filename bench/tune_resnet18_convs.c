@@ -832,8 +832,9 @@ static void part_parallel(const opts *o, wpk_context *ctx, int threads) {
            "build worker per core, builds paused while a measurement runs alone, the "
            "measurement level raised while a control kernel re-timed beside the builds stays "
            "within 5%%; the default and the final top 3 re-measured alone, in three "
-           "interleaved rounds, either way. %d round%s, alternating which mode goes first. CPU s: the tuner's child processes (build workers with their "
-           "compilers, measurements).\n\n", c->name, t.mt.task.tmpl->name,
+           "interleaved rounds, either way. %d round%s, alternating which mode goes first. "
+           "CPU s: the tuner's child processes (build workers with their compilers, "
+           "measurements).\n\n", c->name, t.mt.task.tmpl->name,
            (long long)o->parallel_trials, (int)o->parallel_rounds,
            o->parallel_rounds == 1 ? "" : "s");
     printf("| round | mode | load average before | wall s | CPU s | CPU / wall | failed | best "

@@ -528,9 +528,9 @@ static bool pick(void *user, const tune_record *r) {
 }
 
 /* Rounds of the final re-measurement, each over all of its configs, every other one in
- * reverse order: a slow spell of the machine (tens of percent here, for seconds at a time)
- * then falls on all of them alike instead of deciding the ranking, as it did when each config
- * was timed once, back to back (issue 5's parallel bench: a config 4.4% slower picked). */
+ * reverse order: a slow spell of the machine (tens of percent on a shared one, for seconds at
+ * a time) then falls on all of them alike instead of deciding the ranking, as it could when
+ * each config was timed once, back to back. */
 #define FINAL_ROUNDS 3
 
 typedef struct final_round {

@@ -471,8 +471,9 @@ static void test_model_prior(wpk_context *ctx) {
 }
 
 /* A start config (the template's default in the tuner): the first half of ga's first
- * generation are its mutants, one or two knobs away, and from a start near the optimum (one knob off, 25% slower)
- * ga reaches within 5% of it in far fewer trials than from a random first generation. */
+ * generation are its mutants, one or two knobs away, and from a start near the optimum (one
+ * knob off, 25% slower) ga reaches within 5% of it in far fewer trials than from a random
+ * first generation. */
 static void test_ga_start(wpk_context *ctx) {
     tune_space s = conv_space();
     int64_t within5, n = tune_space_size(&s), opt = -1;

@@ -7,13 +7,14 @@
  * the cpu backend's builder (cpu_kernel_build: the weight transform as a pack kernel, scratch
  * arguments), all compiled together (cpu_units_compile), the weights transformed once, run,
  * and compared with the node's reference kernel (op_conv_nchwc_ref, op_fused_conv_ref,
- * op_conv_ref): relative L2 error <= 1e-4 (the measured worst is printed); the batch-2 cases also built for one image
- * and run image by image (cpu_kernel_build_per_image). Also: random legal configs on small convs,
- * that the registry never makes it a node's first template but lists it among the node's
- * implementations, that supports() refuses stride 2, 1x1, dilation 2, groups > 1 and weights
- * known only at run time, the messages of configs and shapes it must refuse, and a kernel build
- * with each of its allocations failed in turn (WPK_ERR_NOMEM, never a crash). Compiled
- * kernels go to a fresh cache directory ($WPK_CACHE_DIR is honoured when set). */
+ * op_conv_ref): relative L2 error <= 1e-4 (the measured worst is printed); the batch-2 cases
+ * also built for one image and run image by image (cpu_kernel_build_per_image). Also: random
+ * legal configs on small convs, that the registry never makes it a node's first template but
+ * lists it among the node's implementations, that supports() refuses stride 2, 1x1, dilation
+ * 2, groups > 1 and weights known only at run time, the messages of configs and shapes it must
+ * refuse, and a kernel build with each of its allocations failed in turn (WPK_ERR_NOMEM, never
+ * a crash). Compiled kernels go to a fresh cache directory ($WPK_CACHE_DIR is honoured when
+ * set). */
 #include <math.h>
 #include <stdlib.h>
 #include <unistd.h>
