@@ -178,6 +178,17 @@ static void drive(tune_strategy *st, run *r) {
     }
 }
 
+/* drive, a batch at a time, until a trial reaches r->target (or the budget or the strategy
+ * runs out): trials to the goal are then r->reached_at. */
+static void drive_to_goal(tune_strategy *st, run *r) {
+    while (!r->reached_at && !r->stopped && r->budget - r->trials > 0) {
+        int budget = r->budget;
+        r->budget = r->trials + r->batch < budget ? r->trials + r->batch : budget;
+        drive(st, r);
+        r->budget = budget;
+    }
+}
+
 static tune_strategy *make(wpk_context *ctx, const char *name, const tune_space *s, uint64_t seed,
                            int64_t budget, bool legal) {
     tune_strategy_params p = {.seed = seed, .budget = budget, .featurize = conv_features};
@@ -510,12 +521,7 @@ static void test_ga_start(wpk_context *ctx) {
                 st = tune_strategy_create(ctx, "ga", &s, &p);
             }
             run r = {&s, CAP, BATCH, best * 1.05, NULL, NULL, 0, 0, 0, 0, false, NULL};
-            while (!r.reached_at && !r.stopped && r.budget - r.trials > 0) {
-                int budget = r.budget;
-                r.budget = r.trials + BATCH < budget ? r.trials + BATCH : budget;
-                drive(st, &r);
-                r.budget = budget;
-            }
+            drive_to_goal(st, &r);
             sum += r.reached_at ? r.reached_at : CAP;
             tune_strategy_free(st);
         }
@@ -550,13 +556,7 @@ static void test_search_quality(wpk_context *ctx) {
         for (int k = 0; k < seeds; k++) {
             tune_strategy *st = make(ctx, names[i], &s, 1000 + (uint64_t)k, CAP, false);
             run r = {&s, CAP, BATCH, best * 1.05, NULL, NULL, 0, 0, 0, 0, false, NULL};
-            /* stop at the goal: the table counts trials to reach it */
-            while (!r.reached_at && !r.stopped && r.budget - r.trials > 0) {
-                int budget = r.budget;
-                r.budget = r.trials + BATCH < budget ? r.trials + BATCH : budget;
-                drive(st, &r);
-                r.budget = budget;
-            }
+            drive_to_goal(st, &r); /* the table counts trials to reach the goal */
             reached[k] = r.reached_at ? r.reached_at : CAP; /* a miss counts as the cap */
             ok += r.reached_at != 0;
             sum += reached[k];
