@@ -1,5 +1,5 @@
 /* target.c -- CPU features from the compiler's cpuid builtins; physical cores from the
- * affinity mask and /sys's CPU topology. */
+ * affinity mask and /sys's CPU topology; the last-level cache from /sys's cache list. */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_ISSET */
 #include "base/target.h"
 
@@ -85,4 +85,36 @@ int target_default_threads(void) {
         if (v > 0 && v <= 4096) return (int)v;
     }
     return target_cores();
+}
+
+static int64_t llc;
+static pthread_once_t llc_once = PTHREAD_ONCE_INIT;
+
+/* The largest cache of the highest level cpu0 lists in /sys (cache/indexN/level, and its size
+ * as "32768K"). */
+static void read_llc(void) {
+    long best_level = 0;
+    int64_t bytes = 0;
+    for (int i = 0; i < 16; i++) {
+        char path[128];
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
+        long level = read_long(path);
+        if (level < 0) continue;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        long v = 0;
+        char unit = 0;
+        int got = fscanf(f, "%ld%c", &v, &unit);
+        fclose(f);
+        if (got < 1 || v <= 0) continue;
+        int64_t b = unit == 'K' ? (int64_t)v << 10 : unit == 'M' ? (int64_t)v << 20 : v;
+        if (level > best_level || (level == best_level && b > bytes)) best_level = level, bytes = b;
+    }
+    llc = bytes;
+}
+
+int64_t target_llc_bytes(void) {
+    pthread_once(&llc_once, read_llc);
+    return llc;
 }

@@ -43,6 +43,10 @@ typedef struct lib_provider {
     wpk_status (*run)(wpk_context *ctx, lib_kernel *k, ir_tensor *const *in,
                       ir_tensor *const *out);
     void (*destroy)(lib_kernel *k);
+    /* The buffers holding k's copies of its constant inputs (packed weights, bias), as
+     * (start, bytes) pairs, at most max; returns how many. The tuner flushes them from the
+     * caches to time k as a model runs it when they are larger than the cache. */
+    int (*constants)(const lib_kernel *k, const void **start, size_t *bytes, int max);
     /* "oneDNN v3.0.0 (cpu runtime: OpenMP)", for provenance; static. */
     const char *(*version)(void);
 } lib_provider;

@@ -66,6 +66,11 @@ struct lib_kernel {
     dnnl_exec_arg_t args[MAX_ARGS];
     void *owned[MAX_OWNED]; /* buffers the kernel allocated (wpk_malloc'd, unaligned) */
     int nowned;
+    struct {
+        const void *start;
+        size_t bytes;
+    } konst[MAX_OWNED];     /* which of them hold constants (aligned starts) */
+    int nkonst;
 };
 
 /* ---- version ---- */
@@ -183,6 +188,16 @@ static void *kernel_alloc(lib_kernel *k, size_t size) {
     return (void *)(((uintptr_t)raw + ALIGN - 1) & ~(uintptr_t)(ALIGN - 1));
 }
 
+/* kernel_alloc for a copy of a constant, listed for the constants hook. */
+static void *constant_alloc(lib_kernel *k, size_t size) {
+    void *p = kernel_alloc(k, size);
+    if (p) {
+        k->konst[k->nkonst].start = p;
+        k->konst[k->nkonst++].bytes = size;
+    }
+    return p;
+}
+
 /* Add argument `arg` bound to a new memory object of md; its buffer `from` a node input, the
  * output, or (FROM_KERNEL) `data`. */
 static dnnl_status_t bind_arg(lib_kernel *k, int arg, const dnnl_memory_desc_t *md, int from,
@@ -205,7 +220,7 @@ static wpk_status bind_input(wpk_context *ctx, lib_kernel *k, int arg,
     wpk_status st = WPK_OK;
     void *copy = NULL;
     if (in[i]->data) {
-        if (!(copy = kernel_alloc(k, ir_nbytes(in[i]))))
+        if (!(copy = constant_alloc(k, ir_nbytes(in[i]))))
             return wpk_error(ctx, WPK_ERR_NOMEM, "node '%s' (onednn): out of memory", k->name);
         memcpy(copy, in[i]->data, ir_nbytes(in[i]));
     }
@@ -225,7 +240,7 @@ static wpk_status bind_packed(wpk_context *ctx, lib_kernel *k, int arg,
     dnnl_primitive_t r = NULL;
     float *scaled = NULL;
     size_t user_size = dnnl_memory_desc_get_size(user_md);
-    void *dst = kernel_alloc(k, dnnl_memory_desc_get_size(want));
+    void *dst = constant_alloc(k, dnnl_memory_desc_get_size(want));
     if (!dst) return wpk_error(ctx, WPK_ERR_NOMEM, "node '%s' (onednn): out of memory", k->name);
     if (scale != 1.0f) {
         if (!(scaled = wpk_malloc(user_size)))
@@ -528,6 +543,15 @@ static void destroy(lib_kernel *k) {
     wpk_free(k);
 }
 
+static int constants(const lib_kernel *k, const void **start, size_t *bytes, int max) {
+    int n = 0;
+    for (int i = 0; i < k->nkonst && n < max; i++, n++) {
+        start[n] = k->konst[i].start;
+        bytes[n] = k->konst[i].bytes;
+    }
+    return n;
+}
+
 static wpk_status create(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
                          ir_tensor *const *out, int config, int threads, lib_kernel **out_k) {
     *out_k = NULL;
@@ -591,5 +615,6 @@ const lib_provider lib_onednn = {
     .create = create,
     .run = run,
     .destroy = destroy,
+    .constants = constants,
     .version = version,
 };

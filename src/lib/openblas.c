@@ -35,6 +35,7 @@ struct lib_kernel {
     int nin, threads;
     int64_t ynumel;
     float *konst[MAX_IN];   /* copies of the constant inputs, NULL for the others */
+    size_t konst_bytes[MAX_IN];
     float *col;             /* im2col buffer: C*KH*KW x OH*OW */
 };
 
@@ -119,6 +120,16 @@ static void destroy(lib_kernel *k) {
     wpk_free(k);
 }
 
+static int constants(const lib_kernel *k, const void **start, size_t *bytes, int max) {
+    int n = 0;
+    for (int i = 0; i < MAX_IN && n < max; i++)
+        if (k->konst[i]) {
+            start[n] = k->konst[i];
+            bytes[n++] = k->konst_bytes[i];
+        }
+    return n;
+}
+
 static wpk_status create(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
                          ir_tensor *const *out, int config, int threads, lib_kernel **out_k) {
     *out_k = NULL;
@@ -145,6 +156,7 @@ static wpk_status create(wpk_context *ctx, const ir_node *n, ir_tensor *const *i
         size_t bytes = ir_nbytes(in[i]);
         if (!(k->konst[i] = wpk_malloc(bytes ? bytes : 1))) nomem = true;
         else memcpy(k->konst[i], in[i]->data, bytes);
+        k->konst_bytes[i] = bytes;
     }
     if (k->is_conv && !k->direct && !nomem) {
         size_t rows = (size_t)(c->c * c->kh * c->kw), cols = (size_t)(c->oh * c->ow);
@@ -317,5 +329,6 @@ const lib_provider lib_openblas = {
     .create = create,
     .run = run,
     .destroy = destroy,
+    .constants = constants,
     .version = version,
 };

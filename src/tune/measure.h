@@ -4,7 +4,9 @@
  * forked build worker; the compiled object lands in the kernel cache, where an isolated forked
  * run child loads it and runs it with a timeout and a memory cap on 64-byte aligned inputs:
  * checked once against the reference kernel, warmed up, then repeated until min_repeat_ms has
- * passed and the samples' spread is small, every sample kept. A compile error, a hang, a crash
+ * passed and the samples' spread is small, every sample kept. A candidate whose constants
+ * outgrow the last-level cache (cold_bytes) is timed as a model runs it: one call per sample,
+ * its constants flushed from the caches before each. A compile error, a hang, a crash
  * or a wrong result is classified and never stops the batch.
  *
  * Parallelism (DOPpler): builds run in parallel with each other (build slots; with several,
@@ -78,6 +80,12 @@ typedef struct tune_measure_params {
     double max_repeat_ms;      /* and at most this long while the spread stays large */
     double min_sample_ms;      /* calls per sample so that one sample lasts this long */
     double max_spread;         /* stop once IQR / median of the samples is below this */
+    int64_t cold_bytes;        /* a candidate whose constants (packed weights, bias) take more
+                                  bytes than this is timed one call per sample, each after
+                                  flushing them from the caches: they cannot stay cached
+                                  between its calls in a model either, but timed call after call
+                                  a part of them would (x86; 0: never). Default: the last-level
+                                  cache's size */
     int min_samples, max_samples;
     int warmup_calls;          /* after the checked call, before the first sample */
     tune_clock clock;

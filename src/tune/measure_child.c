@@ -9,6 +9,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h> /* _mm_clflush */
+#endif
 
 #include "base/alloc.h"
 #include "base/context.h"
@@ -169,7 +172,8 @@ static void sample_clock(tune_clock c, const team_clocks *t, double *now) {
     for (int i = 0; c != TUNE_CLOCK_WALL && i < t->n; i++) now[i] = seconds(t->id[i]);
 }
 
-/* One call of the candidate: a generated kernel on its arguments, or a library kernel. */
+/* One call of the candidate: a generated kernel on its arguments, or a library kernel; and the
+ * buffers of its constants (packed weights, bias). */
 typedef struct candidate {
     cg_kernel_fn fn;
     void **args;
@@ -177,7 +181,29 @@ typedef struct candidate {
     lib_kernel *lk;
     wpk_context *ctx;
     ir_tensor *const *in, *const *out;
+    const void *konst[CPU_MAX_KERNEL_ARGS];
+    size_t konst_bytes[CPU_MAX_KERNEL_ARGS];
+    int nkonst;
 } candidate;
+
+/* Whether c's constants take more than cold_bytes (0: never cold). */
+static bool is_cold(const candidate *c, int64_t cold_bytes) {
+    size_t total = 0;
+    for (int i = 0; i < c->nkonst; i++) total += c->konst_bytes[i];
+    return cold_bytes > 0 && total > (size_t)cold_bytes;
+}
+
+/* Write c's constants back and drop them from every cache, as a model's other layers would. */
+static void flush_constants(const candidate *c) {
+#if defined(__x86_64__) || defined(__i386__)
+    for (int i = 0; i < c->nkonst; i++)
+        for (size_t o = 0; o < c->konst_bytes[i]; o += 64)
+            _mm_clflush((const char *)c->konst[i] + o);
+    _mm_mfence();
+#else
+    (void)c;
+#endif
+}
 
 static void call(const candidate *c) {
     if (c->fn) c->fn(c->args);
@@ -199,6 +225,8 @@ static void time_kernel(const tune_measure_params *p, const candidate *cand, run
     int64_t calls = one > 0 ? (int64_t)ceil(per_sample / one) : 1000000;
     if (calls < 1) calls = 1;
     if (calls > 1000000) calls = 1000000;
+    bool cold = is_cold(cand, p->cold_bytes);
+    if (cold) calls = 1;
     r->h.calls = calls;
     team_clocks team = {.n = 0, .threads = 1};
     if (p->clock == TUNE_CLOCK_CPU) team_clocks_init(&team, p->threads);
@@ -206,6 +234,7 @@ static void time_kernel(const tune_measure_params *p, const candidate *cand, run
     int n = 0;
     while (n < p->max_samples) {
         double t0[MAX_TEAM], t1[MAX_TEAM];
+        if (cold) flush_constants(cand);
         sample_clock(p->clock, &team, t0);
         for (int64_t c = 0; c < calls; c++) call(cand);
         sample_clock(p->clock, &team, t1);
@@ -292,6 +321,8 @@ static void run_library(tune_measurer *m, tune_job *j, run_state *r, wpk_context
     }
     r->h.error = check_outputs(m, obuf, t->nout, r);
     candidate cand = {.lib = lib, .lk = lk, .ctx = ctx, .in = in, .out = out};
+    if (lib->constants)
+        cand.nkonst = lib->constants(lk, cand.konst, cand.konst_bytes, CPU_MAX_KERNEL_ARGS);
     if (r->h.status == TUNE_OK) time_kernel(&m->params, &cand, r);
     /* the kernel is not destroyed: the process ends now */
 }
@@ -333,10 +364,17 @@ void tune_run_child(tune_measurer *m, void *arg, int fd) {
         run_fail(&r, TUNE_COMPILE_ERROR, "loading the kernel: %s", wpk_context_error(ctx));
         goto done;
     }
+    candidate cand = {.args = args};
     for (int i = 0; i < k->ninputs; i++) {
         void *src = m->in[m->present[i]].data;
         args[a++] = src;
-        if (k->pack_numel[i] <= 0) continue;
+        if (k->pack_numel[i] <= 0) {
+            if (t->in[m->present[i]].data) { /* a constant the kernel reads as it is */
+                cand.konst[cand.nkonst] = src;
+                cand.konst_bytes[cand.nkonst++] = ir_nbytes(&t->in[m->present[i]]);
+            }
+            continue;
+        }
         cg_kernel_fn pack = cg_module_fn(mod, k->pack_name[i]);
         void *packed = tune_alloc64(sizeof(float) * (size_t)k->pack_numel[i], &raw[nraw++]);
         if (!pack || !packed) {
@@ -348,6 +386,8 @@ void tune_run_child(tune_measurer *m, void *arg, int fd) {
         void *pargs[2] = {src, packed};
         pack(pargs);
         args[a - 1] = packed;
+        cand.konst[cand.nkonst] = packed;
+        cand.konst_bytes[cand.nkonst++] = sizeof(float) * (size_t)k->pack_numel[i];
     }
     for (int i = 0; i < k->noutputs; i++) {
         size_t bytes = ir_nbytes(&t->out[i]);
@@ -371,7 +411,7 @@ void tune_run_child(tune_measurer *m, void *arg, int fd) {
     fn(args);
     double err = check_outputs(m, outs, k->noutputs, &r);
     r.h.error = err;
-    candidate cand = {.fn = fn, .args = args};
+    cand.fn = fn;
     if (r.h.status == TUNE_OK) time_kernel(&m->params, &cand, &r);
 done:
     r.h.msg_len = (int64_t)strlen(r.msg);

@@ -5,7 +5,7 @@
  * FusedGemm, MatMul 2-D and batched with broadcast, FusedMatMul), every config of every
  * provider that supports the node, each run twice (the second time on moved input and output
  * buffers, with the constant inputs' data overwritten after create: they must have been
- * copied), compared with the node's reference kernel: max |got - want| <= 1e-4 * max(1,
+ * copied, and the constants hook lists a buffer for each), compared with the node's reference kernel: max |got - want| <= 1e-4 * max(1,
  * max |want|). A config the library refuses must come back WPK_ERR_UNSUPPORTED with a message.
  * Must-fail: what each provider does not take (supports() false, create WPK_ERR_UNSUPPORTED), a
  * config index out of range, a run on the wrong output, and failed allocations during create
@@ -456,6 +456,15 @@ static int run_configs(wpk_context *ctx, const lib_provider *lp, problem *p) {
             CHECK(st == WPK_OK);
             continue;
         }
+        /* the constants hook lists one buffer per constant input, each holding all of it
+           (oneDNN's layouts may pad) */
+        const void *kstart[8];
+        size_t kbytes[8], want = 0, got = 0;
+        int nconst = 0, nk = lp->constants ? lp->constants(k, kstart, kbytes, 8) : -1;
+        for (int i = 0; i < 4; i++)
+            if (p->in[i] && p->in[i]->data) nconst++, want += ir_nbytes(p->in[i]);
+        for (int i = 0; i < nk; i++) got += kstart[i] ? kbytes[i] : 0;
+        CHECK(nk == nconst && got >= want);
         /* constants were copied at create: scribble on them (put back below) */
         float *saved[4] = {0};
         for (int i = 1; i < 4; i++) {

@@ -8,8 +8,9 @@
  * with one; TUNE_MEASURE_ALONE; build deadlines in CPU time (a waiting build is not cut
  * short, a computing one is, and so is one waiting past the wall-time cap); with two build
  * workers the candidate expected to build longest starts first; the automatic parallelism
- * policy's bookkeeping; a child paused after closing its pipe is still reaped; median and
- * spread; must-fail creation. Kernels go to a fresh cache directory. */
+ * policy's bookkeeping; a child paused after closing its pipe is still reaped; candidates
+ * with constants over cold_bytes timed one flushed call per sample; median and spread;
+ * must-fail creation. Kernels go to a fresh cache directory. */
 #define _DEFAULT_SOURCE /* usleep */
 #include <math.h>
 #include <signal.h>
@@ -477,6 +478,51 @@ static void test_auto(wpk_context *ctx) {
     fixture_free(&f);
 }
 
+/* Cold constants: a candidate whose constants (its packed weights and bias, about 9 KB here)
+ * take more than cold_bytes is timed one call per sample, each after they were flushed from the
+ * caches, a generated kernel and a library's alike; below the limit, calls per sample as
+ * usual. Prints the cold and warm medians. */
+static void test_cold(wpk_context *ctx) {
+    fixture f;
+    fixture_init(&f);
+    ir_tensor *in[] = {&f.x, &f.w, &f.b}, *out[] = {&f.y};
+    const tune_template *list[8];
+    int nt = tune_templates_for(&f.task.node[0], in, out, list, 8);
+    for (int ti = 0; ti < nt; ti++) {
+        tune_task task;
+        tune_task_init(&task, list[ti], f.task.node, in, out);
+        tune_space s;
+        tune_config cfg;
+        task.tmpl->space(&task, &s);
+        task.tmpl->default_config(&task, &s, &cfg);
+        double median[2] = {0};
+        for (int cold = 0; cold < 2; cold++) {
+            tune_measure_params p = tune_measure_default_params();
+            p.threads = 1;
+            p.min_repeat_ms = 20;
+            p.max_repeat_ms = 100;
+            p.cold_bytes = cold ? 1024 : (int64_t)1 << 30;
+            tune_measurer *m = NULL;
+            CHECK(tune_measurer_create(ctx, &task, &p, &m) == WPK_OK);
+            if (!m) continue;
+            heard h;
+            memset(&h, 0, sizeof h);
+            CHECK(tune_measure_batch(m, &cfg, 1, TUNE_MEASURE_ALONE, on_result, &h) == WPK_OK);
+            CHECK(h.times[0] == 1);
+            check_ok(&h.r[0], &p);
+            /* warm: a call of this conv takes microseconds, a sample at least 1 ms */
+            if (cold) CHECK(h.r[0].calls_per_sample == 1);
+            else CHECK(h.r[0].calls_per_sample > 1);
+            median[cold] = h.r[0].median;
+            tune_measurer_free(m);
+        }
+        fprintf(stderr, "cold constants, %s: %.2f us a call cold, %.2f warm\n", task.tmpl->name,
+                median[1] * 1e6, median[0] * 1e6);
+    }
+    CHECK(nt >= 2); /* the DSL's template and at least one library's */
+    fixture_free(&f);
+}
+
 /* A child that closes its pipe, then takes a while to exit. */
 static void close_then_linger(tune_measurer *m, void *arg, int fd) {
     (void)m;
@@ -525,6 +571,7 @@ int main(void) {
     test_auto(ctx);
     test_build_deadline(ctx);
     test_build_order(ctx);
+    test_cold(ctx);
     wpk_context_free(ctx);
     CHECK_DONE();
 }
