@@ -90,7 +90,7 @@ tune_measure_params tune_measure_default_params(void) {
     p.max_repeat_ms = 400;
     p.min_sample_ms = 1;
     p.max_spread = 0.05;
-    p.cold_bytes = target_llc_bytes();
+    p.cold_bytes = target_llc_bytes() > 0 ? target_llc_bytes() : -1;
     p.min_samples = 5;
     p.max_samples = 64;
     p.warmup_calls = 2;

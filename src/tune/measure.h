@@ -82,10 +82,11 @@ typedef struct tune_measure_params {
     double max_spread;         /* stop once IQR / median of the samples is below this */
     int64_t cold_bytes;        /* a candidate whose constants (packed weights, bias) take more
                                   bytes than this is timed one call per sample, each after
-                                  flushing them from the caches: they cannot stay cached
-                                  between its calls in a model either, but timed call after call
-                                  a part of them would (x86; 0: never). Default: the last-level
-                                  cache's size */
+                                  flushing them from the caches: in a model whose weights
+                                  outgrow the cache they are not cached between its calls, but
+                                  timed call after call they would be (x86; -1: never; the
+                                  tuner sets 0, every candidate, for such a model). Default:
+                                  the last-level cache's size (-1 when unknown) */
     int min_samples, max_samples;
     int warmup_calls;          /* after the checked call, before the first sample */
     tune_clock clock;

@@ -186,11 +186,11 @@ typedef struct candidate {
     int nkonst;
 } candidate;
 
-/* Whether c's constants take more than cold_bytes (0: never cold). */
+/* Whether c's constants take more than cold_bytes (-1: never cold). */
 static bool is_cold(const candidate *c, int64_t cold_bytes) {
     size_t total = 0;
     for (int i = 0; i < c->nkonst; i++) total += c->konst_bytes[i];
-    return cold_bytes > 0 && total > (size_t)cold_bytes;
+    return cold_bytes >= 0 && total > (size_t)cold_bytes;
 }
 
 /* Write c's constants back and drop them from every cache, as a model's other layers would. */

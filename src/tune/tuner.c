@@ -758,6 +758,18 @@ wpk_status tune_run(wpk_context *ctx, tune_db *db, const tune_model_task *tasks,
         s->flops = tasks[i].task.flops;
         s->share = tasks[i].share;
     }
+    /* a model whose weights outgrow the cache has every layer's evicted by the others' before
+       it runs again: time every candidate so */
+    for (int i = 0; st == WPK_OK && i < ntasks; i++)
+        if (tasks[i].alt_of < 0)
+            for (int k = 0; k < tasks[i].task.nin; k++)
+                if (tasks[i].task.in[k].data)
+                    out->constant_bytes += (int64_t)tasks[i].count *
+                                           (int64_t)ir_nbytes(&tasks[i].task.in[k]);
+    if (o.measure.cold_bytes >= 0 && out->constant_bytes > o.measure.cold_bytes) {
+        o.measure.cold_bytes = 0;
+        out->cold = true;
+    }
     /* every task known before any is set up: priors read other tasks' features */
     for (int i = 0; st == WPK_OK && i < ntasks; i++) st = task_setup(&J, &J.ts[i]);
     if (st == WPK_OK) st = schedule(&J);

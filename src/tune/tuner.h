@@ -76,6 +76,10 @@ typedef struct tune_summary {
     double seconds;           /* wall time of the whole job */
     int64_t measured;
     tune_parallelism parallel; /* the final degree of parallelism */
+    int64_t constant_bytes;   /* the model's weights: its nodes' constant inputs, summed over
+                                 the primary tasks' nodes */
+    bool cold;                /* they outgrow measure.cold_bytes (the last-level cache), so
+                                 every candidate was timed with its constants cold */
 } tune_summary;
 
 /* Tune tasks[0..ntasks) (borrowed; the nodes must outlive the call) into db: the records of

@@ -11,6 +11,7 @@ import argparse
 import csv
 import json
 import os
+import re
 import sqlite3
 import struct
 import subprocess
@@ -112,6 +113,9 @@ def main():
               f"--time: every task gets trials: {per}")
         check({w for w, _, _ in finals} == set(per) and all(r == 1 for _, _, r in finals),
               f"one round of finals per task: {finals}")
+        # the tasks' weights (17 KB in the file; blocked layouts pad them) fit any cache
+        m = re.search(r"^weights: ([0-9.]+) MB in the tuned tasks' nodes, timed warm$", out, re.M)
+        check(m is not None and 0.015 <= float(m.group(1)) <= 0.05, f"the weights line: {out}")
         # the budget, plus the final re-measurement and one batch in flight at the deadline
         check(took < 25 + 45, f"--time 25s took {took:.0f}s")
         print(out)

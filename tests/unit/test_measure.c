@@ -495,13 +495,16 @@ static void test_cold(wpk_context *ctx) {
         tune_config cfg;
         task.tmpl->space(&task, &s);
         task.tmpl->default_config(&task, &s, &cfg);
+        /* never, above the constants' 9 KB: warm; every candidate, below them: cold */
+        const int64_t limits[4] = {-1, (int64_t)1 << 30, 0, 1024};
         double median[2] = {0};
-        for (int cold = 0; cold < 2; cold++) {
+        for (int li = 0; li < 4; li++) {
+            const bool cold = li >= 2;
             tune_measure_params p = tune_measure_default_params();
             p.threads = 1;
             p.min_repeat_ms = 20;
             p.max_repeat_ms = 100;
-            p.cold_bytes = cold ? 1024 : (int64_t)1 << 30;
+            p.cold_bytes = limits[li];
             tune_measurer *m = NULL;
             CHECK(tune_measurer_create(ctx, &task, &p, &m) == WPK_OK);
             if (!m) continue;
