@@ -623,6 +623,7 @@ void tune_job_finish_run(tune_measurer *m, tune_job *j) {
     j->res.nsamples = h.nsamples;
     memcpy(j->res.samples, p->out.data + sizeof h, sizeof(double) * (size_t)h.nsamples);
     j->res.calls_per_sample = h.calls;
+    j->res.cold = h.cold != 0;
     j->res.error = h.error;
     j->res.median = h.status == TUNE_OK ? tune_median(j->res.samples, h.nsamples) : 0;
     snprintf(j->res.message, sizeof j->res.message, "%.*s", (int)h.msg_len,

@@ -5,8 +5,8 @@
  * run child loads it and runs it with a timeout and a memory cap on 64-byte aligned inputs:
  * checked once against the reference kernel, warmed up, then repeated until min_repeat_ms has
  * passed and the samples' spread is small, every sample kept. A candidate whose constants
- * outgrow the last-level cache (cold_bytes) is timed as a model runs it: one call per sample,
- * its constants flushed from the caches before each. A compile error, a hang, a crash
+ * outgrow the last-level cache (cold_bytes) is timed as a model runs it: each call on its own,
+ * its constants flushed from the caches before it. A compile error, a hang, a crash
  * or a wrong result is classified and never stops the batch.
  *
  * Parallelism (DOPpler): builds run in parallel with each other (build slots; with several,
@@ -81,7 +81,7 @@ typedef struct tune_measure_params {
     double min_sample_ms;      /* calls per sample so that one sample lasts this long */
     double max_spread;         /* stop once IQR / median of the samples is below this */
     int64_t cold_bytes;        /* a candidate whose constants (packed weights, bias) take more
-                                  bytes than this is timed one call per sample, each after
+                                  bytes than this has each call timed on its own, after
                                   flushing them from the caches: in a model whose weights
                                   outgrow the cache they are not cached between its calls, but
                                   timed call after call they would be (x86; -1: never; the
@@ -106,6 +106,8 @@ typedef struct tune_measurement {
     double samples[TUNE_MAX_SAMPLES];  /* seconds per call, each the mean of calls_per_sample */
     int nsamples;
     int64_t calls_per_sample;
+    bool cold;                         /* each call timed after its constants were flushed
+                                          (cold_bytes) */
     double error;                      /* the check: max |out - ref| / max |ref| (-1: unchecked) */
     double build_s, run_s;             /* wall time of its build worker and of its run child */
     int level;                         /* the parallelism level it was timed at (0: alone) */

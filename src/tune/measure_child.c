@@ -225,22 +225,29 @@ static void time_kernel(const tune_measure_params *p, const candidate *cand, run
     int64_t calls = one > 0 ? (int64_t)ceil(per_sample / one) : 1000000;
     if (calls < 1) calls = 1;
     if (calls > 1000000) calls = 1000000;
-    bool cold = is_cold(cand, p->cold_bytes);
-    if (cold) calls = 1;
+    /* cold: each call timed on its own, after its constants were flushed */
+    const bool cold = is_cold(cand, p->cold_bytes);
+    const int64_t per_reading = cold ? 1 : calls;
     r->h.calls = calls;
+    r->h.cold = cold;
     team_clocks team = {.n = 0, .threads = 1};
     if (p->clock == TUNE_CLOCK_CPU) team_clocks_init(&team, p->threads);
+    const int nclocks = team.n ? team.n : 1;
     double start = tune_now();
     int n = 0;
     while (n < p->max_samples) {
-        double t0[MAX_TEAM], t1[MAX_TEAM];
-        if (cold) flush_constants(cand);
-        sample_clock(p->clock, &team, t0);
-        for (int64_t c = 0; c < calls; c++) call(cand);
-        sample_clock(p->clock, &team, t1);
+        double spent[MAX_TEAM] = {0};
+        for (int64_t c = 0; c < calls; c += per_reading) {
+            double t0[MAX_TEAM], t1[MAX_TEAM];
+            if (cold) flush_constants(cand);
+            sample_clock(p->clock, &team, t0);
+            for (int64_t k = 0; k < per_reading; k++) call(cand);
+            sample_clock(p->clock, &team, t1);
+            for (int i = 0; i < nclocks; i++) spent[i] += t1[i] - t0[i];
+        }
         double busy = 0; /* the busiest thread's CPU time, or the wall time */
-        for (int i = 0; i < (team.n ? team.n : 1); i++)
-            if (t1[i] - t0[i] > busy) busy = t1[i] - t0[i];
+        for (int i = 0; i < nclocks; i++)
+            if (spent[i] > busy) busy = spent[i];
         r->samples[n++] = busy / (double)calls;
         double elapsed = tune_now() - start;
         if (elapsed >= p->max_repeat_ms * 1e-3 && n >= 3) break; /* slow, or never steady */

@@ -528,13 +528,15 @@ static bool pick(void *user, const tune_record *r) {
 }
 
 /* Rounds of the final re-measurement, each over all of its configs, every other one in
- * reverse order: a slow spell of the machine (tens of percent on a shared one, for seconds at
- * a time) then falls on all of them alike instead of deciding the ranking, as it could when
- * each config was timed once, back to back. */
+ * reverse order, and a config's time is the median of its fastest round: a slow spell of a
+ * shared machine (up to twice the time, for seconds: another tenant on the same cores) that
+ * falls on some of a config's rounds then does not decide the ranking, as it could when each
+ * config was timed once, back to back, or when the rounds' samples were pooled. */
 #define FINAL_ROUNDS 3
 
 typedef struct final_round {
-    tune_measurement *out;    /* per config, the rounds' samples pooled */
+    tune_measurement *out;    /* per config: the rounds' samples pooled, the fastest round's
+                                 median */
     const int *perm;          /* this round's position -> config */
 } final_round;
 
@@ -549,7 +551,7 @@ static void on_final(void *user, int i, const tune_config *cfg, const tune_measu
     }
     for (int k = 0; k < r->nsamples && o->nsamples < TUNE_MAX_SAMPLES; k++)
         o->samples[o->nsamples++] = r->samples[k];
-    o->median = tune_median(o->samples, o->nsamples);
+    if (r->median < o->median) o->median = r->median;
 }
 
 /* The default and the best few distinct configs (by recorded median), re-measured alone in
