@@ -554,18 +554,31 @@ static void on_final(void *user, int i, const tune_config *cfg, const tune_measu
     if (r->median < o->median) o->median = r->median;
 }
 
-/* The default and the best few distinct configs (by recorded median), re-measured alone in
- * FINAL_ROUNDS interleaved rounds: the summary's ratio comes from one run, and the result is
- * stored as the workload's finals, which `wpk compile` trusts over the trials' medians (the
- * lowest of hundreds of noisy medians is low by luck as much as by speed). They are not
- * records: a record is one measurement of one trial; these check the trials. */
-static wpk_status finish(job *J, tstate *t) {
+/* One task's finals: the default and its best few distinct configs (by recorded median). */
+typedef struct finals {
+    tstate *t;
+    tune_config *cfgs;
+    tune_measurement *r;
+    char (*texts)[512];
+    int n;                    /* 0: nothing to re-measure (the task measured nothing now) */
+} finals;
+
+static void finals_free(finals *f) {
+    wpk_free(f->cfgs);
+    wpk_free(f->r);
+    wpk_free(f->texts);
+    memset(f, 0, sizeof *f);
+}
+
+static wpk_status finals_prepare(job *J, tstate *t, finals *f) {
+    memset(f, 0, sizeof *f);
+    f->t = t;
     if (t->sum->measured == 0 || !t->meas || !t->have_best) return WPK_OK;
     top_list *T = wpk_calloc(1, sizeof *T);
-    tune_config *cfgs = wpk_calloc(TUNE_MAX_BATCH, sizeof *cfgs);
-    tune_measurement *r = wpk_calloc(TUNE_MAX_BATCH, sizeof *r);
-    char (*texts)[512] = wpk_calloc(TUNE_MAX_BATCH, 512);
-    wpk_status st = T && cfgs && r && texts
+    f->cfgs = wpk_calloc(TUNE_MAX_BATCH, sizeof *f->cfgs);
+    f->r = wpk_calloc(TUNE_MAX_BATCH, sizeof *f->r);
+    f->texts = wpk_calloc(TUNE_MAX_BATCH, 512);
+    wpk_status st = T && f->cfgs && f->r && f->texts
                         ? WPK_OK
                         : wpk_error(J->ctx, WPK_ERR_NOMEM, "out of memory re-measuring");
     if (st == WPK_OK) {
@@ -574,34 +587,49 @@ static wpk_status finish(job *J, tstate *t) {
         T->skip = t->def_text;
         st = tune_db_each(J->db, tune_target_fingerprint(), t->mt->task.key, pick, T);
     }
-    int n = 0;
     if (st == WPK_OK) {
-        cfgs[n] = t->def;
-        snprintf(texts[n++], 512, "%s", t->def_text);
+        f->cfgs[f->n] = t->def;
+        snprintf(f->texts[f->n++], 512, "%s", t->def_text);
         for (int i = 0; i < T->n; i++) {
             wpk_context quiet = {0};
-            if (tune_config_parse(&quiet, &t->space, T->v[i].text, &cfgs[n]) != WPK_OK) continue;
-            snprintf(texts[n++], 512, "%s", T->v[i].text);
-        }
-        tune_config round_cfgs[TUNE_MAX_BATCH];
-        int perm[TUNE_MAX_BATCH];
-        final_round F = {r, perm};
-        for (int round = 0; st == WPK_OK && round < FINAL_ROUNDS; round++) {
-            for (int i = 0; i < n; i++) {
-                perm[i] = round % 2 ? n - 1 - i : i;
-                round_cfgs[i] = cfgs[perm[i]];
-            }
-            st = tune_measure_batch(t->meas, round_cfgs, n, TUNE_MEASURE_ALONE, on_final, &F);
+            if (tune_config_parse(&quiet, &t->space, T->v[i].text, &f->cfgs[f->n]) != WPK_OK)
+                continue;
+            snprintf(f->texts[f->n++], 512, "%s", T->v[i].text);
         }
     }
-    if (st == WPK_OK && !J->db_status) {
+    wpk_free(T);
+    if (st) finals_free(f);
+    return st;
+}
+
+/* One round of f's configs alone, in reverse order on odd rounds. */
+static wpk_status finals_round(finals *f, int round) {
+    tune_config cfgs[TUNE_MAX_BATCH];
+    int perm[TUNE_MAX_BATCH];
+    for (int i = 0; i < f->n; i++) {
+        perm[i] = round % 2 ? f->n - 1 - i : i;
+        cfgs[i] = f->cfgs[perm[i]];
+    }
+    final_round F = {f->r, perm};
+    return f->n ? tune_measure_batch(f->t->meas, cfgs, f->n, TUNE_MEASURE_ALONE, on_final, &F)
+                : WPK_OK;
+}
+
+/* f's results as the task's finals in the records, and in its summary. */
+static wpk_status finals_store(job *J, finals *f) {
+    tstate *t = f->t;
+    const tune_measurement *r = f->r;
+    const int n = f->n;
+    if (n == 0) return WPK_OK;
+    wpk_status st = WPK_OK;
+    if (!J->db_status) {
         tune_record *fin = wpk_calloc((size_t)n, sizeof *fin);
         int nf = 0;
         for (int i = 0; fin && i < n; i++)
             if (r[i].status == TUNE_OK)
                 fin[nf++] = (tune_record){
                     .target = tune_target_fingerprint(), .workload = t->mt->task.key,
-                    .template_name = t->mt->task.tmpl->name, .config = texts[i],
+                    .template_name = t->mt->task.tmpl->name, .config = f->texts[i],
                     .status = TUNE_OK, .samples = r[i].samples, .nsamples = r[i].nsamples,
                     .median = r[i].median, .toolchain = J->toolchain,
                     .time = (int64_t)time(NULL)};
@@ -615,13 +643,52 @@ static wpk_status finish(job *J, tstate *t) {
             if (r[i].status == TUNE_OK && r[i].median < r[bi].median) bi = i;
         t->sum->default_s = r[0].median;
         t->sum->best_s = r[bi].median;
-        snprintf(t->sum->best_config, sizeof t->sum->best_config, "%s", texts[bi]);
+        snprintf(t->sum->best_config, sizeof t->sum->best_config, "%s", f->texts[bi]);
         t->sum->remeasured = true;
     }
-    wpk_free(T);
-    wpk_free(cfgs);
-    wpk_free(r);
-    wpk_free(texts);
+    return st;
+}
+
+/* The finals of a workload's implementations (its primary task and the alternatives that
+ * ended with it: group[0..n)), re-measured alone in FINAL_ROUNDS rounds that take every
+ * implementation in turn: the summary's ratios come from one run, and which implementation is
+ * fastest from one measurement, not from two taken minutes apart (a slow spell over one
+ * task's finals once made the direct conv lose to a Winograd one the bench then timed 18%
+ * slower). The results are stored as each task's finals, which `wpk compile` trusts over the
+ * trials' medians (the lowest of hundreds of noisy medians is low by luck as much as by
+ * speed). They are not records: a record is one measurement of one trial; these check the
+ * trials. */
+static wpk_status finish_group(job *J, tstate *const *group, int n) {
+    finals *f = wpk_calloc((size_t)n + 1, sizeof *f);
+    if (!f) return wpk_error(J->ctx, WPK_ERR_NOMEM, "out of memory re-measuring");
+    wpk_status st = WPK_OK;
+    for (int k = 0; st == WPK_OK && k < n; k++) st = finals_prepare(J, group[k], &f[k]);
+    for (int round = 0; st == WPK_OK && round < FINAL_ROUNDS; round++)
+        for (int k = 0; st == WPK_OK && k < n; k++)
+            st = finals_round(&f[round % 2 ? n - 1 - k : k], round);
+    for (int k = 0; st == WPK_OK && k < n; k++) st = finals_store(J, &f[k]);
+    for (int k = 0; k < n; k++) finals_free(&f[k]);
+    wpk_free(f);
+    return st;
+}
+
+/* The group of task i: its primary task's index. */
+static int group_of(const job *J, int i) {
+    int p = J->ts[i].mt->alt_of;
+    return p >= 0 && p < J->n ? p : i;
+}
+
+/* Finish the group of t (t and the tasks of its group listed before it in order[0..n)),
+ * reporting each. */
+static wpk_status finish_with_group(job *J, tstate *const *order, int n, tstate *t) {
+    tstate **group = wpk_calloc((size_t)n + 1, sizeof *group);
+    if (!group) return wpk_error(J->ctx, WPK_ERR_NOMEM, "out of memory re-measuring");
+    int ng = 0, g = group_of(J, (int)(t - J->ts));
+    for (int i = 0; i < n; i++)
+        if (group_of(J, (int)(order[i] - J->ts)) == g) group[ng++] = order[i];
+    wpk_status st = finish_group(J, group, ng);
+    for (int i = 0; st == WPK_OK && i < ng; i++) report(J, group[i], true);
+    wpk_free(group);
     return st;
 }
 
@@ -671,9 +738,16 @@ static bool fits(const job *J, const tstate *t, double end) {
     return now_s() + cost + reserve <= end;
 }
 
+/* The heaviest first; a workload's implementations next to each other (by their primary's
+ * index), the primary first. */
 static int by_weight(const void *a, const void *b) {
     const tstate *x = *(tstate *const *)a, *y = *(tstate *const *)b;
-    return (x->mt->flops < y->mt->flops) - (x->mt->flops > y->mt->flops);
+    const job *J = x->job;
+    int gx = group_of(J, (int)(x - J->ts)), gy = group_of(J, (int)(y - J->ts));
+    int64_t fx = J->ts[gx].mt->flops, fy = J->ts[gy].mt->flops;
+    if (fx != fy) return (fx < fy) - (fx > fy);
+    if (gx != gy) return (gx > gy) - (gx < gy);
+    return (x > y) - (x < y);
 }
 
 static wpk_status schedule(job *J) {
@@ -687,8 +761,10 @@ static wpk_status schedule(job *J) {
         for (int i = 0; st == WPK_OK && i < J->n; i++) {
             tstate *t = order[i];
             st = step(J, t, INT64_MAX);
-            if (st == WPK_OK) st = finish(J, t);
-            if (st == WPK_OK) report(J, t, true);
+            /* the last of its group: the group's finals */
+            bool last = i + 1 == J->n || group_of(J, (int)(order[i + 1] - J->ts)) !=
+                                             group_of(J, (int)(t - J->ts));
+            if (st == WPK_OK && last) st = finish_with_group(J, order, i + 1, t);
         }
         wpk_free(order);
         return st;
@@ -710,10 +786,10 @@ static wpk_status schedule(job *J) {
         if (!best || !fits(J, best, end)) break;
         st = step(J, best, J->opt->batch);
     }
-    for (int i = 0; st == WPK_OK && i < J->n; i++) {
-        st = finish(J, order[i]);
-        if (st == WPK_OK) report(J, order[i], true);
-    }
+    for (int i = 0; st == WPK_OK && i < J->n; i++)
+        if (i + 1 == J->n ||
+            group_of(J, (int)(order[i + 1] - J->ts)) != group_of(J, (int)(order[i] - J->ts)))
+            st = finish_with_group(J, order, i + 1, order[i]);
     wpk_free(order);
     return st;
 }

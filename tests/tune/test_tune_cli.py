@@ -159,8 +159,12 @@ def main():
         con = sqlite3.connect(db4)
         tmpls = {t for (t,) in con.execute("SELECT DISTINCT template FROM records")}
         keys = [k for (k,) in con.execute("SELECT DISTINCT workload FROM records")]
+        fin = dict(con.execute("SELECT workload, max(round) FROM finals GROUP BY workload"))
         con.close()
         check(rc == 0 and len(keys) > 5, f"alternatives tuned: {keys} {err}")
+        # each implementation's finals, measured in its workload's shared rounds
+        check(set(fin) == set(keys) and all(r == 1 for r in fin.values()),
+              f"one round of finals per implementation: {fin} {keys}")
         check({"conv2d_nchwc", "conv2d_nchw"} <= tmpls, f"both conv templates measured: {tmpls}")
         for lib in ("onednn", "openblas"):
             if f"{lib}|" in out or lib in tmpls:
