@@ -193,9 +193,10 @@ static void print_summary(const tune_summary *s, const tune_taskset *ts, const c
                t->key);
     }
     if (ngeo) printf("geometric mean speed-up over the default configs: %.2fx\n", exp(geo / ngeo));
-    printf("(default and best re-measured alone, back to back, at the end of each task that "
-           "measured anything; * = from stored records; + = another implementation of the "
-           "workload above; fastest: the one `wpk compile` picks)\n");
+    printf("(default and best re-measured alone at the end of each workload that measured "
+           "anything, its implementations in the same rounds; * = from stored records; + = "
+           "another implementation of the workload above; fastest: the one `wpk compile` "
+           "picks)\n");
     bool any = false;
     for (int i = 0; i < s->ntasks; i++) {
         const tune_task_summary *t = &s->tasks[i];

@@ -672,10 +672,15 @@ static wpk_status finish_group(job *J, tstate *const *group, int n) {
     return st;
 }
 
-/* The group of task i: its primary task's index. */
-static int group_of(const job *J, int i) {
-    int p = J->ts[i].mt->alt_of;
+/* The group of task t: its primary task's index. */
+static int group_of(const job *J, const tstate *t) {
+    int i = (int)(t - J->ts), p = t->mt->alt_of;
     return p >= 0 && p < J->n ? p : i;
+}
+
+/* Whether order[i] is the last of its group in order[0..n) (groups are contiguous there). */
+static bool ends_group(const job *J, tstate *const *order, int n, int i) {
+    return i + 1 == n || group_of(J, order[i + 1]) != group_of(J, order[i]);
 }
 
 /* Finish the group of t (t and the tasks of its group listed before it in order[0..n)),
@@ -683,9 +688,9 @@ static int group_of(const job *J, int i) {
 static wpk_status finish_with_group(job *J, tstate *const *order, int n, tstate *t) {
     tstate **group = wpk_calloc((size_t)n + 1, sizeof *group);
     if (!group) return wpk_error(J->ctx, WPK_ERR_NOMEM, "out of memory re-measuring");
-    int ng = 0, g = group_of(J, (int)(t - J->ts));
+    int ng = 0, g = group_of(J, t);
     for (int i = 0; i < n; i++)
-        if (group_of(J, (int)(order[i] - J->ts)) == g) group[ng++] = order[i];
+        if (group_of(J, order[i]) == g) group[ng++] = order[i];
     wpk_status st = finish_group(J, group, ng);
     for (int i = 0; st == WPK_OK && i < ng; i++) report(J, group[i], true);
     wpk_free(group);
@@ -743,7 +748,7 @@ static bool fits(const job *J, const tstate *t, double end) {
 static int by_weight(const void *a, const void *b) {
     const tstate *x = *(tstate *const *)a, *y = *(tstate *const *)b;
     const job *J = x->job;
-    int gx = group_of(J, (int)(x - J->ts)), gy = group_of(J, (int)(y - J->ts));
+    int gx = group_of(J, x), gy = group_of(J, y);
     int64_t fx = J->ts[gx].mt->flops, fy = J->ts[gy].mt->flops;
     if (fx != fy) return (fx < fy) - (fx > fy);
     if (gx != gy) return (gx > gy) - (gx < gy);
@@ -762,9 +767,8 @@ static wpk_status schedule(job *J) {
             tstate *t = order[i];
             st = step(J, t, INT64_MAX);
             /* the last of its group: the group's finals */
-            bool last = i + 1 == J->n || group_of(J, (int)(order[i + 1] - J->ts)) !=
-                                             group_of(J, (int)(t - J->ts));
-            if (st == WPK_OK && last) st = finish_with_group(J, order, i + 1, t);
+            if (st == WPK_OK && ends_group(J, order, J->n, i))
+                st = finish_with_group(J, order, i + 1, t);
         }
         wpk_free(order);
         return st;
@@ -787,9 +791,7 @@ static wpk_status schedule(job *J) {
         st = step(J, best, J->opt->batch);
     }
     for (int i = 0; st == WPK_OK && i < J->n; i++)
-        if (i + 1 == J->n ||
-            group_of(J, (int)(order[i + 1] - J->ts)) != group_of(J, (int)(order[i] - J->ts)))
-            st = finish_with_group(J, order, i + 1, order[i]);
+        if (ends_group(J, order, J->n, i)) st = finish_with_group(J, order, i + 1, order[i]);
     wpk_free(order);
     return st;
 }

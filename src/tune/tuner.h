@@ -89,10 +89,15 @@ typedef struct tune_summary {
  * the strategy converges, or (with time_s) the scheduler stops giving it time. Each result is
  * a committed record as soon as it is final (at once when timed alone, the default; at the end
  * of its window when the measurer times beside builds), so a kill loses at most what was in
- * flight and never stores a config twice. With time_s the tasks share the budget by expected gain: the time a task takes in the
- * model (count x best time, i.e. its FLOP share over its speed) times the improvement its
- * recent trials suggest per second of tuning. A task that cannot be measured (no reference
- * kernel, its reference fails) is skipped with the reason in its summary.
+ * flight and never stores a config twice. With time_s the tasks share the budget by expected
+ * gain: the time a task takes in the model (count x best time, i.e. its FLOP share over its
+ * speed) times the improvement its recent trials suggest per second of tuning. At the end of a
+ * workload (its primary task and its alternatives), the default and best few configs of each
+ * are re-measured alone in shared rounds and stored as finals. When the tasks' weights (their
+ * constant inputs times their counts) outgrow opt->measure.cold_bytes, every candidate is
+ * timed with its constants cold (summary: constant_bytes, cold). A task that cannot be
+ * measured (no reference kernel, its reference fails) is skipped with the reason in its
+ * summary.
  * The calling process forks the measurer's workers: it should not have run OpenMP parallel
  * regions with more than one thread before (see measure.h); `wpk tune` runs with one.
  * Errors: WPK_ERR_INVALID_ARG for options (unknown strategy, no budget), a records database
