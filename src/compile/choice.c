@@ -60,6 +60,7 @@ typedef struct best_rec {
     bool found;
     char final[256];     /* "" when the workload has no finals */
     double final_median; /* the final config's fastest record; 0: none seen */
+    double final_time;   /* the final config's median in its finals */
 } best_rec;
 
 static bool consider(void *user, const tune_record *r) {
@@ -89,9 +90,11 @@ static bool consider(void *user, const tune_record *r) {
     return true;
 }
 
-/* The fastest usable record of task: into config and *median; false when there is none. */
+/* The fastest usable record of task: into config and *median, and the config's median in the
+ * latest finals into *final (0: the workload has no finals, or they chose a config that no
+ * longer fits); false when there is none. */
 static bool best_record(wpk_context *ctx, const cpu_choose_options *o, const tune_task *task,
-                        char *config, size_t size, double *median) {
+                        char *config, size_t size, double *median, double *final) {
     if (!o->db) return false;
     best_rec *b = wpk_calloc(1, sizeof *b);
     if (!b) return false;
@@ -103,7 +106,8 @@ static bool best_record(wpk_context *ctx, const cpu_choose_options *o, const tun
     /* The config the tuner's finals chose (timed alone, back to back) over the fastest trial:
        among hundreds of trials on a shared machine, whose speed drifts by tens of percent, the
        lowest median is low by luck as much as by speed. */
-    if (tune_db_final_best(o->db, target, task->key, b->final, sizeof b->final, NULL) != 1)
+    if (tune_db_final_best(o->db, target, task->key, b->final, sizeof b->final,
+                           &b->final_time) != 1)
         b->final[0] = 0;
     /* a database that cannot be read leaves the node at its default: never a failed run */
     if (rctx && tune_db_each(o->db, target, task->key, consider, b) != WPK_OK)
@@ -124,6 +128,7 @@ static bool best_record(wpk_context *ctx, const cpu_choose_options *o, const tun
     if (found) {
         snprintf(config, size, "%s", b->config);
         *median = b->median;
+        *final = b->final[0] && !strcmp(b->final, b->config) ? b->final_time : 0;
     }
     wpk_free(b);
     return found;
@@ -135,27 +140,41 @@ static bool wanted(const tune_template *t, const char *provider) {
     return t->lib && !strcmp(t->lib->name, provider);
 }
 
-/* The fastest record among the wanted candidates of node n, whose tensors are in/out: into c
- * (task, config, median) and true; false when no candidate has one. */
+/* The fastest of the wanted candidates of node n, whose tensors are in/out, into c (task,
+ * config, its record's median) and true; false when no candidate has a record. By their
+ * records, or, when every candidate with records has finals (the tuner re-measures a
+ * workload's implementations in the same rounds), by their finals: one measurement instead of
+ * trials taken minutes apart. */
 static bool fastest_record(wpk_context *ctx, const cpu_choose_options *o, const ir_node *n,
                            ir_tensor *const *in, ir_tensor *const *out,
                            const tune_template *const *cand, int ncand, const char *provider,
                            cpu_choice *c) {
-    bool have = false;
-    for (int i = 0; i < ncand; i++) {
-        if (!wanted(cand[i], provider)) continue;
-        tune_task t;
-        tune_task_init(&t, cand[i], n, in, out);
+    struct {
+        tune_task task;
         char config[256];
-        double median;
-        if (!best_record(ctx, o, &t, config, sizeof config, &median)) continue;
-        if (have && median >= c->median) continue;
-        c->task = t;
-        snprintf(c->config, sizeof c->config, "%s", config);
-        c->median = median;
-        have = true;
+        double median, final;
+    } found[MAX_CANDIDATES];
+    int nf = 0;
+    bool all_final = true;
+    for (int i = 0; i < ncand && nf < MAX_CANDIDATES; i++) {
+        if (!wanted(cand[i], provider)) continue;
+        tune_task_init(&found[nf].task, cand[i], n, in, out);
+        if (!best_record(ctx, o, &found[nf].task, found[nf].config, sizeof found[nf].config,
+                         &found[nf].median, &found[nf].final))
+            continue;
+        all_final &= found[nf].final > 0;
+        nf++;
     }
-    return have;
+    int bi = -1;
+    for (int i = 0; i < nf; i++) {
+        double t = all_final ? found[i].final : found[i].median;
+        if (bi < 0 || t < (all_final ? found[bi].final : found[bi].median)) bi = i;
+    }
+    if (bi < 0) return false;
+    c->task = found[bi].task;
+    snprintf(c->config, sizeof c->config, "%s", found[bi].config);
+    c->median = found[bi].median;
+    return true;
 }
 
 /* The batch of node n: the leading dim of its first non-constant input (0: none). */
