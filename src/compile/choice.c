@@ -166,9 +166,10 @@ static bool fastest_record(wpk_context *ctx, const cpu_choose_options *o, const 
         nf++;
     }
     int bi = -1;
+    double best = 0;
     for (int i = 0; i < nf; i++) {
         double t = all_final ? found[i].final : found[i].median;
-        if (bi < 0 || t < (all_final ? found[bi].final : found[bi].median)) bi = i;
+        if (bi < 0 || t < best) bi = i, best = t;
     }
     if (bi < 0) return false;
     c->task = found[bi].task;
