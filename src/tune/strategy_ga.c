@@ -3,7 +3,10 @@
  * uniform crossover, per-gene mutation, elitism; the population is sized from the space and the
  * budget; the first generation is random, half of it mutants of params.start when given. It stops
  * (propose returns 0) when the best has not improved for STALL_GENERATIONS generations or when
- * breeding finds no unmeasured child (the population collapsed).
+ * the space has no unmeasured legal config left. A child that is still a repeat (or illegal)
+ * after RETRIES re-mutations is replaced by a random unmeasured config, an immigrant: a small
+ * population (a budget of a few trials) in a heavily pruned space collapses that way long
+ * before the space is used up.
  *
  * Ask/tell makes generations soft: a generation is bred when the previous one has been handed
  * out; whatever was told since the last breeding (children, or records loaded from the
@@ -143,7 +146,8 @@ static bool queued(const tune_strategy *s, const ga_state *g, const tune_config 
     return false;
 }
 
-static void breed_child(tune_strategy *s, ga_state *g) {
+/* One child into the queue; false when none unmeasured was found. */
+static bool breed_child(tune_strategy *s, ga_state *g) {
     int a = spin(s, g), b = spin(s, g);
     for (int t = 0; t < 4 && b == a && g->npop > 1; t++) b = spin(s, g);
     tune_config child = g->pop[a].c;
@@ -167,7 +171,20 @@ static void breed_child(tune_strategy *s, ga_state *g) {
     /* no duplicate proposals: a child that was measured (or is illegal) mutates again */
     for (int t = 0; t < RETRIES && (!tune_strategy_fresh(s, &child) || queued(s, g, &child)); t++)
         tune_strategy_mutate(s, &child, 0.5);
-    if (tune_strategy_fresh(s, &child) && !queued(s, g, &child)) g->queue[g->nqueue++] = child;
+    if (!tune_strategy_fresh(s, &child) || queued(s, g, &child)) return false;
+    g->queue[g->nqueue++] = child;
+    return true;
+}
+
+/* A random unmeasured config into the queue; false when the space seems used up. */
+static bool immigrant(tune_strategy *s, ga_state *g) {
+    tune_config c;
+    for (int t = 0; t < 4; t++)
+        if (tune_strategy_random_fresh(s, &c) && !queued(s, g, &c)) {
+            g->queue[g->nqueue++] = c;
+            return true;
+        }
+    return false;
 }
 
 /* Fill the queue with the next generation; sets converged when there is none. False when out
@@ -206,8 +223,9 @@ static bool breed(tune_strategy *s, ga_state *g) {
         g->wheel[i] = acc +=
             g->pop[0].fit > 0 ? pow(g->pop[i].fit / g->pop[0].fit, SELECTION_POWER) : 0;
     int children = g->pop_size - g->elites;
-    for (int i = 0; i < children; i++) breed_child(s, g);
-    if (!g->nqueue) g->converged = true; /* every child was a repeat: collapsed */
+    for (int i = 0; i < children; i++)
+        if (!breed_child(s, g) && !immigrant(s, g)) break;
+    if (!g->nqueue) g->converged = true; /* nothing unmeasured to be found */
     return true;
 }
 

@@ -5,10 +5,11 @@
  * regions: a compile error, a timeout, and a wrong-result trap whose reported seconds are tiny.
  * For every strategy: no duplicate proposals, legality (pruning), records told first are never
  * proposed, a tiny space exhausted exactly once, reproducibility (same seed and tells, same
- * proposals), failures never the best, out-of-memory at every allocation. Then GA convergence,
- * the model's cold start from prior records, and the search-quality table: trials to reach
- * within 5% of the optimum (known by brute force) per strategy over several seeds, where ga
- * and model must need clearly fewer trials than random. WPK_TEST_SEEDS=N runs N seeds. */
+ * proposals), failures never the best, out-of-memory at every allocation. Then GA convergence
+ * (and none declared falsely by a two-config population), the model's cold start from prior
+ * records, and the search-quality table: trials to reach within 5% of the optimum (known by
+ * brute force) per strategy over several seeds, where ga and model must need clearly fewer
+ * trials than random. WPK_TEST_SEEDS=N runs N seeds. */
 #include <math.h>
 #include <stdlib.h>
 #include <time.h>
@@ -438,6 +439,38 @@ static void test_ga_converges(wpk_context *ctx) {
     tune_strategy_free(st);
 }
 
+static bool sparse_legal(void *user, const tune_config *c) {
+    return index_of(user, c) % 31 == 0;
+}
+
+/* A budget of 5 trials makes a population of two; told three records in a space where 1 config
+ * in 31 is legal, its child is most often a repeat or illegal even after re-mutation. GA must
+ * still propose (random immigrants) rather than report convergence: the resumed `wpk tune`
+ * would otherwise stop a task short of its trials. */
+static void test_ga_small_population(wpk_context *ctx) {
+    tune_space s = conv_space();
+    for (uint64_t seed = 1; seed <= 20; seed++) {
+        tune_strategy_params p = {.seed = seed, .budget = 5, .legal = sparse_legal,
+                                  .legal_user = &s};
+        tune_strategy *st = tune_strategy_create(ctx, "ga", &s, &p);
+        tune_config told[3];
+        tune_result r[3];
+        for (int i = 0; i < 3; i++) {
+            tune_config_from_index(&s, 31 * (int64_t)(seed * 1000 + 7 * i), &told[i]);
+            r[i] = (tune_result){TUNE_OK, 1.0 + 0.1 * i};
+        }
+        tune_strategy_tell(st, told, r, 3);
+        tune_config c[4];
+        int n = tune_strategy_propose(st, c, 4);
+        CHECK(n > 0);
+        for (int j = 0; j < n; j++) {
+            CHECK(sparse_legal(&s, &c[j]));
+            for (int i = 0; i < 3; i++) CHECK(index_of(&s, &c[j]) != index_of(&s, &told[i]));
+        }
+        tune_strategy_free(st);
+    }
+}
+
 /* Cold start: records of another workload (10x slower, same shape of landscape) make the
  * model's first batches better than random ones. */
 static void test_model_prior(wpk_context *ctx) {
@@ -592,6 +625,7 @@ int main(void) {
     test_reproducible(ctx);
     test_out_of_memory(ctx);
     test_ga_converges(ctx);
+    test_ga_small_population(ctx);
     test_ga_start(ctx);
     test_model_prior(ctx);
     test_search_quality(ctx);
