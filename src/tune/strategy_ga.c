@@ -3,7 +3,7 @@
  * uniform crossover, per-gene mutation, elitism; the population is sized from the space and the
  * budget; the first generation is random, half of it mutants of params.start when given. It stops
  * (propose returns 0) when the best has not improved for STALL_GENERATIONS generations or when
- * the space has no unmeasured legal config left. A child that is still a repeat (or illegal)
+ * no unmeasured legal config can be found at all. A child that is still a repeat (or illegal)
  * after RETRIES re-mutations is replaced by a random unmeasured config, an immigrant: a small
  * population (a budget of a few trials) in a heavily pruned space collapses that way long
  * before the space is used up.
