@@ -87,31 +87,42 @@ int target_default_threads(void) {
     return target_cores();
 }
 
+/* "32K", "1024K", "2M" */
+static int64_t parse_size(const char *s) {
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (v <= 0) return 0;
+    if (*end == 'K' || *end == 'k') v *= 1024;
+    else if (*end == 'M' || *end == 'm') v *= 1024 * 1024;
+    return v;
+}
+
+int64_t target_cache_bytes(int level) {
+    for (int i = 0; i < 16; i++) {
+        char path[128], buf[64];
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
+        if (read_long(path) != level) continue;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/type", i);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        bool data = fgets(buf, sizeof buf, f) && strncmp(buf, "Instruction", 11) != 0;
+        fclose(f);
+        if (!data) continue;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        if (!(f = fopen(path, "r"))) continue;
+        int64_t size = fgets(buf, sizeof buf, f) ? parse_size(buf) : 0;
+        fclose(f);
+        if (size > 0) return size;
+    }
+    return 0;
+}
+
 static int64_t llc;
 static pthread_once_t llc_once = PTHREAD_ONCE_INIT;
 
-/* The largest cache of the highest level cpu0 lists in /sys (cache/indexN/level, and its size
- * as "32768K"). */
+/* The data cache of the highest level /sys lists. */
 static void read_llc(void) {
-    long best_level = 0;
-    int64_t bytes = 0;
-    for (int i = 0; i < 16; i++) {
-        char path[128];
-        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
-        long level = read_long(path);
-        if (level < 0) continue;
-        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
-        FILE *f = fopen(path, "r");
-        if (!f) continue;
-        long v = 0;
-        char unit = 0;
-        int got = fscanf(f, "%ld%c", &v, &unit);
-        fclose(f);
-        if (got < 1 || v <= 0) continue;
-        int64_t b = unit == 'K' ? (int64_t)v << 10 : unit == 'M' ? (int64_t)v << 20 : v;
-        if (level > best_level || (level == best_level && b > bytes)) best_level = level, bytes = b;
-    }
-    llc = bytes;
+    for (int level = 4; level >= 1 && !llc; level--) llc = target_cache_bytes(level);
 }
 
 int64_t target_llc_bytes(void) {

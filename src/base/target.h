@@ -14,6 +14,9 @@ int target_cores(void);
 /* The threads a session runs on when told 0: $OMP_NUM_THREADS (its first number) when set,
  * else target_cores(). */
 int target_default_threads(void);
+/* Bytes of cpu0's data (or unified) cache of `level` (1, 2, 3) from /sys, 0 when it does not
+ * say. Reads /sys on every call. */
+int64_t target_cache_bytes(int level);
 /* Bytes of the last-level cache (the highest level /sys lists for cpu0: on most machines the
  * L3 its cores share), 0 when unknown. Read once; thread-safe. */
 int64_t target_llc_bytes(void);

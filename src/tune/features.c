@@ -118,48 +118,13 @@ const char *tune_feature_doc(int i) {
 static tune_machine host;
 static pthread_once_t host_once = PTHREAD_ONCE_INIT;
 
-/* "32K", "1024K", "2M" */
-static int64_t parse_size(const char *s) {
-    char *end;
-    long long v = strtoll(s, &end, 10);
-    if (v <= 0) return 0;
-    if (*end == 'K' || *end == 'k') v *= 1024;
-    else if (*end == 'M' || *end == 'm') v *= 1024 * 1024;
-    return v;
-}
-
-/* The data (or unified) cache of `level` of CPU 0 from /sys; 0 when it does not say. */
-static int64_t sys_cache(int level) {
-    for (int i = 0; i < 16; i++) {
-        char path[128], buf[64];
-        int lv = 0;
-        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
-        FILE *f = fopen(path, "r");
-        if (!f) break;
-        if (fscanf(f, "%d", &lv) != 1) lv = 0;
-        fclose(f);
-        if (lv != level) continue;
-        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/type", i);
-        if (!(f = fopen(path, "r"))) continue;
-        bool data = fgets(buf, sizeof buf, f) && strncmp(buf, "Instruction", 11) != 0;
-        fclose(f);
-        if (!data) continue;
-        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
-        if (!(f = fopen(path, "r"))) continue;
-        int64_t size = fgets(buf, sizeof buf, f) ? parse_size(buf) : 0;
-        fclose(f);
-        if (size > 0) return size;
-    }
-    return 0;
-}
-
 static void read_host(void) {
     host.vector_floats = target_vector_floats();
     host.vector_regs = host.vector_floats >= 16 ? 32 : 16;
     host.cores = target_cores();
     long l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE), l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    host.l1_bytes = l1 > 0 ? l1 : sys_cache(1);
-    host.l2_bytes = l2 > 0 ? l2 : sys_cache(2);
+    host.l1_bytes = l1 > 0 ? l1 : target_cache_bytes(1);
+    host.l2_bytes = l2 > 0 ? l2 : target_cache_bytes(2);
     if (host.l1_bytes <= 0) host.l1_bytes = 32 * 1024;
     if (host.l2_bytes <= 0) host.l2_bytes = 1024 * 1024;
 }
