@@ -805,6 +805,19 @@ void tune_summary_free(tune_summary *s) {
     memset(s, 0, sizeof *s);
 }
 
+/* The constant inputs of the model's nodes that the tasks stand for (each primary task's
+ * times its node count; alternatives are the same nodes). */
+static int64_t model_constant_bytes(const tune_model_task *tasks, int ntasks) {
+    int64_t total = 0;
+    for (int i = 0; i < ntasks; i++) {
+        if (tasks[i].alt_of >= 0) continue;
+        for (int k = 0; k < tasks[i].task.nin; k++)
+            if (tasks[i].task.in[k].data)
+                total += (int64_t)tasks[i].count * (int64_t)ir_nbytes(&tasks[i].task.in[k]);
+    }
+    return total;
+}
+
 wpk_status tune_run(wpk_context *ctx, tune_db *db, const tune_model_task *tasks, int ntasks,
                     const tune_options *opt, tune_summary *out) {
     memset(out, 0, sizeof *out);
@@ -840,12 +853,7 @@ wpk_status tune_run(wpk_context *ctx, tune_db *db, const tune_model_task *tasks,
     }
     /* a model whose weights outgrow the cache has every layer's evicted by the others' before
        it runs again: time every candidate so */
-    for (int i = 0; st == WPK_OK && i < ntasks; i++)
-        if (tasks[i].alt_of < 0)
-            for (int k = 0; k < tasks[i].task.nin; k++)
-                if (tasks[i].task.in[k].data)
-                    out->constant_bytes += (int64_t)tasks[i].count *
-                                           (int64_t)ir_nbytes(&tasks[i].task.in[k]);
+    out->constant_bytes = model_constant_bytes(tasks, ntasks);
     if (o.measure.cold_bytes >= 0 && out->constant_bytes > o.measure.cold_bytes) {
         o.measure.cold_bytes = 0;
         out->cold = true;
