@@ -5,7 +5,7 @@
  *     tune_resnet18_convs [--part tune,strategies,parallel] [--trials 48] [--strategy ga]
  *                         [--db tune_resnet18.db] [--only c2,c6] [--min-ms 300]
  *                         [--compare c3,c2] [--compare-trials 80] [--strategies ga,model,...]
- *                         [--seeds 1]
+ *                         [--seeds 1] [--compare-impl conv2d_winograd]
  *                         [--parallel-trials 24] [--parallel-rounds 1] [--parallel-conv c6]
  *
  * Part "tune": the convs as the -O3 pipeline hands them to the templates (wpk::ConvNCHWc on
@@ -17,7 +17,8 @@
  * alternating, by conv_resnet18.c's measure(): ratios tuned/oneDNN and tuned/default by wall
  * time and by CPU time per thread, their geometric means and minima.
  * Part "strategies": the slides' 1x1 64->64 56x56 conv (c3) and the 3x3 56x56 conv (c2) as
- * NCHW FusedConv nodes (the -O2 form, the larger space), each strategy from an empty database
+ * NCHW FusedConv nodes (the -O2 form, the larger space) in the space of the template that takes
+ * them first (the direct blocked conv) or of --compare-impl's, each strategy from an empty database
  * for --compare-trials trials, --seeds times (seeds 7, 8, ...); then every config that was some
  * run's best so far re-timed in one interleaved measurement (after the parallel part's tuning:
  * it starts OpenMP threads), the fastest of them the bar; per strategy and seed: the proposals
@@ -205,6 +206,7 @@ typedef struct opts {
     int64_t trials, compare_trials, parallel_trials, parallel_rounds;
     int64_t seeds;           /* strategies: runs per strategy, seeds 7, 8, ... */
     const char *strategy, *db, *only, *compare, *strategy_list, *parallel_conv;
+    const char *compare_impl; /* strategies: the template compared; NULL: the node's first */
     double min_s;
 } opts;
 
@@ -443,6 +445,7 @@ typedef struct strat_run {
 
 typedef struct strat_conv {
     conv_task t;
+    tune_model_task mt;       /* the implementation compared: t.mt, or --compare-impl's */
     int64_t space;            /* configs in the template's space */
     char (*cfg)[512];         /* the configs to re-time: the default, every best so far */
     int ncfg, capcfg, def;    /* def: the default config's index */
@@ -537,8 +540,16 @@ static void strategies_tune(const opts *o, wpk_context *ctx, strat_job *J) {
         if (!selected(o->compare, CONVS[ci].name)) continue;
         strat_conv *c = &J->convs[J->nconv++];
         conv_task_init(&c->t, &CONVS[ci], false, ctx);
+        c->mt = c->t.mt;
+        if (o->compare_impl) {
+            const tune_template *tm = tune_template_find(o->compare_impl);
+            ir_tensor *in[] = {&c->t.x, &c->t.w, &c->t.b}, *out[] = {&c->t.y};
+            if (!tm || !tm->supports(c->t.mt.task.node, in, out))
+                die(o->compare_impl, "is not a template that takes this conv");
+            tune_task_init(&c->mt.task, tm, c->t.mt.task.node, in, out);
+        }
         tune_space sp;
-        c->t.mt.task.tmpl->space(&c->t.mt.task, &sp);
+        c->mt.task.tmpl->space(&c->mt.task, &sp);
         c->space = tune_space_size(&sp);
         for (int s = 0; s < J->ns; s++)
             for (int r = 0; r < J->nseeds; r++) {
@@ -552,7 +563,7 @@ static void strategies_tune(const opts *o, wpk_context *ctx, strat_job *J) {
                 to.seed = 7 + (uint64_t)r;
                 tune_summary sum;
                 double t0 = now();
-                if (tune_run(ctx, db, &c->t.mt, 1, &to, &sum))
+                if (tune_run(ctx, db, &c->mt, 1, &to, &sum))
                     die("tune_run", wpk_context_error(ctx));
                 strat_run *run = &c->runs[s][r];
                 run->wall = now() - t0;
@@ -591,7 +602,7 @@ static void strategies_retime(const opts *o, wpk_context *ctx, int threads, stra
     float *got = alloc64(sizeof(float) * (size_t)ny);
     if (!ks || !tm || !c->speed) die("strategies", "out of memory");
     for (int i = 0; i < c->ncfg; i++) {
-        kernel_build(&ks[i], t, &t->mt.task, c->cfg[i], data, ctx);
+        kernel_build(&ks[i], t, &c->mt.task, c->cfg[i], data, ctx);
         kernel_run(&ks[i]);
         kernel_output(&ks[i], t, got);
         if (!(rel_err(got, t->pb.ref, ny) <= TOL)) die(c->cfg[i], "wrong output");
@@ -653,11 +664,12 @@ static void strategies_report(const opts *o, wpk_context *ctx, int threads, stra
                     if (p >= 0 && c->speed[p] > best) best = c->speed[p], besti = p;
                 }
         const conv_spec *sp = c->t.spec;
-        printf("### %s (%lldx%lld %lld->%lld k%lld s%lld), space of %lld configs\n\n"
+        printf("### %s (%lldx%lld %lld->%lld k%lld s%lld), template %s, space of %lld configs\n\n"
                "%d configs re-timed. Best %.1f GFLOP/s (`%s`); bar %.1f GFLOP/s; the default "
                "config %.1f GFLOP/s (`%s`).\n\n",
                sp->name, (long long)sp->hw, (long long)sp->hw, (long long)sp->c,
-               (long long)sp->k, (long long)sp->r, (long long)sp->s, (long long)c->space,
+               (long long)sp->k, (long long)sp->r, (long long)sp->s, c->mt.task.tmpl->name,
+               (long long)c->space,
                c->ncfg, best, besti >= 0 ? c->cfg[besti] : "-", best / 1.05,
                c->speed[c->def], c->cfg[c->def]);
         printf("| strategy | best final pick, GFLOP/s re-timed | proposals to the bar, per "
@@ -928,6 +940,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--min-ms")) o.min_s = atof(v) * 1e-3;
         else if (!strcmp(a, "--compare")) o.compare = v;
         else if (!strcmp(a, "--compare-trials")) o.compare_trials = atoll(v);
+        else if (!strcmp(a, "--compare-impl")) o.compare_impl = v;
         else if (!strcmp(a, "--seeds")) o.seeds = atoll(v);
         else if (!strcmp(a, "--strategies")) o.strategy_list = v;
         else if (!strcmp(a, "--parallel-trials")) o.parallel_trials = atoll(v);
