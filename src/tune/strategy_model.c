@@ -23,6 +23,7 @@
 
 typedef struct ranked {
     float score;
+    uint32_t tie; /* a seeded random key: equal scores in random order, not the candidates' */
     int idx;
 } ranked;
 
@@ -137,8 +138,10 @@ static void model_tell(tune_strategy *s, const tune_config *c, const tune_result
 
 /* Scores (higher = faster) for rows of one group: -log seconds, and a failure one unit below
  * the slowest success of its group, so the model learns to steer clear of failing regions.
- * False when the group has no success (nothing to rank). */
+ * False when the group has nothing to rank: one row (the default config alone, in the tuner),
+ * or no success. A model trained on that predicts one score for every candidate. */
 static bool group_scores(const double *seconds, int n, float *out) {
+    if (n < 2) return false;
     double worst = -INFINITY;
     for (int i = 0; i < n; i++)
         if (seconds[i] > 0 && isfinite(seconds[i])) {
@@ -265,7 +268,10 @@ static int gather(tune_strategy *s, model_state *m) {
 static int by_score(const void *pa, const void *pb) {
     const ranked *a = pa, *b = pb;
     if (a->score != b->score) return a->score > b->score ? -1 : 1;
-    return a->idx - b->idx; /* ties in candidate order: deterministic */
+    /* ties in a seeded random order: the candidates come in order (every neighbour of the
+     * best, knob by knob), and a weak model's ties would otherwise sweep the first knob */
+    if (a->tie != b->tie) return a->tie < b->tie ? -1 : 1;
+    return a->idx - b->idx;
 }
 
 static int model_propose(tune_strategy *s, tune_config *out, int max) {
@@ -280,7 +286,8 @@ static int model_propose(tune_strategy *s, tune_config *out, int max) {
         else nc = gather(s, m);
         if (nc && tune_cost_model_predict(m->cm, m->cx, nc, m->dim, m->score) != WPK_OK) nc = 0;
     }
-    for (int i = 0; i < nc; i++) m->order[i] = (ranked){m->score[i], i};
+    for (int i = 0; i < nc; i++)
+        m->order[i] = (ranked){m->score[i], (uint32_t)tune_rng_next(&s->rng), i};
     if (nc > 1) qsort(m->order, (size_t)nc, sizeof *m->order, by_score);
     int next = 0;
     uint64_t taken[TUNE_MAX_KNOBS * TUNE_MAX_VALUES];
