@@ -23,7 +23,8 @@
  * run's best so far re-timed in one interleaved measurement (after the parallel part's tuning:
  * it starts OpenMP threads), the fastest of them the bar; per strategy and seed: the proposals
  * and the wall time until the re-timed speed of the run's pick was within 5% of the bar, and
- * their means.
+ * their means; and the successes among each random run's first proposals, a uniform sample of
+ * the legal space, give random search's expected proposals without the noise of its picks.
  * Part "parallel": one fixed job on --parallel-conv (random search, fixed seed: the same
  * configs in the same order) tuned with one build worker and measurements alone, and with the
  * automatic parallelism, each from an empty kernel cache, in --parallel-rounds rounds that
@@ -53,6 +54,10 @@ int conv_resnet18_main(int argc, char **argv);
 
 #define MAX_STRATEGIES 8
 #define MAX_SEEDS 8
+/* strategies: the first proposals of each random run re-timed too, a uniform sample of the
+ * legal space: the share within 5% of the best gives random search's expected proposals
+ * without the noise of its picks */
+#define SAMPLE_PER_RUN 12
 
 /* ---- tasks: a conv node with its tensors ---- */
 
@@ -450,6 +455,7 @@ typedef struct strat_conv {
     char (*cfg)[512];         /* the configs to re-time: the default, every best so far */
     int ncfg, capcfg, def;    /* def: the default config's index */
     double *speed;            /* per config: median GFLOP/s by CPU time in the re-timing */
+    int sample[MAX_SEEDS * SAMPLE_PER_RUN], nsample; /* configs: random's first proposals */
     strat_run runs[MAX_STRATEGIES][MAX_SEEDS];
 } strat_conv;
 
@@ -498,7 +504,7 @@ static bool on_rec(void *user, const tune_record *r) {
 /* The run's best so far after each proposal, from its curve and its records (one trial
  * each, in the same order: checked). */
 static void run_path(strat_conv *c, strat_run *run, const tune_task_summary *ts,
-                     const rec_list *L) {
+                     const rec_list *L, bool sample) {
     if (L->n != ts->ncurve) die("strategies", "the run's records are not its trials");
     run->pick = malloc(sizeof *run->pick * (size_t)(L->n + 1));
     run->at_s = malloc(sizeof *run->at_s * (size_t)(L->n + 1));
@@ -517,6 +523,9 @@ static void run_path(strat_conv *c, strat_run *run, const tune_task_summary *ts,
             best = p->median;
             bi = config_index(c, L->cfg[i]);
         }
+        if (sample && p->status == TUNE_OK && k < SAMPLE_PER_RUN &&
+            c->nsample < MAX_SEEDS * SAMPLE_PER_RUN)
+            c->sample[c->nsample++] = config_index(c, L->cfg[i]);
         run->pick[k] = bi;
         run->at_s[k++] = p->at_s;
     }
@@ -572,7 +581,7 @@ static void strategies_tune(const opts *o, wpk_context *ctx, strat_job *J) {
                 rec_list L = {0};
                 if (tune_db_each(db, tune_target_fingerprint(), ts->key, on_rec, &L))
                     die("records", wpk_context_error(ctx));
-                run_path(c, run, ts, &L);
+                run_path(c, run, ts, &L, !strcmp(J->names[s], "random"));
                 free(L.cfg), free(L.st), free(L.med);
                 tune_db_close(db);
                 unlink(path);
@@ -718,6 +727,17 @@ static void strategies_report(const opts *o, wpk_context *ctx, int threads, stra
                                                             : "");
             }
             printf("\n");
+        }
+        if (c->nsample) {
+            int in = 0;
+            for (int i = 0; i < c->nsample; i++) in += c->speed[c->sample[i]] * 1.05 >= best;
+            printf("\nA uniform sample of the legal space (the successes among the first %d "
+                   "proposals of each random run, %d configs, re-timed with the rest): %d "
+                   "within 5%% of the best, so random search needs about %s%.1f proposals on "
+                   "average without the noise of its picks, and a fifth of that is %s%.1f.\n",
+                   SAMPLE_PER_RUN,
+                   c->nsample, in, in ? "" : "> ", (double)c->nsample / (in ? in : 1),
+                   in ? "" : "> ", (double)c->nsample / (in ? in : 1) / 5);
         }
         printf("\nRe-timed GFLOP/s of each run's pick after every 10th proposal:\n\n");
         for (int s = 0; s < ns; s++)
