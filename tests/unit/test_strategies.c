@@ -582,7 +582,8 @@ static void test_model_start(wpk_context *ctx) {
     tune_config start = {0};
     tune_config_from_index(&s, opt, &start);
     start.choice[6] = 2; /* the loop order 25% slower */
-    tune_result sr = {.status = true_time(&start, 1.0, &sr.seconds)};
+    tune_result sr;
+    sr.status = true_time(&start, 1.0, &sr.seconds);
     enum { CAP = 2000, BATCH = 8, SEEDS = 8 };
     double sum = 0;
     for (uint64_t seed = 1; seed <= SEEDS; seed++) {
