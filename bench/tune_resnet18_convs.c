@@ -23,8 +23,8 @@
  * run's best so far re-timed in one interleaved measurement (after the parallel part's tuning:
  * it starts OpenMP threads), the fastest of them the bar; per strategy and seed: the proposals
  * and the wall time until the re-timed speed of the run's pick was within 5% of the bar, and
- * their means; and the successes among each random run's first proposals, a uniform sample of
- * the legal space, give random search's expected proposals without the noise of its picks.
+ * their means; and each random run's first proposals, a uniform sample of the legal space,
+ * re-timed too, give random search's expected proposals without the noise of its picks.
  * Part "parallel": one fixed job on --parallel-conv (random search, fixed seed: the same
  * configs in the same order) tuned with one build worker and measurements alone, and with the
  * automatic parallelism, each from an empty kernel cache, in --parallel-rounds rounds that
@@ -455,7 +455,8 @@ typedef struct strat_conv {
     char (*cfg)[512];         /* the configs to re-time: the default, every best so far */
     int ncfg, capcfg, def;    /* def: the default config's index */
     double *speed;            /* per config: median GFLOP/s by CPU time in the re-timing */
-    int sample[MAX_SEEDS * SAMPLE_PER_RUN], nsample; /* configs: random's first proposals */
+    int sample[MAX_SEEDS * SAMPLE_PER_RUN], nsample; /* random's first proposals: their configs,
+                                                        -1 for a failure (never in the band) */
     strat_run runs[MAX_STRATEGIES][MAX_SEEDS];
 } strat_conv;
 
@@ -523,9 +524,8 @@ static void run_path(strat_conv *c, strat_run *run, const tune_task_summary *ts,
             best = p->median;
             bi = config_index(c, L->cfg[i]);
         }
-        if (sample && p->status == TUNE_OK && k < SAMPLE_PER_RUN &&
-            c->nsample < MAX_SEEDS * SAMPLE_PER_RUN)
-            c->sample[c->nsample++] = config_index(c, L->cfg[i]);
+        if (sample && k < SAMPLE_PER_RUN && c->nsample < MAX_SEEDS * SAMPLE_PER_RUN)
+            c->sample[c->nsample++] = p->status == TUNE_OK ? config_index(c, L->cfg[i]) : -1;
         run->pick[k] = bi;
         run->at_s[k++] = p->at_s;
     }
@@ -730,14 +730,14 @@ static void strategies_report(const opts *o, wpk_context *ctx, int threads, stra
         }
         if (c->nsample) {
             int in = 0;
-            for (int i = 0; i < c->nsample; i++) in += c->speed[c->sample[i]] * 1.05 >= best;
-            printf("\nA uniform sample of the legal space (the successes among the first %d "
-                   "proposals of each random run, %d configs, re-timed with the rest): %d "
-                   "within 5%% of the best, so random search needs about %s%.1f proposals on "
-                   "average without the noise of its picks, and a fifth of that is %s%.1f.\n",
-                   SAMPLE_PER_RUN,
-                   c->nsample, in, in ? "" : "> ", (double)c->nsample / (in ? in : 1),
-                   in ? "" : "> ", (double)c->nsample / (in ? in : 1) / 5);
+            for (int i = 0; i < c->nsample; i++)
+                in += c->sample[i] >= 0 && c->speed[c->sample[i]] * 1.05 >= best;
+            const double need = (double)c->nsample / (in ? in : 1);
+            printf("\nA uniform sample of the legal space (the first %d proposals of each random "
+                   "run, %d configs, re-timed with the rest): %d within 5%% of the best, so "
+                   "random search needs about %s%.1f proposals on average without the noise of "
+                   "its picks, and a fifth of that is %s%.1f.\n", SAMPLE_PER_RUN, c->nsample, in,
+                   in ? "" : "> ", need, in ? "" : "> ", need / 5);
         }
         printf("\nRe-timed GFLOP/s of each run's pick after every 10th proposal:\n\n");
         for (int s = 0; s < ns; s++)
