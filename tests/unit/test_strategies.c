@@ -514,22 +514,32 @@ static void test_model_prior(wpk_context *ctx) {
     free(ps);
 }
 
+/* A start config one knob off the optimum of s (the loop order: 25% slower); *best gets the
+ * optimum's time and *within5 how many configs lie within 5% of it. */
+static tune_config start_near_optimum(const tune_space *s, double *best, int64_t *within5) {
+    int64_t n = tune_space_size(s), opt = -1;
+    double t;
+    *best = optimum(s, within5);
+    for (int64_t i = 0; i < n && opt < 0; i++) {
+        tune_config c = {0};
+        tune_config_from_index(s, i, &c);
+        if (true_time(&c, 1.0, &t) == TUNE_OK && t == *best) opt = i;
+    }
+    tune_config start = {0};
+    tune_config_from_index(s, opt, &start);
+    start.choice[6] = 2;
+    return start;
+}
+
 /* A start config (the template's default in the tuner): the first half of ga's first
  * generation are its mutants, one or two knobs away, and from a start near the optimum (one
  * knob off, 25% slower) ga reaches within 5% of it in far fewer trials than from a random
  * first generation. */
 static void test_ga_start(wpk_context *ctx) {
     tune_space s = conv_space();
-    int64_t within5, n = tune_space_size(&s), opt = -1;
-    double best = optimum(&s, &within5), t;
-    for (int64_t i = 0; i < n && opt < 0; i++) {
-        tune_config c = {0};
-        tune_config_from_index(&s, i, &c);
-        if (true_time(&c, 1.0, &t) == TUNE_OK && t == best) opt = i;
-    }
-    tune_config start = {0};
-    tune_config_from_index(&s, opt, &start);
-    start.choice[6] = 2; /* the loop order 25% slower */
+    int64_t within5;
+    double best, t;
+    const tune_config start = start_near_optimum(&s, &best, &within5);
     CHECK(true_time(&start, 1.0, &t) == TUNE_OK && t > 1.2 * best);
     enum { CAP = 2000, BATCH = 8, SEEDS = 8 };
     double mean[2];
@@ -572,16 +582,9 @@ static void test_ga_start(wpk_context *ctx) {
  * model reaches within 5% of it in at most two batches. */
 static void test_model_start(wpk_context *ctx) {
     tune_space s = conv_space();
-    int64_t within5, n = tune_space_size(&s), opt = -1;
-    double best = optimum(&s, &within5), t;
-    for (int64_t i = 0; i < n && opt < 0; i++) {
-        tune_config c = {0};
-        tune_config_from_index(&s, i, &c);
-        if (true_time(&c, 1.0, &t) == TUNE_OK && t == best) opt = i;
-    }
-    tune_config start = {0};
-    tune_config_from_index(&s, opt, &start);
-    start.choice[6] = 2; /* the loop order 25% slower */
+    int64_t within5, n = tune_space_size(&s);
+    double best;
+    const tune_config start = start_near_optimum(&s, &best, &within5);
     tune_result sr;
     sr.status = true_time(&start, 1.0, &sr.seconds);
     enum { CAP = 2000, BATCH = 8, SEEDS = 8 };
