@@ -74,6 +74,15 @@ typedef struct conv_task {
     bool has_alt;
 } conv_task;
 
+/* t's node as a task of template tm (t.mt's weights), or false when tm does not take it. */
+static bool conv_task_as(conv_task *t, const tune_template *tm, tune_model_task *out) {
+    ir_tensor *in[] = {&t->x, &t->w, &t->b}, *outs[] = {&t->y};
+    if (!tm->supports(t->mt.task.node, in, outs)) return false;
+    *out = t->mt;
+    tune_task_init(&out->task, tm, t->mt.task.node, in, outs);
+    return true;
+}
+
 static void conv_task_init(conv_task *t, const conv_spec *c, bool blocked, wpk_context *ctx) {
     memset(t, 0, sizeof *t);
     t->spec = c;
@@ -108,12 +117,9 @@ static void conv_task_init(conv_task *t, const conv_spec *c, bool blocked, wpk_c
     t->mt.alt_of = -1;
     const tune_template *impls[8];
     int ni = tune_templates_for(n, in, out, impls, 8);
-    for (int i = 0; i < ni && !t->has_alt; i++) {
-        if (impls[i] == tm || impls[i]->lib) continue; /* oneDNN is the peer, not a candidate */
-        t->alt = t->mt;
-        tune_task_init(&t->alt.task, impls[i], n, in, out);
-        t->has_alt = true;
-    }
+    for (int i = 0; i < ni && !t->has_alt; i++)
+        if (impls[i] != tm && !impls[i]->lib) /* oneDNN is the peer, not a candidate */
+            t->has_alt = conv_task_as(t, impls[i], &t->alt);
 }
 
 static void conv_task_free(conv_task *t) {
@@ -550,13 +556,9 @@ static void strategies_tune(const opts *o, wpk_context *ctx, strat_job *J) {
         strat_conv *c = &J->convs[J->nconv++];
         conv_task_init(&c->t, &CONVS[ci], false, ctx);
         c->mt = c->t.mt;
-        if (o->compare_impl) {
-            const tune_template *tm = tune_template_find(o->compare_impl);
-            ir_tensor *in[] = {&c->t.x, &c->t.w, &c->t.b}, *out[] = {&c->t.y};
-            if (!tm || !tm->supports(c->t.mt.task.node, in, out))
-                die(o->compare_impl, "is not a template that takes this conv");
-            tune_task_init(&c->mt.task, tm, c->t.mt.task.node, in, out);
-        }
+        const tune_template *tm = o->compare_impl ? tune_template_find(o->compare_impl) : NULL;
+        if (o->compare_impl && (!tm || !conv_task_as(&c->t, tm, &c->mt)))
+            die(o->compare_impl, "is not a template that takes this conv");
         tune_space sp;
         c->mt.task.tmpl->space(&c->mt.task, &sp);
         c->space = tune_space_size(&sp);
