@@ -460,6 +460,60 @@ static void test_conv_template_must_fail(wpk_context *ctx) {
     problem_free(&p);
 }
 
+/* Every config build accepts lowers and emits (many random configs of every case, emission
+ * only: cheap), and a dimension one thread's tile covers takes one thread only (the cases with
+ * 8 output channels: tile_z = 8 with thread_z = 2 would leave the second z thread nothing, and
+ * acc could not be kept per thread). Found on a GPU, where such a random config failed to emit. */
+static void test_conv_template_emits(wpk_context *ctx) {
+    uint64_t rng = 0x2545f4914f6cdd1dull;
+    int emitted = 0;
+    for (int i = 0; i < NCASES; i++) {
+        problem p;
+        if (!problem_init(&p, &CASES[i], ctx)) {
+            problem_free(&p);
+            continue;
+        }
+        ir_tensor *in[4] = {p.in[0], p.in[1], p.in[2], p.in[3]};
+        tune_task task;
+        tune_task_init(&task, &tune_conv2d_cuda, p.node, in, p.out);
+        tune_space sp;
+        tune_conv2d_cuda.space(&task, &sp);
+        tune_config cfg;
+        te_ctx c;
+        tune_build b;
+        if (CASES[i].k == 8) {
+            te_ctx_init(&c, ctx);
+            CHECK(tune_config_parse(ctx, &sp, "thread_x=4,thread_y=4,thread_z=2,tile_x=1,tile_y=1,"
+                                    "tile_z=8,tile_rz=1,shared=0,order=0", &cfg) == WPK_OK);
+            CHECK(!tune_conv2d_cuda_legal(&task, &sp, &cfg));
+            CHECK_ERR(ctx, tune_conv2d_cuda.build(&c, &task, &sp, &cfg, &b), WPK_ERR_INVALID_ARG,
+                      "thread_z > 1, but one thread's tile");
+            te_ctx_free(&c);
+        }
+        for (int r = 0; r < 150; r++) {
+            tune_config_random(&sp, &rng, &cfg);
+            te_ctx_init(&c, ctx);
+            loop_func *f = NULL;
+            if (tune_conv2d_cuda.build(&c, &task, &sp, &cfg, &b) == WPK_OK) {
+                CHECK(loop_lower(&c, b.schedule, "conv2d_cuda", b.args, b.nargs, &f) == WPK_OK);
+                strbuf sb = {0}, cs = {0};
+                cg_cuda_launch L;
+                if (f && cg_cuda_emit(ctx, f, NULL, &sb, &L) != WPK_OK) {
+                    tune_config_print(&sp, &cfg, &cs);
+                    fprintf(stderr, "%s [%s]: %s\n", CASES[i].name, cs.s, wpk_context_error(ctx));
+                    CHECK(!"a config build accepts must emit");
+                } else if (f) {
+                    emitted++;
+                }
+                sb_free(&sb), sb_free(&cs);
+            }
+            te_ctx_free(&c);
+        }
+        problem_free(&p);
+    }
+    CHECK(emitted > 500);
+}
+
 /* ---- must-fail IR ---- */
 
 static void expect_refused(wpk_context *ctx, const loop_func *f, wpk_status want, const char *needle) {
@@ -695,6 +749,7 @@ int main(void) {
     test_matmul(ctx);
     test_conv_template(ctx);
     test_conv_template_must_fail(ctx);
+    test_conv_template_emits(ctx);
     test_must_fail(ctx);
     test_nvrtc(ctx);
     test_runtime(ctx);

@@ -189,9 +189,12 @@ wpk_status rt_cuda_open(wpk_context *ctx, int ordinal, rt_cuda **out) {
 
 void rt_cuda_close(rt_cuda *d) {
     if (!d) return;
-    if (d->cctx) {
+    /* A lost context may still be running the kernel that hung it, and freeing or destroying
+     * anything on it waits for that kernel: leave it all to the process's exit, which the
+     * driver tears down (a measuring child exits right after). */
+    if (d->cctx && !d->lost) {
         use(d);
-        if (!d->lost) d->cu->ctx_synchronize();
+        d->cu->ctx_synchronize();
         if (d->flush_buf) d->cu->mem_free(d->flush_buf);
         for (int i = 0; i < 2; i++)
             if (d->ev[i]) d->cu->event_destroy(d->ev[i]);

@@ -51,7 +51,7 @@ static void child(int fd, int ordinal, rt_cuda_child_fn fn, void *user) {
                 r.fault = st == WPK_ERR_NOMEM ? RT_CUDA_FAULT_OOM : RT_CUDA_FAULT_CRASH;
         }
         if (st && !r.message[0]) set_message(&r, wpk_context_error(ctx));
-        /* a lost context is not synchronized on close (it could hang) */
+        /* a lost context is left to the exit, untouched (rt_cuda_close): it could hang */
         rt_cuda_close(d);
     }
     const char *p = (const char *)&r;

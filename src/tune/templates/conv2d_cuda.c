@@ -114,6 +114,17 @@ static int64_t shared_bytes(const tune_conv *g, const knobs *k) {
     return ((in * 4 + 15) / 16 + (wt * 4 + 15) / 16) * 16;
 }
 
+/* The knob of a dimension that has more than one thread although the first thread's tile
+ * already covers it (tile >= extent), NULL when there is none. The other threads would have no
+ * output, and the CUDA code generator cannot keep acc per thread there (the thread loop over
+ * the dimension is gone). */
+static const char *idle_threads(const tune_conv *g, const knobs *k) {
+    if (k->thz > 1 && k->tz >= g->cout) return "thread_z";
+    if (k->thy > 1 && k->ty >= g->oh) return "thread_y";
+    if (k->thx > 1 && k->tx >= g->ow) return "thread_x";
+    return NULL;
+}
+
 int64_t tune_conv2d_cuda_shared_bytes(const tune_task *t, const tune_space *s,
                                       const tune_config *cfg) {
     tune_conv g;
@@ -129,7 +140,7 @@ bool tune_conv2d_cuda_legal(const tune_task *t, const tune_space *s, const tune_
         if (cfg->choice[k] < 0 || cfg->choice[k] >= s->knobs[k].nvalues) return false;
     knobs k = read_knobs(s, cfg);
     return k.thx * k.thy * k.thz <= 1024 && k.tx * k.ty * k.tz <= CONV2D_CUDA_MAX_ACCUM &&
-           shared_bytes(&g, &k) <= CONV2D_CUDA_MAX_SHARED;
+           shared_bytes(&g, &k) <= CONV2D_CUDA_MAX_SHARED && !idle_threads(&g, &k);
 }
 
 /* A block of about 128-256 threads, 4-16 accumulators each, staged through shared memory. */
@@ -149,6 +160,12 @@ static void default_config(const tune_task *t, const tune_space *s, tune_config 
     tune_config_set(s, cfg, "tile_rz", 8);
     tune_config_set(s, cfg, "shared", 1);
     tune_config_set(s, cfg, "order", ORDER_RC_OUTER);
+    /* a dimension one thread's tile covers gets one thread */
+    static const char *const dims[3][2] = {
+        {"thread_z", "tile_z"}, {"thread_y", "tile_y"}, {"thread_x", "tile_x"}};
+    const int64_t extent[3] = {g.cout, g.oh, g.ow};
+    for (int d = 0; d < 3; d++)
+        if (tune_value(s, cfg, dims[d][1]) >= extent[d]) tune_config_set(s, cfg, dims[d][0], 1);
     /* too much shared memory for a wide block: narrow the channel tile until it fits */
     knobs k = read_knobs(s, cfg);
     while (shared_bytes(&g, &k) > CONV2D_CUDA_MAX_SHARED && k.trz > 1) {
@@ -258,6 +275,13 @@ static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
         return wpk_error(c->err, WPK_ERR_INVALID_ARG, NAME ": %lld accumulators per thread "
                          "(tile_x * tile_y * tile_z) is more than %d", (long long)accum,
                          CONV2D_CUDA_MAX_ACCUM);
+    const char *idle = idle_threads(&g, &k);
+    if (idle)
+        return wpk_error(c->err, WPK_ERR_INVALID_ARG, NAME ": %s > 1, but one thread's tile (%lld x "
+                         "%lld x %lld: channels, rows, columns) already covers that dimension of "
+                         "the output (%lld x %lld x %lld): the other threads would have nothing",
+                         idle, (long long)k.tz, (long long)k.ty, (long long)k.tx,
+                         (long long)g.cout, (long long)g.oh, (long long)g.ow);
     const int64_t smem = shared_bytes(&g, &k);
     if (smem > CONV2D_CUDA_MAX_SHARED)
         return wpk_error(c->err, WPK_ERR_INVALID_ARG, NAME ": the shared stages need %lld bytes "
