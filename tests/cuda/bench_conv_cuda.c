@@ -6,8 +6,13 @@
  * of the ratios; --json FILE writes every sample with the provenance (commit, GPU, driver,
  * NVRTC, cuDNN, options). Exits 77 without a GPU.
  *
+ * Both sides are timed as replays of a CUDA Graph that holds the sample's launches (captured
+ * once): what a caller replaying a captured plan pays, without the host's per-call cost (for
+ * cuDNN, the planning its legacy API does in every call); --launches times direct launches.
+ * Candidates are compiled (NVRTC) in parallel, a proposal batch at a time.
+ *
  *   bench_conv_cuda [--trials N] [--strategy ga|random|anneal|...] [--only I] [--json FILE]
- *                   [--tf32] [--flush-l2]
+ *                   [--tf32] [--flush-l2] [--launches]
  */
 #define _DEFAULT_SOURCE
 
@@ -80,31 +85,47 @@ static wpk_status run_kernel(void *user, rt_cuda *d) {
     return rt_cuda_kernel_launch(d, j->k, j->args, 3);
 }
 
-/* Build, compile, load, check against want (device output of cuDNN, host copy) and time one
- * config. */
-static tune_result measure_config(wpk_context *ctx, const tune_task *task, const tune_space *sp,
-                                  const tune_config *cfg, uint64_t dx, uint64_t dw, uint64_t dy,
-                                  const float *want, float *got, int64_t ny, double *samples) {
-    tune_result r = {TUNE_COMPILE_ERROR, 0};
+/* A candidate compiled (in parallel with the batch's others) and waiting to be measured. */
+typedef struct compiled {
+    tune_result r; /* TUNE_OK until something fails */
+    cg_cuda_image img;
+    cg_cuda_launch L;
+} compiled;
+
+/* Build, lower, emit and compile one config; thread-safe (its own contexts). */
+static void compile_config(const tune_task *task, const tune_space *sp, const tune_config *cfg,
+                           compiled *out) {
+    memset(out, 0, sizeof *out);
+    out->r.status = TUNE_COMPILE_ERROR;
+    wpk_context *ctx = wpk_context_create();
     te_ctx c;
     te_ctx_init(&c, ctx);
     tune_build b;
     loop_func *f = NULL;
     strbuf sb = {0};
-    cg_cuda_launch L;
-    cg_cuda_image img = {0};
+    if (tune_conv2d_cuda.build(&c, task, sp, cfg, &b) != WPK_OK)
+        out->r.status = TUNE_INVALID;
+    else if (loop_lower(&c, b.schedule, "conv", b.args, b.nargs, &f) == WPK_OK &&
+             cg_cuda_emit(ctx, f, NULL, &sb, &out->L) == WPK_OK &&
+             cg_cuda_compile(ctx, sb.s, &copt, &out->img) == WPK_OK)
+        out->r.status = TUNE_OK;
+    sb_free(&sb);
+    te_ctx_free(&c);
+    wpk_context_free(ctx);
+}
+
+/* Load a compiled candidate, check it against want (device output of cuDNN, host copy) and
+ * time it. */
+static tune_result measure_config(compiled *cp, uint64_t dx, uint64_t dw, uint64_t dy,
+                                  const float *want, float *got, int64_t ny, double *samples) {
+    tune_result r = cp->r;
     rt_cuda_kernel *k = NULL;
-    if (tune_conv2d_cuda.build(&c, task, sp, cfg, &b) != WPK_OK) {
-        r.status = TUNE_INVALID;
-        goto out;
-    }
-    if (loop_lower(&c, b.schedule, "conv", b.args, b.nargs, &f) != WPK_OK ||
-        cg_cuda_emit(ctx, f, NULL, &sb, &L) != WPK_OK || cg_cuda_compile(ctx, sb.s, &copt, &img))
-        goto out;
+    if (r.status != TUNE_OK) goto out;
+    r.status = TUNE_COMPILE_ERROR;
     rt_cuda_dims dims;
-    for (int i = 0; i < 3; i++) dims.grid[i] = L.grid[i], dims.block[i] = L.block[i];
-    dims.shared_bytes = L.shared_bytes;
-    if (rt_cuda_kernel_load(dev, img.data, img.size, "conv", &dims, &k) != WPK_OK) {
+    for (int i = 0; i < 3; i++) dims.grid[i] = cp->L.grid[i], dims.block[i] = cp->L.block[i];
+    dims.shared_bytes = cp->L.shared_bytes;
+    if (rt_cuda_kernel_load(dev, cp->img.data, cp->img.size, "conv", &dims, &k) != WPK_OK) {
         r.status = rt_cuda_last_fault(dev) == RT_CUDA_FAULT_CONFIG ? TUNE_INVALID : TUNE_COMPILE_ERROR;
         goto out;
     }
@@ -128,9 +149,7 @@ static tune_result measure_config(wpk_context *ctx, const tune_task *task, const
     r.seconds = median(tmp, SAMPLES);
 out:
     rt_cuda_kernel_free(k);
-    cg_cuda_image_free(&img);
-    sb_free(&sb);
-    te_ctx_free(&c);
+    cg_cuda_image_free(&cp->img);
     return r;
 }
 
@@ -148,6 +167,7 @@ int main(int argc, char **argv) {
     bool tf32 = false;
     meas = rt_cuda_default_measure();
     meas.repeat = SAMPLES;
+    meas.graph = true;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--trials") && i + 1 < argc) trials = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--strategy") && i + 1 < argc) strategy = argv[++i];
@@ -155,9 +175,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
         else if (!strcmp(argv[i], "--tf32")) tf32 = true;
         else if (!strcmp(argv[i], "--flush-l2")) meas.flush_l2 = true;
+        else if (!strcmp(argv[i], "--launches")) meas.graph = false;
         else {
             fprintf(stderr, "usage: %s [--trials N] [--strategy S] [--only I] [--json FILE] "
-                    "[--tf32] [--flush-l2]\n", argv[0]);
+                    "[--tf32] [--flush-l2] [--launches]\n", argv[0]);
             return 1;
         }
     }
@@ -178,19 +199,21 @@ int main(int argc, char **argv) {
     git_commit(commit, sizeof commit);
     size_t dnn = rt_cudnn_version(ctx);
     printf("wpk %s | %s sm_%d, %d SMs, driver %d | NVRTC %d (cubin sm_%d) | cuDNN %zu (%s math) | "
-           "strategy %s, %d trials per conv | median of %d samples, CUDA events%s\n",
+           "strategy %s, %d trials per conv | median of %d samples, CUDA events%s%s\n",
            commit, info.name, info.sm, info.sm_count, info.driver_version, cg_cuda_nvrtc_version(),
            info.sm, dnn, tf32 ? "TF32" : "FMA", strategy, trials, SAMPLES,
-           meas.flush_l2 ? ", L2 flushed" : "");
+           meas.flush_l2 ? ", L2 flushed" : "",
+           meas.graph && !meas.flush_l2 ? ", launches replayed from a CUDA Graph" : ", direct launches");
     printf("%-14s %-22s %10s %10s %7s  %s\n", "conv", "cuDNN best", "cuDNN us", "wpk us", "ratio",
            "wpk config");
     FILE *js = json ? fopen(json, "w") : NULL;
     if (js)
         fprintf(js, "{\"commit\": \"%s\", \"gpu\": \"%s\", \"sm\": %d, \"driver\": %d, \"nvrtc\": %d, "
                 "\"cudnn\": %zu, \"strategy\": \"%s\", \"trials\": %d, \"tf32\": %s, "
-                "\"flush_l2\": %s, \"convs\": [\n", commit, info.name, info.sm, info.driver_version,
-                cg_cuda_nvrtc_version(), dnn, strategy, trials, tf32 ? "true" : "false",
-                meas.flush_l2 ? "true" : "false");
+                "\"flush_l2\": %s, \"graph\": %s, \"convs\": [\n", commit, info.name, info.sm,
+                info.driver_version, cg_cuda_nvrtc_version(), dnn, strategy, trials,
+                tf32 ? "true" : "false", meas.flush_l2 ? "true" : "false",
+                meas.graph && !meas.flush_l2 ? "true" : "false");
     double log_sum = 0;
     int counted = 0;
     for (int wi = 0; wi < NWORK; wi++) {
@@ -226,7 +249,16 @@ int main(int argc, char **argv) {
                 if (run_cudnn(&j, dev) || rt_cuda_download(dev, got, dy, (size_t)p.ny * 4) ||
                     !close_all(got, p.want, p.ny, rt_cudnn_algo_name(algos[a])))
                     continue;
-                if (rt_cuda_time(dev, run_cudnn, &j, &meas, samples) != WPK_OK) continue;
+                wpk_status st = rt_cuda_time(dev, run_cudnn, &j, &meas, samples);
+                if (st && meas.graph && !rt_cuda_lost(dev)) {
+                    /* an algorithm that cannot be captured is timed on direct launches */
+                    fprintf(stderr, "%s, %s: not captured (%s): timed on direct launches\n",
+                            wl->name, rt_cudnn_algo_name(algos[a]), wpk_context_error(ctx));
+                    rt_cuda_measure direct = meas;
+                    direct.graph = false;
+                    st = rt_cuda_time(dev, run_cudnn, &j, &direct, samples);
+                }
+                if (st) continue;
                 double tmp[SAMPLES];
                 memcpy(tmp, samples, sizeof tmp);
                 double med = median(tmp, SAMPLES);
@@ -257,16 +289,19 @@ int main(int argc, char **argv) {
         tune_config cfgs[BATCH], best_cfg;
         tune_result res[BATCH], best = {TUNE_INVALID, 0};
         double best_samples[SAMPLES] = {0};
+        compiled cps[BATCH];
         tune_conv2d_cuda.default_config(&task, &sp, &cfgs[0]);
-        res[0] = measure_config(ctx, &task, &sp, &cfgs[0], dx, dw, dy, p.want, got, p.ny, samples);
+        compile_config(&task, &sp, &cfgs[0], &cps[0]);
+        res[0] = measure_config(&cps[0], dx, dw, dy, p.want, got, p.ny, samples);
         tune_strategy_tell(s, cfgs, res, 1);
         if (res[0].status == TUNE_OK) best = res[0], best_cfg = cfgs[0], memcpy(best_samples, samples, sizeof samples);
         for (int done = 1; done < trials;) {
             int n = tune_strategy_propose(s, cfgs, trials - done < BATCH ? trials - done : BATCH);
             if (n <= 0) break;
+#pragma omp parallel for schedule(dynamic, 1)
+            for (int i = 0; i < n; i++) compile_config(&task, &sp, &cfgs[i], &cps[i]);
             for (int i = 0; i < n; i++) {
-                res[i] = measure_config(ctx, &task, &sp, &cfgs[i], dx, dw, dy, p.want, got, p.ny,
-                                        samples);
+                res[i] = measure_config(&cps[i], dx, dw, dy, p.want, got, p.ny, samples);
                 if (res[i].status == TUNE_OK && (best.status != TUNE_OK || res[i].seconds < best.seconds)) {
                     best = res[i], best_cfg = cfgs[i];
                     memcpy(best_samples, samples, sizeof samples);

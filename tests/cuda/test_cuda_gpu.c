@@ -381,5 +381,9 @@ int main(void) {
     fprintf(stderr, "kernels run: %d generated, %d cuDNN algorithm runs\n", kernels_run, cudnn_runs);
     rt_cuda_close(dev);
     wpk_context_free(ctx);
-    CHECK_DONE();
+    if (check_failures) fprintf(stderr, "%d check(s) failed\n", check_failures);
+    /* the watchdog's kernel still spins on the lost context, and the driver's exit handlers
+     * would wait for it: leave without them (a measuring child does the same) */
+    fflush(NULL);
+    _exit(check_failures ? 1 : 0);
 }

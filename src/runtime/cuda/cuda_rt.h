@@ -122,6 +122,10 @@ typedef struct rt_cuda_measure {
     bool flush_l2;           /* overwrite an L2-sized buffer before each timed launch (then one
                                 launch per sample: the flush is not timed) */
     int timeout_ms;          /* watchdog per sample (0: the default of rt_cuda_sync) */
+    bool graph;              /* capture a sample's launches into a CUDA Graph once and time its
+                                replays: the host's per-launch cost (a library's planning in
+                                each call, say) is left out, as for a caller that replays a
+                                captured graph; without flush_l2 only */
 } rt_cuda_measure;
 
 rt_cuda_measure rt_cuda_default_measure(void);

@@ -428,6 +428,42 @@ static wpk_status timed(rt_cuda *d, rt_cuda_enqueue_fn fn, void *user, int n, bo
     return WPK_OK;
 }
 
+/* n launches of fn captured into one instantiated graph */
+static wpk_status capture(rt_cuda *d, rt_cuda_enqueue_fn fn, void *user, int n, cu_graph_exec *exec) {
+    const rt_cu_api *cu = d->cu;
+    *exec = NULL;
+    if (!cu->stream_begin_capture || !cu->stream_end_capture || !cu->graph_instantiate ||
+        !cu->graph_launch || !cu->graph_exec_destroy || !cu->graph_destroy)
+        return wpk_error(d->ctx, WPK_ERR_UNSUPPORTED, "rt_cuda_time: this driver has no CUDA "
+                         "Graphs (stream capture)");
+    cu_result r = cu->stream_begin_capture(d->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+    if (r != CU_SUCCESS) return failed(d, r, "beginning the graph capture");
+    wpk_status st = WPK_OK;
+    for (int i = 0; i < n && !st; i++) st = fn(user, d);
+    cu_graph g = NULL;
+    r = cu->stream_end_capture(d->stream, &g);
+    if (!st && r != CU_SUCCESS) st = failed(d, r, "ending the graph capture");
+    if (!st && (r = cu->graph_instantiate(exec, g, 0)) != CU_SUCCESS)
+        st = failed(d, r, "instantiating the graph");
+    if (g) cu->graph_destroy(g);
+    return st;
+}
+
+static wpk_status timed_graph(rt_cuda *d, cu_graph_exec exec, int timeout_ms, float *ms) {
+    cu_result r;
+    if ((r = d->cu->event_record(d->ev[0], d->stream)) != CU_SUCCESS)
+        return failed(d, r, "recording the start event");
+    if ((r = d->cu->graph_launch(exec, d->stream)) != CU_SUCCESS)
+        return failed(d, r, "launching the graph");
+    if ((r = d->cu->event_record(d->ev[1], d->stream)) != CU_SUCCESS)
+        return failed(d, r, "recording the end event");
+    wpk_status st = rt_cuda_sync(d, timeout_ms);
+    if (st) return st;
+    if ((r = d->cu->event_elapsed(ms, d->ev[0], d->ev[1])) != CU_SUCCESS)
+        return failed(d, r, "reading the events' elapsed time");
+    return WPK_OK;
+}
+
 wpk_status rt_cuda_time(rt_cuda *d, rt_cuda_enqueue_fn fn, void *user, const rt_cuda_measure *m,
                         double *samples) {
     if (d->lost) return lost(d);
@@ -457,6 +493,16 @@ wpk_status rt_cuda_time(rt_cuda *d, rt_cuda_enqueue_fn fn, void *user, const rt_
             double want = ms > 0 ? m->min_ms / ms * 1.25 : 16;
             n = (int)(n * (want < 2 ? 2 : want > 16 ? 16 : want));
         }
+    }
+    if (m->graph && !m->flush_l2) {
+        cu_graph_exec exec = NULL;
+        st = capture(d, fn, user, n, &exec);
+        for (int i = 0; i < m->repeat && !st; i++) {
+            st = timed_graph(d, exec, m->timeout_ms, &ms);
+            samples[i] = (double)ms / 1e3 / n;
+        }
+        if (exec && !d->lost) d->cu->graph_exec_destroy(exec);
+        return st;
     }
     for (int i = 0; i < m->repeat; i++) {
         if ((st = timed(d, fn, user, n, m->flush_l2, m->timeout_ms, &ms))) return st;
