@@ -1,5 +1,5 @@
 /* test_cuda_program.c -- a whole small CNN through the CUDA backend's compile side and
- * executor: Conv(+bias) -> Relu -> MaxPool -> Add(residual-style broadcast) -> GlobalAveragePool
+ * executor: Conv(+bias) -> Relu -> Split (channel halves) -> Add -> MaxPool -> Add(broadcast) -> GlobalAveragePool
  * -> Flatten (a view) -> Gemm -> Softmax, specialized and memory-planned by exec_plan, turned into
  * a program by tune_cuda_program_build (every node's CUDA template, NVRTC for sm_90, the
  * weights blob, the workspace offsets). Without a GPU the program is checked by running every
@@ -69,14 +69,21 @@ static ir_graph *small_cnn(bool with_unsupported) {
     ir_node_set_ints(g, &g->nodes[k], "pads", (const int64_t[]){1, 1, 1, 1}, 4);
     ir_node_set_ints(g, &g->nodes[k], "kernel_shape", (const int64_t[]){3, 3}, 2);
     node(g, "relu", "Relu", 1, (const int[]){ir_graph_find_value(g, "c")}, "r");
-    k = node(g, "pool", "MaxPool", 1, (const int[]){ir_graph_find_value(g, "r")}, "p");
+    /* a channel split into halves (two device copies) whose halves are added */
+    k = ir_graph_add_node(g, "split", "Split", "", 13, 1, 2);
+    g->nodes[k].in[0] = ir_graph_find_value(g, "r");
+    ir_node_set_int(g, &g->nodes[k], "axis", 1);
+    int halves[2] = {ir_graph_value(g, "r0"), ir_graph_value(g, "r1")};
+    for (int i = 0; i < 2; i++) g->nodes[k].out[i] = halves[i], g->values[halves[i]].producer = k;
+    node(g, "mix", "Add", 2, halves, "m");
+    k = node(g, "pool", "MaxPool", 1, (const int[]){ir_graph_find_value(g, "m")}, "p");
     ir_node_set_ints(g, &g->nodes[k], "kernel_shape", (const int64_t[]){2, 2}, 2);
     ir_node_set_ints(g, &g->nodes[k], "strides", (const int64_t[]){2, 2}, 2);
-    int s = add_const(g, "shift", 3, (const int64_t[]){8, 1, 1});
+    int s = add_const(g, "shift", 3, (const int64_t[]){4, 1, 1});
     node(g, "add", "Add", 2, (const int[]){ir_graph_find_value(g, "p"), s}, "a");
     node(g, "gap", "GlobalAveragePool", 1, (const int[]){ir_graph_find_value(g, "a")}, "gp");
     node(g, "flat", "Flatten", 1, (const int[]){ir_graph_find_value(g, "gp")}, "f");
-    int fw = add_const(g, "fc.w", 2, (const int64_t[]){10, 8});
+    int fw = add_const(g, "fc.w", 2, (const int64_t[]){10, 4});
     int fb = add_const(g, "fc.b", 1, (const int64_t[]){10});
     k = node(g, "fc", "Gemm", 3, (const int[]){ir_graph_find_value(g, "f"), fw, fb}, "logits");
     ir_node_set_int(g, &g->nodes[k], "transB", 1);
@@ -224,9 +231,13 @@ int main(void) {
     if (st) fprintf(stderr, "program build: %s\n", wpk_context_error(ctx));
     CHECK(st == WPK_OK);
     if (st == WPK_OK) {
-        /* 7 kernels (conv, relu, pool, add, gap, fc, softmax), the Flatten a free view */
-        CHECK(prog.nkernel_nodes == 7 && prog.nview_nodes == 1 && prog.ncopy_steps == 0);
-        CHECK(prog.nimages == 7 && prog.nsteps == 7 && prog.desc.nsteps == 7);
+        /* 8 kernels (conv, relu, mix, pool, add, gap, fc, softmax), the Split two device copies,
+         * the Flatten a free view */
+        if (prog.nkernel_nodes != 8 || prog.ncopy_steps != 2 || prog.nsteps != 10)
+            fprintf(stderr, "%d kernel nodes, %d copy steps, %d steps\n", prog.nkernel_nodes,
+                    prog.ncopy_steps, prog.nsteps);
+        CHECK(prog.nkernel_nodes == 8 && prog.nview_nodes == 1 && prog.ncopy_steps == 2);
+        CHECK(prog.nimages == 8 && prog.nsteps == 10 && prog.desc.nsteps == 10);
         CHECK(prog.desc.workspace_bytes == p->mem.workspace && prog.weights_bytes > 0);
         for (int i = 0; i < prog.nimages; i++) {
             char entry[64];

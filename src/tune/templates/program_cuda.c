@@ -217,6 +217,44 @@ static wpk_status view_step(builder *b, int k) {
     return WPK_OK;
 }
 
+/* A Split whose outputs are contiguous ranges of its input (every dimension before the axis is
+ * 1, as in ShuffleNet's channel split at batch 1): a device copy per output, no kernel. */
+static bool contiguous_split(const ir_graph *g, const ir_node *n) {
+    if (n->op != IR_OP_SPLIT || n->nin < 1 || n->in[0] < 0) return false;
+    const ir_tensor *x = &g->values[n->in[0]].t;
+    int64_t axis = ir_attr_int(n, "axis", 0);
+    if (axis < 0) axis += x->ndim;
+    if (axis < 0 || axis >= x->ndim) return false;
+    for (int d = 0; d < axis; d++)
+        if (x->dims[d] != 1) return false;
+    size_t bytes = 0;
+    for (int i = 0; i < n->nout; i++) {
+        if (n->out[i] < 0 || g->values[n->out[i]].t.dtype != x->dtype) return false;
+        bytes += ir_nbytes(&g->values[n->out[i]].t);
+    }
+    return bytes == ir_nbytes(x);
+}
+
+static wpk_status split_step(builder *b, int k) {
+    const ir_node *n = &b->g->nodes[k];
+    size_t at = 0;
+    for (int i = 0; i < n->nout; i++) {
+        rt_cuda_step *step = &b->p->steps[b->p->nsteps];
+        memset(step, 0, sizeof *step);
+        step->node = n->name;
+        step->kernel = -1;
+        wpk_status st = place(b, n->in[0], n->name, &step->copy_src);
+        if (!st) st = place(b, n->out[i], n->name, &step->copy_dst);
+        if (st) return st;
+        step->copy_src.offset += at;
+        step->copy_bytes = ir_nbytes(&b->g->values[n->out[i]].t);
+        at += step->copy_bytes;
+        b->p->nsteps++;
+        b->p->ncopy_steps++;
+    }
+    return WPK_OK;
+}
+
 static bool planned_io(const memory_plan *mem, int v) { return v >= 0 && mem->offset[v] >= 0; }
 
 wpk_status tune_cuda_program_build(wpk_context *ctx, const ir_graph *g, const memory_plan *mem,
@@ -232,7 +270,8 @@ wpk_status tune_cuda_program_build(wpk_context *ctx, const ir_graph *g, const me
     int nmissing = 0;
     for (int k = 0; k < g->nnodes; k++) {
         const ir_node *n = &g->nodes[k];
-        if (n->dead || (is_view(n) && n->nin >= 1 && n->in[0] >= 0)) continue;
+        if (n->dead || (is_view(n) && n->nin >= 1 && n->in[0] >= 0) || contiguous_split(g, n))
+            continue;
         ir_tensor *in[MAX_NODE_ARGS] = {0}, *o[MAX_NODE_ARGS] = {0};
         bool fits = n->nin <= MAX_NODE_ARGS && n->nout <= MAX_NODE_ARGS;
         for (int i = 0; fits && i < n->nin; i++)
@@ -261,7 +300,11 @@ wpk_status tune_cuda_program_build(wpk_context *ctx, const ir_graph *g, const me
     p->launch = wpk_calloc(nn, sizeof *p->launch);
     p->keys = wpk_calloc(nn, sizeof *p->keys);
     p->names = wpk_calloc(nn, sizeof *p->names);
-    p->steps = wpk_calloc(nn, sizeof *p->steps);
+    size_t nsteps = nn; /* a step per node, a contiguous Split's one per output */
+    for (int k = 0; k < g->nnodes; k++)
+        if (!g->nodes[k].dead && contiguous_split(g, &g->nodes[k]))
+            nsteps += (size_t)g->nodes[k].nout - 1;
+    p->steps = wpk_calloc(nsteps, sizeof *p->steps);
     p->inputs = wpk_calloc(g->ninputs ? (size_t)g->ninputs : 1, sizeof *p->inputs);
     p->outputs = wpk_calloc(g->noutputs ? (size_t)g->noutputs : 1, sizeof *p->outputs);
     builder b = {ctx, g, mem, opt, p, wpk_calloc((size_t)g->nvalues + 1, sizeof(int64_t)), 0};
@@ -276,7 +319,9 @@ wpk_status tune_cuda_program_build(wpk_context *ctx, const ir_graph *g, const me
     for (int k = 0; k < g->nnodes && !st; k++) {
         const ir_node *n = &g->nodes[k];
         if (n->dead) continue;
-        st = is_view(n) && n->nin >= 1 && n->in[0] >= 0 ? view_step(&b, k) : kernel_step(&b, k);
+        st = is_view(n) && n->nin >= 1 && n->in[0] >= 0 ? view_step(&b, k)
+             : contiguous_split(g, n)                    ? split_step(&b, k)
+                                                         : kernel_step(&b, k);
     }
     for (int i = 0; i < g->ninputs && !st; i++) {
         int v = g->inputs[i];
