@@ -13,6 +13,7 @@
  * reaching outside their space refused. */
 #define _DEFAULT_SOURCE
 
+#include <dlfcn.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -233,6 +234,16 @@ int main(int argc, char **argv) {
         m.number = 3;
         m.repeat = 2;
         CHECK(rt_cuda_time(d, enqueue, &j, &m, samples) == WPK_OK && fabs(samples[1] - 1e-5) < 1e-7);
+        /* replays of a captured graph: the mock's clock advances only by the replayed launches */
+        m.graph = true;
+        void *mock = dlopen(getenv("WPK_CUDA_DRIVER_LIBRARY"), RTLD_NOW | RTLD_NOLOAD);
+        long *replays = mock ? dlsym(mock, "mock_graph_replays") : NULL;
+        long before = replays ? *replays : -1;
+        CHECK(rt_cuda_time(d, enqueue, &j, &m, samples) == WPK_OK);
+        for (int i = 0; i < m.repeat; i++) CHECK(fabs(samples[i] - 1e-5) < 1e-7);
+        CHECK(replays && *replays - before == m.repeat); /* one replay per sample */
+        if (mock) dlclose(mock);
+        m.graph = false;
         m.flush_l2 = true;
         CHECK(rt_cuda_time(d, enqueue, &j, &m, samples) == WPK_OK && fabs(samples[0] - 1e-5) < 1e-7);
         m.repeat = 0;
