@@ -13,6 +13,7 @@
 #include "ir/graph.h"
 #include "ir/ops.h"
 #include "test_data.h"
+#include "tune/templates/conv2d_cuda.h"
 
 typedef struct conv_case {
     const char *name;
@@ -112,6 +113,13 @@ static void problem_free(problem *p) {
     for (int i = 0; i < 5; i++) free(p->t[i].data);
     free(p->want);
     ir_graph_free(p->g);
+}
+
+/* The conv2d_cuda template's task and knob space for the problem's node. */
+static inline void problem_task(problem *p, tune_task *task, tune_space *sp) {
+    ir_tensor *in[4] = {p->in[0], p->in[1], p->in[2], p->in[3]};
+    tune_task_init(task, &tune_conv2d_cuda, p->node, in, p->out);
+    tune_conv2d_cuda.space(task, sp);
 }
 
 

@@ -196,11 +196,9 @@ static void test_convs(wpk_context *ctx) {
             problem_free(&p);
             continue;
         }
-        ir_tensor *in[4] = {p.in[0], p.in[1], p.in[2], p.in[3]};
         tune_task task;
-        tune_task_init(&task, &tune_conv2d_cuda, p.node, in, p.out);
         tune_space sp;
-        tune_conv2d_cuda.space(&task, &sp);
+        problem_task(&p, &task, &sp);
         tune_config cfg;
         tune_conv2d_cuda.default_config(&task, &sp, &cfg);
         conv_config(ctx, cc, &p, &task, &sp, &cfg, true);

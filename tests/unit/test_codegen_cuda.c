@@ -430,11 +430,9 @@ static void test_conv_template_must_fail(wpk_context *ctx) {
         problem_free(&p);
         return;
     }
-    ir_tensor *in[4] = {p.in[0], p.in[1], p.in[2], p.in[3]};
     tune_task task;
-    tune_task_init(&task, &tune_conv2d_cuda, p.node, in, p.out);
     tune_space sp;
-    tune_conv2d_cuda.space(&task, &sp);
+    problem_task(&p, &task, &sp);
     tune_config cfg;
     te_ctx c;
     te_ctx_init(&c, ctx);
@@ -473,11 +471,9 @@ static void test_conv_template_emits(wpk_context *ctx) {
             problem_free(&p);
             continue;
         }
-        ir_tensor *in[4] = {p.in[0], p.in[1], p.in[2], p.in[3]};
         tune_task task;
-        tune_task_init(&task, &tune_conv2d_cuda, p.node, in, p.out);
         tune_space sp;
-        tune_conv2d_cuda.space(&task, &sp);
+        problem_task(&p, &task, &sp);
         tune_config cfg;
         te_ctx c;
         tune_build b;
