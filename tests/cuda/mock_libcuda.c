@@ -174,10 +174,34 @@ cu_result cuMemGetInfo_v2(size_t *free_b, size_t *total) {
     return CU_SUCCESS;
 }
 
+/* The driver owns what it allocates until it is freed or the process ends (a lost context's
+ * objects are left to the exit): the mock keeps every live object reachable here, so that a
+ * leak checker sees only what a caller really lost track of. */
+#define MOCK_MAX_LIVE 4096
+static void *live[MOCK_MAX_LIVE];
+
+static void *keep(void *p) {
+    for (int i = 0; p && i < MOCK_MAX_LIVE; i++)
+        if (!live[i]) {
+            live[i] = p;
+            break;
+        }
+    return p;
+}
+
+static void drop(void *p) {
+    for (int i = 0; p && i < MOCK_MAX_LIVE; i++)
+        if (live[i] == p) {
+            live[i] = NULL;
+            break;
+        }
+    free(p);
+}
+
 /* every allocation carries its size in front of it */
 cu_result cuMemAlloc_v2(cu_deviceptr *p, size_t bytes) {
     if (bytes > MOCK_MEMORY - used) return CU_ERROR_OUT_OF_MEMORY;
-    size_t *b = malloc(bytes + 16);
+    size_t *b = keep(malloc(bytes + 16));
     if (!b) return CU_ERROR_OUT_OF_MEMORY;
     b[0] = bytes;
     used += bytes;
@@ -187,7 +211,7 @@ cu_result cuMemAlloc_v2(cu_deviceptr *p, size_t bytes) {
 cu_result cuMemFree_v2(cu_deviceptr p) {
     size_t *b = (size_t *)(uintptr_t)p - 2;
     used -= b[0];
-    free(b);
+    drop(b);
     return CU_SUCCESS;
 }
 cu_result cuMemcpyHtoD_v2(cu_deviceptr dst, const void *src, size_t n) {
@@ -320,22 +344,22 @@ cu_result cuLaunchKernel(cu_function f, unsigned gx, unsigned gy, unsigned gz, u
 }
 cu_result cuStreamCreate(cu_stream *s, unsigned flags) {
     (void)flags;
-    *s = calloc(1, sizeof **s);
+    *s = keep(calloc(1, sizeof **s));
     return *s ? CU_SUCCESS : CU_ERROR_OUT_OF_MEMORY;
 }
 cu_result cuStreamDestroy_v2(cu_stream s) {
-    free(s);
+    drop(s);
     return CU_SUCCESS;
 }
 cu_result cuStreamSynchronize(cu_stream s) { return s->hung ? CU_ERROR_LAUNCH_TIMEOUT : CU_SUCCESS; }
 cu_result cuStreamQuery(cu_stream s) { return s->hung ? CU_ERROR_NOT_READY : CU_SUCCESS; }
 cu_result cuEventCreate(cu_event *e, unsigned flags) {
     (void)flags;
-    *e = calloc(1, sizeof **e);
+    *e = keep(calloc(1, sizeof **e));
     return *e ? CU_SUCCESS : CU_ERROR_OUT_OF_MEMORY;
 }
 cu_result cuEventDestroy_v2(cu_event e) {
-    free(e);
+    drop(e);
     return CU_SUCCESS;
 }
 cu_result cuEventRecord(cu_event e, cu_stream s) {
