@@ -5,7 +5,7 @@
  *     tune_resnet18_convs [--part tune,strategies,parallel] [--trials 48] [--strategy ga]
  *                         [--db tune_resnet18.db] [--only c2,c6] [--min-ms 300]
  *                         [--compare c3,c2] [--compare-trials 80] [--strategies ga,model,...]
- *                         [--seeds 1] [--compare-impl conv2d_winograd]
+ *                         [--seeds 1] [--compare-impl conv2d_winograd] [--prior c6,c9]
  *                         [--parallel-trials 24] [--parallel-rounds 1] [--parallel-conv c6]
  *
  * Part "tune": the convs as the -O3 pipeline hands them to the templates (wpk::ConvNCHWc on
@@ -25,6 +25,9 @@
  * and the wall time until the re-timed speed of the run's pick was within 5% of the bar, and
  * their means; and each random run's first proposals, a uniform sample of the legal space,
  * re-timed too, give random search's expected proposals without the noise of its picks.
+ * With --prior, the model strategy's runs start from the records of other convs (in the same
+ * template's space: random search for --compare-trials trials each, tuned once beforehand):
+ * the cost model's transfer from other workloads.
  * Part "parallel": one fixed job on --parallel-conv (random search, fixed seed: the same
  * configs in the same order) tuned with one build worker and measurements alone, and with the
  * automatic parallelism, each from an empty kernel cache, in --parallel-rounds rounds that
@@ -218,6 +221,7 @@ typedef struct opts {
     int64_t seeds;           /* strategies: runs per strategy, seeds 7, 8, ... */
     const char *strategy, *db, *only, *compare, *strategy_list, *parallel_conv;
     const char *compare_impl; /* strategies: the template compared; NULL: the node's first */
+    const char *prior;        /* strategies: convs whose records the model strategy starts from */
     double min_s;
 } opts;
 
@@ -538,6 +542,53 @@ static void run_path(strat_conv *c, strat_run *run, const tune_task_summary *ts,
     run->np = k;
 }
 
+/* The other convs of --prior in c's template: their tasks (ts[0] is c's own, then theirs). */
+static int prior_tasks(const opts *o, wpk_context *ctx, const strat_conv *c, conv_task *pt,
+                       tune_model_task *ts) {
+    ts[0] = c->mt;
+    int n = 1;
+    for (int ci = 0; o->prior && ci < NCONVS; ci++) {
+        if (!selected(o->prior, CONVS[ci].name) || &CONVS[ci] == c->t.spec) continue;
+        conv_task_init(&pt[n - 1], &CONVS[ci], false, ctx);
+        if (!conv_task_as(&pt[n - 1], c->mt.task.tmpl, &ts[n]))
+            die(CONVS[ci].name, "--prior: the compared template does not take this conv");
+        n++;
+    }
+    return n;
+}
+
+/* The records the model strategy starts from: --prior's convs tuned by random search into
+ * prior_db (its own kernel cache), once. */
+static void prior_tune(const opts *o, wpk_context *ctx, const tune_model_task *ts, int n,
+                       const char *prior_db) {
+    char cache[256];
+    fresh_cache(cache, sizeof cache, "prior");
+    tune_db *db;
+    open_db(prior_db, ctx, &db);
+    tune_options to = tuner_options("random", o->compare_trials);
+    to.seed = 99;
+    tune_summary sum;
+    double t0 = now();
+    if (tune_run(ctx, db, ts + 1, n - 1, &to, &sum)) die("tune_run", wpk_context_error(ctx));
+    fprintf(stderr, "prior records: %d convs, %lld trials each, in %.0f s\n", n - 1,
+            (long long)o->compare_trials, now() - t0);
+    tune_summary_free(&sum);
+    tune_db_close(db);
+    fresh_cache(cache, sizeof cache, "prior");
+    rmdir(cache);
+}
+
+static void copy_file(const char *from, const char *to) {
+    FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
+    char buf[1 << 16];
+    size_t k;
+    bool ok = in && out;
+    while (ok && (k = fread(buf, 1, sizeof buf, in)) > 0) ok = fwrite(buf, 1, k, out) == k;
+    if (in) fclose(in);
+    if (out && fclose(out) != 0) ok = false;
+    if (!ok) die(to, "cannot copy the prior records");
+}
+
 /* Every strategy --seeds times on each --compare conv, each run from an empty database and
  * an empty kernel cache of its own. Tuning only: it forks, so it runs before this process
  * starts OpenMP threads (strategies_report re-times). */
@@ -562,23 +613,34 @@ static void strategies_tune(const opts *o, wpk_context *ctx, strat_job *J) {
         tune_space sp;
         c->mt.task.tmpl->space(&c->mt.task, &sp);
         c->space = tune_space_size(&sp);
+        conv_task pt[NCONVS];
+        tune_model_task tasks[NCONVS + 1];
+        const int nts = prior_tasks(o, ctx, c, pt, tasks);
+        char prior_db[512];
+        temp_db(prior_db, sizeof prior_db, "prior");
+        if (nts > 1) prior_tune(o, ctx, tasks, nts, prior_db);
         for (int s = 0; s < J->ns; s++)
             for (int r = 0; r < J->nseeds; r++) {
                 char path[512], cache[256], tag[64];
                 snprintf(tag, sizeof tag, "%s_%s_%d", CONVS[ci].name, J->names[s], r);
                 fresh_cache(cache, sizeof cache, tag);
                 temp_db(path, sizeof path, J->names[s]);
+                /* the model's runs: the prior records first; their convs are finished (as
+                   many records as trials), so the run measures c alone */
+                const bool with_prior = nts > 1 && !strcmp(J->names[s], "model");
+                if (with_prior) copy_file(prior_db, path);
                 tune_db *db;
                 open_db(path, ctx, &db);
                 tune_options to = tuner_options(J->names[s], o->compare_trials);
                 to.seed = 7 + (uint64_t)r;
                 tune_summary sum;
                 double t0 = now();
-                if (tune_run(ctx, db, &c->mt, 1, &to, &sum))
+                if (tune_run(ctx, db, tasks, with_prior ? nts : 1, &to, &sum))
                     die("tune_run", wpk_context_error(ctx));
                 strat_run *run = &c->runs[s][r];
                 run->wall = now() - t0;
                 const tune_task_summary *ts = &sum.tasks[0];
+                if (strcmp(ts->key, c->mt.task.key)) die(ts->key, "is not the compared conv");
                 run->failed = ts->measured - ts->by_status[TUNE_OK];
                 rec_list L = {0};
                 if (tune_db_each(db, tune_target_fingerprint(), ts->key, on_rec, &L))
@@ -594,6 +656,8 @@ static void strategies_tune(const opts *o, wpk_context *ctx, strat_job *J) {
                         c->ncfg);
                 tune_summary_free(&sum);
             }
+        temp_db(prior_db, sizeof prior_db, "prior"); /* removed */
+        for (int i = 0; i + 1 < nts; i++) conv_task_free(&pt[i]);
     }
     if (saved) setenv("WPK_CACHE_DIR", saved_copy, 1);
     else unsetenv("WPK_CACHE_DIR");
@@ -963,6 +1027,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--compare")) o.compare = v;
         else if (!strcmp(a, "--compare-trials")) o.compare_trials = atoll(v);
         else if (!strcmp(a, "--compare-impl")) o.compare_impl = v;
+        else if (!strcmp(a, "--prior")) o.prior = v;
         else if (!strcmp(a, "--seeds")) o.seeds = atoll(v);
         else if (!strcmp(a, "--strategies")) o.strategy_list = v;
         else if (!strcmp(a, "--parallel-trials")) o.parallel_trials = atoll(v);
