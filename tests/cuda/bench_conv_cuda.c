@@ -203,7 +203,8 @@ int main(int argc, char **argv) {
            commit, info.name, info.sm, info.sm_count, info.driver_version, cg_cuda_nvrtc_version(),
            info.sm, dnn, tf32 ? "TF32" : "FMA", strategy, trials, SAMPLES,
            meas.flush_l2 ? ", L2 flushed" : "",
-           meas.graph && !meas.flush_l2 ? ", launches replayed from a CUDA Graph" : ", direct launches");
+           meas.graph && !meas.flush_l2 ? ", launches replayed from a CUDA Graph"
+                                        : ", direct launches");
     printf("%-14s %-22s %10s %10s %7s  %s\n", "conv", "cuDNN best", "cuDNN us", "wpk us", "ratio",
            "wpk config");
     FILE *js = json ? fopen(json, "w") : NULL;

@@ -1,8 +1,8 @@
 /* test_cuda_program.c -- a whole small CNN through the CUDA backend's compile side and
- * executor: Conv(+bias) -> Relu -> Split (channel halves) -> Add -> MaxPool -> Add(broadcast) -> GlobalAveragePool
- * -> Flatten (a view) -> Gemm -> Softmax, specialized and memory-planned by exec_plan, turned into
- * a program by tune_cuda_program_build (every node's CUDA template, NVRTC for sm_90, the
- * weights blob, the workspace offsets). Without a GPU the program is checked by running every
+ * executor: Conv(+bias) -> Relu -> Split (channel halves: two device copies) -> Add -> MaxPool
+ * -> Add(broadcast) -> GlobalAveragePool -> Flatten (a view) -> Gemm -> Softmax, specialized
+ * and memory-planned by exec_plan, turned into a program by tune_cuda_program_build (every
+ * node's CUDA template, NVRTC for sm_90, the weights blob, the workspace offsets). Without a GPU the program is checked by running every
  * step's generated CUDA on the CPU emulator (tests/cuda/cuda_emu.h) over one host workspace
  * laid out as the device's would be, against the nodes' reference kernels run over the same
  * plan; with a GPU (rt_cuda_open succeeds) the same program also runs on the device, directly
