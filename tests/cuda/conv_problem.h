@@ -115,11 +115,18 @@ static void problem_free(problem *p) {
     ir_graph_free(p->g);
 }
 
-/* The conv2d_cuda template's task and knob space for the problem's node. */
-static inline void problem_task(problem *p, tune_task *task, tune_space *sp) {
+/* problem_init, then the conv2d_cuda template's task and knob space for the node; false (the
+ * problem freed) when the problem cannot be built. */
+static inline bool problem_task_init(problem *p, const conv_case *cc, wpk_context *ctx,
+                                     tune_task *task, tune_space *sp) {
+    if (!problem_init(p, cc, ctx)) {
+        problem_free(p);
+        return false;
+    }
     ir_tensor *in[4] = {p->in[0], p->in[1], p->in[2], p->in[3]};
     tune_task_init(task, &tune_conv2d_cuda, p->node, in, p->out);
     tune_conv2d_cuda.space(task, sp);
+    return true;
 }
 
 

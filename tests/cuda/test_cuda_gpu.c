@@ -191,14 +191,12 @@ static void test_convs(wpk_context *ctx) {
     for (int i = 0; i < NCASES; i++) {
         const conv_case *cc = &CASES[i];
         problem p;
-        if (!problem_init(&p, cc, ctx)) {
-            CHECK(!"problem_init");
-            problem_free(&p);
-            continue;
-        }
         tune_task task;
         tune_space sp;
-        problem_task(&p, &task, &sp);
+        if (!problem_task_init(&p, cc, ctx, &task, &sp)) {
+            CHECK(!"problem_init");
+            continue;
+        }
         tune_config cfg;
         tune_conv2d_cuda.default_config(&task, &sp, &cfg);
         conv_config(ctx, cc, &p, &task, &sp, &cfg, true);

@@ -425,14 +425,9 @@ static void test_conv_template(wpk_context *ctx) {
 /* Configs the template refuses, with the knob or the limit named. */
 static void test_conv_template_must_fail(wpk_context *ctx) {
     problem p;
-    const conv_case *cc = &CASES[1];
-    if (!problem_init(&p, cc, ctx)) {
-        problem_free(&p);
-        return;
-    }
     tune_task task;
     tune_space sp;
-    problem_task(&p, &task, &sp);
+    if (!problem_task_init(&p, &CASES[1], ctx, &task, &sp)) return;
     tune_config cfg;
     te_ctx c;
     te_ctx_init(&c, ctx);
@@ -467,13 +462,9 @@ static void test_conv_template_emits(wpk_context *ctx) {
     int emitted = 0;
     for (int i = 0; i < NCASES; i++) {
         problem p;
-        if (!problem_init(&p, &CASES[i], ctx)) {
-            problem_free(&p);
-            continue;
-        }
         tune_task task;
         tune_space sp;
-        problem_task(&p, &task, &sp);
+        if (!problem_task_init(&p, &CASES[i], ctx, &task, &sp)) continue;
         tune_config cfg;
         te_ctx c;
         tune_build b;
