@@ -84,16 +84,32 @@ static bool is_inline(const lower *L, const te_tensor *t) {
 
 /* ---- who reads what (through inline stages) ---- */
 
-static bool reads(const lower *L, const te_expr *e, const te_tensor *t, int depth) {
+/* Whether stage u is computed inside stage p's loops (directly or through other stages). */
+static bool attached_inside(const te_stage *u, const te_stage *p) {
+    for (int depth = 0; u && u->attach == TE_ATTACH_AT && depth < 1000; depth++) {
+        if (u->attach_stage == p) return true;
+        u = u->attach_stage;
+    }
+    return false;
+}
+
+/* Whether e reads t, through inline stages and through the stages computed inside `within`
+ * (NULL: inline stages only): what `within` reads of those, it reads of what they read. */
+static bool reads(const lower *L, const te_expr *e, const te_tensor *t, const te_stage *within,
+                  int depth) {
     if (!e || depth > 1000) return false;
     if (e->kind == TE_LOAD) {
         if (e->tensor == t) return true;
-        if (is_inline(L, e->tensor) && reads(L, e->tensor->body, t, depth + 1)) return true;
+        const te_stage *u = te_stage_of(L->s, e->tensor);
+        bool through = is_inline(L, e->tensor) || (within && u && attached_inside(u, within));
+        if (through && reads(L, e->tensor->body, t, within, depth + 1)) return true;
         for (int i = 0; i < e->nindex; i++)
-            if (reads(L, e->index[i], t, depth)) return true;
+            if (reads(L, e->index[i], t, within, depth)) return true;
         return false;
     }
-    return reads(L, e->a, t, depth) || reads(L, e->b, t, depth) || reads(L, e->c, t, depth);
+    if (e->kind == TE_REDUCE) return reads(L, e->a, t, within, depth);
+    return reads(L, e->a, t, within, depth) || reads(L, e->b, t, within, depth) ||
+           reads(L, e->c, t, within, depth);
 }
 
 /* The first placeholder e reads (through inline stages) that is not an argument. */
@@ -116,6 +132,21 @@ static int leaf_pos(const te_stage *st, const te_iter *it) {
     for (int i = 0; i < st->nleaves; i++)
         if (st->leaves[i] == it) return i;
     return -1;
+}
+
+/* Whether stage u, computed inside p, runs inside the loop of p that st is computed at: its
+ * attach chain enters p at that leaf or a deeper one (at the same leaf, after st). */
+static bool inner_to(const te_schedule *s, const te_stage *u, const te_stage *p,
+                     const te_stage *st) {
+    const te_stage *entry = u;
+    while (entry->attach_stage != p) entry = entry->attach_stage;
+    int pu = leaf_pos(p, entry->attach_iter), ps = leaf_pos(p, st->attach_iter);
+    if (pu != ps) return pu > ps;
+    for (int i = 0; i < s->nstages; i++) {
+        if (s->stages[i] == st) return true;
+        if (s->stages[i] == entry) return false;
+    }
+    return false;
 }
 
 /* Everything about the schedule that would make lowering wrong, checked before any loop. */
@@ -149,13 +180,17 @@ static wpk_status validate(lower *L) {
             return bad(L, "compute_at: axis '%s' is not a loop of stage '%s' (where '%s' is "
                        "computed)", st->attach_iter ? st->attach_iter->name : "(null)",
                        p->tensor->name, t->name);
-        if (!reads(L, p->tensor->body, t, 0))
-            return bad(L, "compute_at: stage '%s' reads '%s' only through other stages (the "
-                       "region it needs cannot be inferred)", p->tensor->name, t->name);
+        if (!reads(L, p->tensor->body, t, p, 0))
+            return bad(L, "compute_at: stage '%s' reads '%s' neither itself nor through the "
+                       "stages computed inside it (the region it needs cannot be inferred)",
+                       p->tensor->name, t->name);
         for (int j = 0; j < s->nstages; j++) {
             const te_stage *u = s->stages[j];
             if (u == p || u == st || u->attach == TE_ATTACH_INLINE) continue;
-            if (reads(L, u->tensor->body, t, 0))
+            /* a reader computed inside p after t (deeper, or at the same loop later in the
+             * schedule) sees t's buffer */
+            if (attached_inside(u, p) && inner_to(s, u, p, st)) continue;
+            if (reads(L, u->tensor->body, t, NULL, 0))
                 return bad(L, "compute_at: stage '%s' is computed inside '%s' but also read by "
                            "'%s'", t->name, p->tensor->name, u->tensor->name);
         }
@@ -342,6 +377,7 @@ static const loop_stmt *innermost(nest *N) {
 /* ---- compute_at: the region of t that one iteration of leaf `pos` of N reads ---- */
 
 typedef struct region {
+    const te_stage *consumer;  /* whose loop the region is of: stages inside it are seen through */
     const te_expr *lo[TE_MAX_DIMS], *hi[TE_MAX_DIMS];
     bool any;
     bool ok;
@@ -354,11 +390,32 @@ static void collect_region(lower *L, const te_expr *e, const te_tensor *t,
     if (!e || !R->ok || depth > 1000) return;
     if (e->kind == TE_LOAD) {
         for (int i = 0; i < e->nindex; i++) collect_region(L, e->index[i], t, relax, R, depth);
-        if (is_inline(L, e->tensor)) {
+        const te_stage *su = te_stage_of(L->s, e->tensor);
+        bool inside = su && attached_inside(su, R->consumer) &&
+                      reads(L, e->tensor->body, t, R->consumer, 0);
+        if (is_inline(L, e->tensor) || inside) {
+            /* what an inline stage, or one computed inside the consumer, reads of t at the
+             * points the consumer reads of it (its reduction over its whole range) */
             const te_tensor *u = e->tensor;
             const te_iter *axes[TE_MAX_DIMS];
             for (int i = 0; i < u->ndim; i++) axes[i] = u->axes[i];
-            collect_region(L, loop_subst_expr(c, u->body, u->ndim, axes, e->index), t, relax, R,
+            const te_expr *body = u->body;
+            const loop_range_env *r = relax;
+            if (body->kind == TE_REDUCE) {
+                loop_range_env *frames = arena_alloc(&c->mem, sizeof *frames *
+                                                              (size_t)(body->nraxes + 1));
+                if (!frames) {
+                    R->ok = false;
+                    return;
+                }
+                for (int i = 0; i < body->nraxes; i++) {
+                    const te_iter *it = body->raxes[i];
+                    frames[i] = loop_env_range(r, it, it->min, it->min + it->extent - 1);
+                    r = &frames[i];
+                }
+                body = body->a;
+            }
+            collect_region(L, loop_subst_expr(c, body, u->ndim, axes, e->index), t, r, R,
                            depth + 1);
             return;
         }
@@ -399,7 +456,7 @@ static wpk_status prepare_attached(nest *N, int pos, const te_stage *st, const l
         frames[j] = loop_env_range(relax, it, it->min, it->min + N->ext[k] - 1);
         relax = &frames[j];
     }
-    region R = {.ok = true};
+    region R = {.ok = true, .consumer = N->st};
     collect_region(L, N->body, t, relax, &R, 0);
     if (!R.ok || !R.any)
         return bad(L, "compute_at: cannot bound the region of '%s' that stage '%s' reads at '%s' "

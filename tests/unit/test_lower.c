@@ -367,6 +367,34 @@ static void test_conv_pad_at_row(void) {
     check_conv(&v, f, "conv pad at", __LINE__);
 }
 
+/* pad computed at the output's row loop, which reads it only through conv, computed inside
+ * it at the column loop: the region is what conv reads at the points out reads of it, its
+ * reduction over its whole range (the rows one output row needs, all channels); then both at
+ * the same loop (pad first, as the schedule orders them) */
+static void test_conv_pad_through(void) {
+    fresh();
+    conv v = make_conv(1, 3, 9, 8, 2, 3, 1, 1);
+    te_schedule *s = te_schedule_create(&C, &v.out, 1);
+    te_stage *so = te_stage_of(s, v.out), *sc = te_stage_of(s, v.conv), *sp = te_stage_of(s, v.pad);
+    CHECK(te_compute_at(sc, so, v.out->axes[3]) == WPK_OK);
+    CHECK(te_compute_at(sp, so, v.out->axes[2]) == WPK_OK);
+    loop_func *f = lower_ok(s, "conv_through", conv_args(&v), 4, __LINE__);
+    check_conv(&v, f, "conv pad through", __LINE__);
+    char *t = f ? func_text(f) : NULL;
+    /* one output row of a 3x3 stride-1 conv reads 3 padded rows of every channel */
+    CHECK(t && strstr(t, "allocate pad[1, 3, 3, 10] f32 heap {"));
+    wpk_free(t);
+
+    fresh();
+    v = make_conv(1, 2, 6, 7, 3, 3, 1, 1);
+    s = te_schedule_create(&C, &v.out, 1);
+    so = te_stage_of(s, v.out), sc = te_stage_of(s, v.conv), sp = te_stage_of(s, v.pad);
+    CHECK(te_compute_at(sc, so, v.out->axes[1]) == WPK_OK);
+    CHECK(te_compute_at(sp, so, v.out->axes[1]) == WPK_OK);
+    f = lower_ok(s, "conv_through_same", conv_args(&v), 4, __LINE__);
+    check_conv(&v, f, "conv pad through, same loop", __LINE__);
+}
+
 static void test_conv_shapes(void) {
     static const int64_t shapes[][8] = {
         /* n, c, h, w, oc, k, stride, pad */
@@ -552,8 +580,17 @@ static void test_must_fail(void) {
     te_stage *so = te_stage_of(s, v.out), *sc = te_stage_of(s, v.conv), *sp = te_stage_of(s, v.pad);
     CHECK(te_compute_at(sp, so, v.out->axes[2]) == WPK_OK);
     CHECK_ERR(ctx, loop_lower(&C, s, "f", conv_args(&v), 4, &f), WPK_ERR_INVALID_ARG,
-              "compute_at: stage 'out' reads 'pad' only through other stages");
-    (void)sc;
+              "compute_at: stage 'out' reads 'pad' neither itself nor through the stages "
+              "computed inside it");
+    /* ... nor when its reader runs inside the stage but outside the loop it is computed at */
+    fresh();
+    v = make_conv(1, 1, 4, 4, 1, 3, 1, 1);
+    s = te_schedule_create(&C, &v.out, 1);
+    so = te_stage_of(s, v.out), sc = te_stage_of(s, v.conv), sp = te_stage_of(s, v.pad);
+    CHECK(te_compute_at(sc, so, v.out->axes[2]) == WPK_OK);
+    CHECK(te_compute_at(sp, so, v.out->axes[3]) == WPK_OK);
+    CHECK_ERR(ctx, loop_lower(&C, s, "f", conv_args(&v), 4, &f), WPK_ERR_INVALID_ARG,
+              "compute_at: stage 'pad' is computed inside 'out' but also read by 'conv'");
     /* an intermediate as a kernel argument while it is inlined */
     fresh();
     v = make_conv(1, 1, 4, 4, 1, 3, 1, 1);
@@ -643,6 +680,7 @@ int main(void) {
     test_mm_cache_write();
     test_conv_inline_pad();
     test_conv_pad_at_row();
+    test_conv_pad_through();
     test_conv_shapes();
     test_i32_index();
     test_must_fail();

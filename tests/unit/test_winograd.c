@@ -186,7 +186,7 @@ static double rel_l2(const float *got, const float *want, int64_t n) {
 
 /* ---- kernels built by the cpu backend's builder, compiled together, then run ---- */
 
-#define MAX_KERNELS 96
+#define MAX_KERNELS 128
 typedef struct built {
     cpu_kernel k;
     problem *p;
@@ -303,8 +303,8 @@ static void check_registry(const problem *p) {
     CHECK(at > 0 && list[0] == first);
 }
 
-/* Every case at both tile sizes under the default config otherwise and under the fused
- * schedules; the small ones also under random legal configs. */
+/* Every case at every tile size under the default config otherwise and under the fused and
+ * whole-block schedules; the small ones also under random legal configs. */
 static void test_cases(wpk_context *ctx, uint64_t *rng) {
     problem probs[NCASES];
     bool ok[NCASES];
@@ -323,6 +323,11 @@ static void test_cases(wpk_context *ctx, uint64_t *rng) {
         add_kernel(ctx, &probs[i], CASES[i].name, "m=2,parallel=3");
         add_kernel(ctx, &probs[i], CASES[i].name, "m=4,parallel=4");
         add_kernel(ctx, &probs[i], CASES[i].name, "m=6,parallel=2");
+        /* the whole conv per block, the input read in place (padding, NCHW input, batches,
+         * partial tiles): by tile rows, by rows x channel halves; on every other case (each
+         * compiles its partitioned input transform in a few seconds) */
+        if (i % 2 == 0) add_kernel(ctx, &probs[i], CASES[i].name, "m=4,parallel=5");
+        else add_kernel(ctx, &probs[i], CASES[i].name, "m=2,parallel=6");
         /* a batch image by image: each image's input, residual and output one image further */
         if (CASES[i].n > 1) {
             add_kernel_images(ctx, &probs[i], CASES[i].name, "m=4", CASES[i].n);

@@ -15,6 +15,10 @@
  *    step broadcasts one transformed input and multiplies it by tile_k vectors of U;
  *  - the output transform per m x m output tile: A^T M's rows in a "local" stage at the tile,
  *    then the columns, cropped at the border, with the fused epilogue as it is written.
+ * Or (knob parallel) one parallel loop over blocks of the output, each running the GEMM and the
+ * output transform of its block, and in the "whole" forms also the block's input transform,
+ * reading the input in place (the padding's tests taken out of the interior tiles by loop
+ * partitioning): one fork and join per call instead of four, V and M in cache-sized buffers.
  * ConvNCHWc nodes fix the blocks (their tensors' lanes); NCHW nodes choose them (oc_block,
  * ic_block) and write NCHW from the blocked GEMM result. */
 #include <string.h>
@@ -27,11 +31,15 @@
 
 enum { ORDER_K_OUTER, ORDER_P_OUTER };
 /* parallel: the GEMM's positions, or its positions x tile blocks (four loop nests, each in
- * parallel, V and M whole in memory); or one parallel loop over blocks of output rows, of
- * output channels or of both (a row of tiles x half the channels) inside which the input transform, the GEMM and the output transform of the
- * block run in turn, V and M the block's own (cache-sized) buffers. */
+ * parallel, V and M whole in memory); or, after the padded copy and the input transform in
+ * parallel over tiles, one parallel loop over blocks of output rows, of output channels or of
+ * both (a row of tiles x half the channels) inside which the GEMM and the output transform of
+ * the block run in turn, M the block's own buffer ("fused"); or one parallel loop over blocks
+ * of rows or of rows x channel halves that runs the whole conv of its block, the input
+ * transform of the block's tiles included ("whole": no padded copy, V the block's own buffer;
+ * a block of channel halves transforms its tiles' input once per half). */
 enum { PAR_POSITIONS, PAR_POSITIONS_TILES, PAR_FUSED_ROWS, PAR_FUSED_CHANNELS,
-       PAR_FUSED_BOTH };
+       PAR_FUSED_BOTH, PAR_WHOLE_ROWS, PAR_WHOLE_BOTH };
 
 /* F(m x m, 3 x 3) computes 3x3 stride-1 dilation-1 convs of one group; the weight transform
  * is a pre-pack, so the weights must be known at compile time. */
@@ -92,9 +100,10 @@ static void space(const tune_task *t, tune_space *s) {
     static const int64_t tks[] = {1, 2, 4};
     tune_space_add(s, "tile_k", kb >= 4 ? 3 : kb >= 2 ? 2 : 1, tks);
     tune_space_add(s, "order", 2, flag);
-    static const int64_t pars[] = {PAR_POSITIONS, PAR_POSITIONS_TILES, PAR_FUSED_ROWS,
-                                   PAR_FUSED_CHANNELS, PAR_FUSED_BOTH};
-    tune_space_add(s, "parallel", 5, pars);
+    static const int64_t pars[] = {PAR_POSITIONS,  PAR_POSITIONS_TILES, PAR_FUSED_ROWS,
+                                   PAR_FUSED_CHANNELS, PAR_FUSED_BOTH,  PAR_WHOLE_ROWS,
+                                   PAR_WHOLE_BOTH};
+    tune_space_add(s, "parallel", (int)(sizeof pars / sizeof pars[0]), pars);
 }
 
 /* The register tile (of TILE_P) with the fewest tiles left over in the last one, preferring
@@ -152,6 +161,11 @@ typedef struct knobs {
     int order, par;
 } knobs;
 
+/* One parallel loop over blocks of the output, the GEMM (and in the whole forms the input
+ * transform) inside each block. */
+static bool par_blocks(const knobs *k) { return k->par >= PAR_FUSED_ROWS; }
+static bool par_whole(const knobs *k) { return k->par >= PAR_WHOLE_ROWS; }
+
 /* The padded copy (the blocked layout of an NCHW input inside it) in parallel over images x
  * channel blocks, lanes vectorized. */
 static wpk_status schedule_copy(te_schedule *s, te_tensor *t) {
@@ -171,7 +185,7 @@ static wpk_status schedule_input(te_schedule *s, const te_winograd_parts *wp, co
     te_iter *co, *ci;
     TRY(te_split(sv, v->axes[3], k->bi, &co, &ci));
     TRY(te_reorder(sv, 5, (te_iter *[]){v->axes[2], co, v->axes[0], v->axes[1], ci}));
-    TRY(te_parallel(sv, v->axes[2]));
+    if (!par_whole(k)) TRY(te_parallel(sv, v->axes[2]));
     TRY(te_unroll(sv, v->axes[0]));
     TRY(te_unroll(sv, v->axes[1]));
     if (k->bi > 1) TRY(te_vectorize(sv, ci));
@@ -234,16 +248,17 @@ static wpk_status schedule_output(te_schedule *s, const te_winograd_parts *wp, c
     if (nchw) TRY(te_split(sy, y->axes[1], k->bo, &kb, &lanes));
     else kb = y->axes[1], lanes = y->axes[4];
     te_iter *n = y->axes[0];
-    if (k->par == PAR_FUSED_ROWS) {
+    if (k->par == PAR_FUSED_ROWS || k->par == PAR_WHOLE_ROWS) {
         TRY(te_reorder(sy, 7, (te_iter *[]){n, tho, kb, two, ohi, owi, lanes}));
         TRY(te_fuse(sy, n, tho, &f));
-    } else if (k->par == PAR_FUSED_CHANNELS || k->par == PAR_FUSED_BOTH) {
+    } else if (k->par == PAR_FUSED_CHANNELS || k->par == PAR_FUSED_BOTH ||
+               k->par == PAR_WHOLE_BOTH) {
         /* two blocks of output channels: one per thread on the 2-core machines this is for
          * (or, with the rows, twice as many blocks as rows: an odd number of rows still
          * splits evenly) */
         te_iter *kbo, *kbi;
         TRY(te_split(sy, kb, (k->kb + 1) / 2, &kbo, &kbi));
-        if (k->par == PAR_FUSED_BOTH) {
+        if (k->par != PAR_FUSED_CHANNELS) {
             TRY(te_reorder(sy, 8, (te_iter *[]){n, tho, kbo, kbi, two, ohi, owi, lanes}));
             TRY(te_fuse(sy, n, tho, &f));
             TRY(te_fuse(sy, f, kbo, &f));
@@ -261,7 +276,7 @@ static wpk_status schedule_output(te_schedule *s, const te_winograd_parts *wp, c
     TRY(te_unroll(sy, owi));
     TRY(te_vectorize(sy, lanes));
     te_iter *tp = tout->axes[2], *tk = tout->axes[3], *ti = tout->axes[0], *te = tout->axes[1];
-    if (k->par >= PAR_FUSED_ROWS) {
+    if (par_blocks(k)) {
         /* A^T M for the whole block at the block's loop, in a buffer of the block; the GEMM
          * at the outer loop of a split of its rows into one piece, i.e. for the whole block
          * too, before it */
@@ -329,17 +344,28 @@ static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
     te_schedule *sc = te_schedule_create(c, &y, 1);
     if (!sc) return tune_failed(c, NAME);
     out->schedule = sc;
-    if (parts.pad) TRY(schedule_copy(sc, parts.pad));
+    /* the whole forms read the input in place: the padding (and an NCHW input's blocking)
+     * inline in the input transform (loop partitioning takes the padding's tests out of the
+     * interior tiles; a padded copy at the block would be the whole input: the region of a
+     * block's rows through the flattened tile index is not bounded tighter) */
+    const bool whole = par_whole(&k);
+    if (parts.pad) {
+        if (whole) TRY(te_compute_inline(te_stage_of(sc, parts.pad)));
+        else TRY(schedule_copy(sc, parts.pad));
+    }
     if (parts.layout) {
-        if (parts.pad) TRY(te_compute_inline(te_stage_of(sc, parts.layout)));
+        if (parts.pad || whole) TRY(te_compute_inline(te_stage_of(sc, parts.layout)));
         else TRY(schedule_copy(sc, parts.layout));
     }
-    const bool fused = k.par >= PAR_FUSED_ROWS;
     te_iter *block;
     TRY(schedule_input(sc, &parts, &k));
-    TRY(schedule_gemm(sc, parts.mm, &k, fused));
+    TRY(schedule_gemm(sc, parts.mm, &k, par_blocks(&k)));
     TRY(schedule_output(sc, &parts, &k, !blocked, &block));
-    if (fused) TRY(te_compute_at(te_stage_of(sc, parts.mm), te_stage_of(sc, parts.tout), block));
+    te_stage *out_rows = te_stage_of(sc, parts.tout);
+    /* V of the block's tiles before their GEMM, both at the block (the GEMM reads V through
+     * its accumulator stage, which lowering sees through) */
+    if (whole) TRY(te_compute_at(te_stage_of(sc, parts.v), out_rows, block));
+    if (par_blocks(&k)) TRY(te_compute_at(te_stage_of(sc, parts.mm), out_rows, block));
     return WPK_OK;
 }
 
