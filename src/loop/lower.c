@@ -4,8 +4,9 @@
  * outer = fused / extent(inner), inner = fused % extent(inner)), a guard where a split does not
  * divide, reductions initialised at their outermost reduction loop and accumulated innermost.
  * Inline stages are substituted into their readers; compute_at stages are lowered inside their
- * attach loop over the region one iteration of it reads (bounds inference), in a buffer of
- * that region's size whose origin moves with the enclosing loops. */
+ * attach loop over the region one iteration of it reads (bounds inference: directly, or
+ * through the stages computed deeper inside the same stage, e.g. a GEMM's accumulator), in a
+ * buffer of that region's size whose origin moves with the enclosing loops. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>

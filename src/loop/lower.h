@@ -11,7 +11,8 @@
  * its leaves (relations resolved to original-axis indices; guards where a split does not
  * divide), reductions initialised then accumulated, inline stages substituted, root
  * intermediates in heap buffers, compute_at stages placed inside their attach loop over the
- * region it needs (bounds inference), "local" stages in stack buffers. Then runs
+ * region it needs (bounds inference, also through stages computed inside the same consumer),
+ * "local" stages in stack buffers. Then runs
  * loop_optimize. WPK_ERR_INVALID_ARG naming the primitive for schedules that cannot lower
  * (vectorize/unroll of a non-constant extent, compute_at of an iter not in the parent, ...). */
 wpk_status loop_lower(te_ctx *c, const te_schedule *s, const char *name, te_tensor *const *args,
