@@ -406,11 +406,16 @@ static void collect_region(lower *L, const te_expr *e, const te_tensor *t,
                 loop_range_env *frames = arena_alloc(&c->mem, sizeof *frames *
                                                               (size_t)(body->nraxes + 1));
                 if (!frames) {
+                    c->oom = true;
                     R->ok = false;
                     return;
                 }
                 for (int i = 0; i < body->nraxes; i++) {
                     const te_iter *it = body->raxes[i];
+                    if (it->extent < 1) {
+                        R->ok = false;
+                        return;
+                    }
                     frames[i] = loop_env_range(r, it, it->min, it->min + it->extent - 1);
                     r = &frames[i];
                 }
@@ -459,6 +464,7 @@ static wpk_status prepare_attached(nest *N, int pos, const te_stage *st, const l
     }
     region R = {.ok = true, .consumer = N->st};
     collect_region(L, N->body, t, relax, &R, 0);
+    if (c->oom) return nomem(L);
     if (!R.ok || !R.any)
         return bad(L, "compute_at: cannot bound the region of '%s' that stage '%s' reads at '%s' "
                    "(dimension %d: an index that is not an affine function of the loops)",
