@@ -392,11 +392,11 @@ static void collect_region(lower *L, const te_expr *e, const te_tensor *t,
     if (e->kind == TE_LOAD) {
         for (int i = 0; i < e->nindex; i++) collect_region(L, e->index[i], t, relax, R, depth);
         const te_stage *su = te_stage_of(L->s, e->tensor);
-        bool inside = su && attached_inside(su, R->consumer) &&
-                      reads(L, e->tensor->body, t, R->consumer, 0);
-        if (is_inline(L, e->tensor) || inside) {
+        if (is_inline(L, e->tensor) ||
+            (e->tensor != t && su && attached_inside(su, R->consumer))) {
             /* what an inline stage, or one computed inside the consumer, reads of t at the
-             * points the consumer reads of it (its reduction over its whole range) */
+             * points the consumer reads of it (its reduction over its whole range; nothing
+             * when it does not read t) */
             const te_tensor *u = e->tensor;
             const te_iter *axes[TE_MAX_DIMS];
             for (int i = 0; i < u->ndim; i++) axes[i] = u->axes[i];
