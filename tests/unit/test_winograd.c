@@ -23,6 +23,7 @@
 #include "base/target.h"
 #include "check.h"
 #include "compile/kernel.h"
+#include "loop/interp.h"
 #include "compile/unit.h"
 #include "ir/graph.h"
 #include "ops/blocked.h"
@@ -328,6 +329,8 @@ static void test_cases(wpk_context *ctx, uint64_t *rng) {
          * compiles its partitioned input transform in a few seconds) */
         if (i % 2 == 0) add_kernel(ctx, &probs[i], CASES[i].name, "m=4,parallel=5");
         else add_kernel(ctx, &probs[i], CASES[i].name, "m=2,parallel=6");
+        /* a register tile of 8 on a row of 28 tiles (test_whole_bounds checks its reads) */
+        if (i == 0) add_kernel(ctx, &probs[i], CASES[i].name, "m=2,tile_p=8,parallel=6");
         /* a batch image by image: each image's input, residual and output one image further */
         if (CASES[i].n > 1) {
             add_kernel_images(ctx, &probs[i], CASES[i].name, "m=4", CASES[i].n);
@@ -442,6 +445,33 @@ static void test_must_fail(wpk_context *ctx) {
     problem_free(&p);
 }
 
+/* A whole block is a row of tiles and V only its tiles: a register tile that does not divide
+ * the row (8 on 13x13's 7 tiles at m = 2) must read no V past the block's buffer. The loop
+ * interpreter checks every access (the compiled kernel read it unnoticed, or crashed on
+ * 56x56). */
+static void test_whole_bounds(wpk_context *ctx) {
+    problem p;
+    CHECK(problem_init(&p, &CASES[3], 1, 1, 1, 0, ctx));
+    tune_task task;
+    tune_task_init(&task, winograd(), p.node, p.in, p.out);
+    static const char *const configs[] = {"m=2,tile_p=8,parallel=5", "m=2,tile_p=8,parallel=6",
+                                          "m=4,tile_p=3,parallel=6"};
+    for (int i = 0; i < 3; i++) {
+        te_ctx c;
+        te_ctx_init(&c, ctx);
+        loop_func *f = NULL;
+        CHECK(cpu_kernel_lower(&c, &task, configs[i], &f) == WPK_OK);
+        void *args[16] = {0};
+        for (int a = 0; f && a < f->nargs && a < 16; a++) args[a] = buffer(f->args[a]->size);
+        wpk_status st = f ? loop_interp_run(ctx, f, args) : WPK_ERR_INTERNAL;
+        if (st) fprintf(stderr, "whole block %s: %s\n", configs[i], wpk_context_error(ctx));
+        CHECK(st == WPK_OK);
+        for (int a = 0; a < 16; a++) free(args[a]);
+        te_ctx_free(&c);
+    }
+    problem_free(&p);
+}
+
 /* Every allocation of building a kernel (template, lowering, emission) failed in turn: a status
  * with a message each time, never a crash (the sanitizer build checks for leaks). */
 static void test_alloc_faults(wpk_context *ctx) {
@@ -483,6 +513,7 @@ int main(void) {
     uint64_t rng = seed_of();
     test_refuses(ctx);
     test_must_fail(ctx);
+    test_whole_bounds(ctx);
     test_alloc_faults(ctx);
     test_cases(ctx, &rng);
     if (own_cache) {

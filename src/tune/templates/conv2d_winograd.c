@@ -16,9 +16,9 @@
  *  - the output transform per m x m output tile: A^T M's rows in a "local" stage at the tile,
  *    then the columns, cropped at the border, with the fused epilogue as it is written.
  * Or (knob parallel) one parallel loop over blocks of the output, each running the GEMM and the
- * output transform of its block, and in the "whole" forms also the block's input transform,
- * reading the input in place (the padding's tests taken out of the interior tiles by loop
- * partitioning): one fork and join per call instead of four, V and M in cache-sized buffers.
+ * output transform of its block, M in a cache-sized buffer; in the "whole" forms also the
+ * block's input transform, reading the input in place (loop partitioning takes the padding's
+ * tests out of the interior tiles), V the block's too: one fork and join per call, not four.
  * ConvNCHWc nodes fix the blocks (their tensors' lanes); NCHW nodes choose them (oc_block,
  * ic_block) and write NCHW from the blocked GEMM result. */
 #include <string.h>
@@ -322,6 +322,11 @@ static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
         .par = (int)tune_value(s, cfg, "parallel"),
     };
     k.kb = (g.cout + k.bo - 1) / k.bo;
+    /* A whole block is a row of tiles, and V only its tiles: a register tile that does not
+     * divide the row would read the next row's V past the block's buffer, so the whole forms
+     * take the largest tile_p dividing the row. */
+    if (par_whole(&k))
+        for (const int64_t tw = (g.ow + k.m - 1) / k.m; tw % k.tp;) k.tp--;
     const bool blocked = g.op == IR_OP_CONV_NCHWC;
     const ir_tensor *x0 = &t->in[0], *w0 = &t->in[1];
     const int al = te_winograd_alpha(k.m);
@@ -355,17 +360,19 @@ static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
     te_schedule *sc = te_schedule_create(c, &y, 1);
     if (!sc) return tune_failed(c, NAME);
     out->schedule = sc;
-    /* the whole forms read the input in place: the padding (and an NCHW input's blocking)
-     * inline in the input transform (loop partitioning takes the padding's tests out of the
-     * interior tiles; a padded copy at the block would be the whole input: the region of a
-     * block's rows through the flattened tile index is not bounded tighter) */
-    const bool whole = par_whole(&k);
+    /* the whole forms read a blocked input in place: the padding inline in the input
+     * transform (loop partitioning takes its tests out of the interior tiles; a padded copy
+     * at the block would be the whole input: the region of a block's rows through the
+     * flattened tile index is not bounded tighter). An NCHW input still gets its blocked
+     * padded copy first: read in place, each vector's lanes come from H x W apart, and the
+     * partitioned transform ran 2x slower and took cc minutes (56x56 64->64, m = 6: 332 s). */
+    const bool in_place = par_whole(&k) && !parts.layout;
     if (parts.pad) {
-        if (whole) TRY(te_compute_inline(te_stage_of(sc, parts.pad)));
+        if (in_place) TRY(te_compute_inline(te_stage_of(sc, parts.pad)));
         else TRY(schedule_copy(sc, parts.pad));
     }
     if (parts.layout) {
-        if (parts.pad || whole) TRY(te_compute_inline(te_stage_of(sc, parts.layout)));
+        if (parts.pad) TRY(te_compute_inline(te_stage_of(sc, parts.layout)));
         else TRY(schedule_copy(sc, parts.layout));
     }
     te_iter *block;
@@ -375,7 +382,7 @@ static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
     te_stage *out_rows = te_stage_of(sc, parts.tout);
     /* V of the block's tiles before their GEMM, both at the block (the GEMM reads V through
      * its accumulator stage, which lowering sees through) */
-    if (whole) TRY(te_compute_at(te_stage_of(sc, parts.v), out_rows, block));
+    if (par_whole(&k)) TRY(te_compute_at(te_stage_of(sc, parts.v), out_rows, block));
     if (par_blocks(&k)) TRY(te_compute_at(te_stage_of(sc, parts.mm), out_rows, block));
     return WPK_OK;
 }
