@@ -108,7 +108,6 @@ static bool reads(const lower *L, const te_expr *e, const te_tensor *t, const te
             if (reads(L, e->index[i], t, within, depth)) return true;
         return false;
     }
-    if (e->kind == TE_REDUCE) return reads(L, e->a, t, within, depth);
     return reads(L, e->a, t, within, depth) || reads(L, e->b, t, within, depth) ||
            reads(L, e->c, t, within, depth);
 }
