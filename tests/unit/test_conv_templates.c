@@ -74,6 +74,9 @@ static const conv_case CASES[] = {
      NULL, true, false, false, NULL, 0, 0, 0, 8, 8, "conv2d_nchwc"},
     {"blocked 1x1 stride 2, 16 lanes", "ConvNCHWc", 1, 32, 8, 8, 32, 1, 1, 2, 1, 1,
      {0, 0, 0, 0}, NULL, true, false, false, "Relu", 0, 0, 0, 16, 16, "conv2d_nchwc"},
+    /* ResNet's last 3x3 in small: a 7x7 output of 4 channel blocks (oc_tile 2 tiles) */
+    {"blocked 7x7 output, 4 channel blocks", "ConvNCHWc", 1, 16, 7, 7, 32, 3, 3, 1, 1, 1,
+     {1, 1, 1, 1}, NULL, true, true, false, "Relu", 0, 0, 0, 8, 8, "conv2d_nchwc"},
     {"few output channels", "Conv", 1, 3, 10, 10, 4, 3, 3, 1, 1, 1, {1, 1, 1, 1}, NULL, true,
      false, false, NULL, 0, 0, 0, 0, 0, "conv2d_nchw"},
     {"depthwise x2 multiplier", "FusedConv", 1, 4, 9, 9, 8, 3, 3, 2, 1, 4, {1, 1, 1, 1}, NULL,
@@ -310,7 +313,14 @@ static uint64_t seed_of(void) {
     return s && *s ? strtoull(s, NULL, 10) : 20240604u;
 }
 
-/* Every template that takes the case, under default and random configs. */
+static const tune_knob *knob(const tune_space *s, const char *name) {
+    for (int i = 0; i < s->nknobs; i++)
+        if (!strcmp(s->knobs[i].name, name)) return &s->knobs[i];
+    return NULL;
+}
+
+/* Every template that takes the case, under default and random configs (and the default with each
+ * oc_tile). */
 static void test_case(wpk_context *ctx, int index, const conv_case *cc, uint64_t *rng) {
     problem p;
     bool ok = problem_init(&p, cc, ctx);
@@ -333,6 +343,15 @@ static void test_case(wpk_context *ctx, int index, const conv_case *cc, uint64_t
         (*t)->default_config(&task, &sp, &cfg);
         bool mine = *t == chosen;
         run_config(ctx, cc, &p, *t, &task, &sp, &cfg, mine || index % 2 == 0, "default");
+        /* every register tile over channel blocks, on the default's other knobs */
+        const tune_knob *oct = knob(&sp, "oc_tile");
+        for (int v = 0; oct && v < oct->nvalues; v++) {
+            int k = (int)(oct - sp.knobs);
+            if (v == cfg.choice[k]) continue;
+            tune_config c2 = cfg;
+            c2.choice[k] = v;
+            run_config(ctx, cc, &p, *t, &task, &sp, &c2, mine, "oc_tile");
+        }
         for (int r = 0; r < RANDOM_CONFIGS; r++) {
             tune_config_random(&sp, rng, &cfg);
             run_config(ctx, cc, &p, *t, &task, &sp, &cfg, mine && r == 0, "random");
@@ -360,12 +379,6 @@ static void test_registry(wpk_context *ctx) {
     int k = ir_graph_add_node(p.g, "relu", "Relu", "", 17, 1, 1);
     CHECK(tune_template_for(&p.g->nodes[k], p.in, p.out) == NULL);
     problem_free(&p);
-}
-
-static const tune_knob *knob(const tune_space *s, const char *name) {
-    for (int i = 0; i < s->nknobs; i++)
-        if (!strcmp(s->knobs[i].name, name)) return &s->knobs[i];
-    return NULL;
 }
 
 static bool knob_has(const tune_space *s, const char *name, int64_t v) {
