@@ -4,7 +4,8 @@
  * and as a plain NCHW Conv: the default is legal for the workload's space, builds and lowers,
  * and keeps to the rules the defaults were measured by (default_config in
  * src/tune/templates/conv2d_nchwc.c): a register tile of at most 16 accumulators (12 on
- * AVX2), two output rows but where an odd row count would waste a row, few pixels computed
+ * AVX2), two output rows but where an odd row count would waste a row (one row of half the
+ * accumulators or fewer then spans two channel blocks), few pixels computed
  * past the image's edge, the input read in place (no padded copy) but by depthwise convs on
  * NCHW input.
  * test_conv_templates runs defaults against the reference kernels on small odd shapes; this
@@ -158,8 +159,14 @@ static void check_default(wpk_context *ctx, const shape *s, bool blocked) {
     tune_conv g;
     CHECK(tune_conv_read_task(&task, &g));
     const int64_t owb = tune_value(&sp, &cfg, "ow_block"), ohb = tune_value(&sp, &cfg, "oh_block");
+    const int64_t oct = tune_value(&sp, &cfg, "oc_tile");
     const int64_t budget = tune_vector_floats() >= 16 ? 16 : 12;
-    bool ok = owb * ohb <= budget;
+    bool ok = owb * ohb * oct <= budget;
+    /* a one-row tile of half the accumulators or fewer takes a second channel block, where
+     * the blocks pair up (blocked tensors: on NCHW ones oc_block 32 is that tile) */
+    const int64_t blocks = blocked ? (g.cout + g.bo - 1) / g.bo : 0;
+    ok &= oct == (blocked && !g.depthwise && blocks % 2 == 0 && ohb == 1 && 2 * owb <= budget
+                      ? 2 : 1);
     /* two rows (the copy-out loops over them) on even row counts and wherever the
      * reduction is short; few pixels computed past the image's edge where it is long */
     const int64_t reduction = g.cg * g.kh * g.kw;
