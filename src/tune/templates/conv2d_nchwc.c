@@ -9,8 +9,9 @@
  * and multiplies it by one vector of packed weights into ow_block x oh_block register
  * accumulators. On blocked tensors, whose block size the layout pass fixed, the tile can span
  * oc_tile channel blocks: each broadcast then feeds oc_tile weight vectors (a 7-column output
- * row fills 14 accumulators without computing an eighth row). The epilogue (bias, residual, activation) runs as the tile is copied out, in
- * the same loop nest. Images x channel blocks x tile rows run in parallel.
+ * row fills 14 accumulators without computing an eighth row). The epilogue (bias, residual,
+ * activation) runs as the tile is copied out, in the same loop nest. Images x tiles of
+ * (x oc_tile) x tile rows run in parallel.
  *
  * For NCHW nodes the kernel reads X in NCHW and writes Y in NCHW: the input either goes
  * straight into the conv (ic_block 1: one broadcast per input channel, no transform) or
