@@ -11,7 +11,7 @@
  * oc_tile channel blocks: each broadcast then feeds oc_tile weight vectors (a 7-column output
  * row fills 14 accumulators without computing an eighth row). The epilogue (bias, residual,
  * activation) runs as the tile is copied out, in the same loop nest. Images x tiles of
- * (x oc_tile) x tile rows run in parallel.
+ * channel blocks x tile rows run in parallel.
  *
  * For NCHW nodes the kernel reads X in NCHW and writes Y in NCHW: the input either goes
  * straight into the conv (ic_block 1: one broadcast per input channel, no transform) or
