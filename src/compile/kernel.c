@@ -16,22 +16,30 @@ static int64_t numel(const te_tensor *t) {
 
 static int64_t elem_bytes(te_scalar s) { return s == TE_I64 ? 8 : s == TE_BOOL ? 1 : 4; }
 
+/* The value text of knob `name` in "knob=value,..." (NULL: not named). */
+static const char *named(const char *list, const char *name) {
+    size_t len = strlen(name);
+    const char *given = NULL;
+    for (const char *p = list; p && *p;) {
+        if (!strncmp(p, name, len) && p[len] == '=') given = p + len + 1;
+        p = strchr(p, ',');
+        if (p) p++;
+    }
+    return given;
+}
+
 wpk_status cpu_config_resolve(wpk_context *ctx, const tune_task *task, const tune_space *s,
                               const char *config, tune_config *out) {
     task->tmpl->default_config(task, s, out);
     if (!config || !*config) return WPK_OK;
     /* the default's text with the given knobs replaced, parsed as a whole: tune_config_parse
-       names a knob or value that does not fit */
+       names a knob or value that does not fit. A knob the template added after the config was
+       stored keeps the value it was measured with. */
     strbuf text = {0};
     for (int k = 0; k < s->nknobs; k++) {
         const char *name = s->knobs[k].name;
-        size_t len = strlen(name);
-        const char *given = NULL;
-        for (const char *p = config; p && *p;) {
-            if (!strncmp(p, name, len) && p[len] == '=') given = p + len + 1;
-            p = strchr(p, ',');
-            if (p) p++;
-        }
+        const char *given = named(config, name);
+        if (!given) given = named(task->tmpl->unnamed, name);
         sb_printf(&text, "%s%s=", k ? "," : "", name);
         if (given) {
             const char *end = strchr(given, ',');

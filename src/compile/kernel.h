@@ -68,7 +68,9 @@ wpk_status cpu_kernel_lower(te_ctx *c, const tune_task *task, const char *config
                             loop_func **out);
 
 /* The config text for `config` (NULL: default; partial text: the default with the named knobs
- * replaced) in s, as tune_config. WPK_ERR_INVALID_ARG naming the knob or value. */
+ * replaced, and a knob the template added since (tune_template.unnamed) at the value configs
+ * were measured with before it) in s, as tune_config. WPK_ERR_INVALID_ARG naming the knob or
+ * value. */
 wpk_status cpu_config_resolve(wpk_context *ctx, const tune_task *task, const tune_space *s,
                               const char *config, tune_config *out);
 

@@ -60,6 +60,9 @@ typedef struct tune_template {
      * this template's config from batch-1 records runs the kernel image by image, as it was
      * measured (cpu_kernel_build_per_image). */
     bool batch_buffers;
+    /* Knobs added to the space after records were stored, as "knob=value,...": a config that
+     * does not name one was measured with this value, not with today's default (NULL: none). */
+    const char *unnamed;
 } tune_template;
 
 /* The template for node n (first in the registry that supports it), or NULL: that node runs on

@@ -16,11 +16,13 @@
 
 #include "check.h"
 #include "codegen/c/cg_c.h"
+#include "compile/kernel.h"
 #include "ir/graph.h"
 #include "loop/interp.h"
 #include "loop/lower.h"
 #include "ops/blocked.h"
 #include "tune/template.h"
+#include "tune/templates/conv.h"
 
 #define TOL 1e-5
 #define RANDOM_CONFIGS 3 /* per case and template, all interpreted */
@@ -442,6 +444,30 @@ static void test_must_fail(wpk_context *ctx) {
     problem_free(&q);
 }
 
+/* A record stored before oc_tile existed names the other knobs only: it resolves to the one
+ * channel block it was measured with, not to today's default of two. */
+static void test_unnamed_knob(wpk_context *ctx) {
+    const conv_case *cc = NULL;
+    for (int i = 0; i < NCASES; i++)
+        if (!strcmp(CASES[i].name, "blocked 7x7 output, 4 channel blocks")) cc = &CASES[i];
+    problem p;
+    CHECK(cc && problem_init(&p, cc, ctx));
+    if (!cc) return;
+    tune_task task;
+    tune_task_init(&task, &tune_conv2d_nchwc, p.node, p.in, p.out);
+    tune_space sp;
+    tune_conv2d_nchwc.space(&task, &sp);
+    tune_config cfg;
+    CHECK(cpu_config_resolve(ctx, &task, &sp, NULL, &cfg) == WPK_OK &&
+          tune_config_get(&sp, &cfg, "oc_tile", 0) == 2);
+    CHECK(cpu_config_resolve(ctx, &task, &sp, "ow_block=7,oh_block=1", &cfg) == WPK_OK &&
+          tune_config_get(&sp, &cfg, "oc_tile", 0) == 1 &&
+          tune_config_get(&sp, &cfg, "ow_block", 0) == 7);
+    CHECK(cpu_config_resolve(ctx, &task, &sp, "ow_block=7,oc_tile=2", &cfg) == WPK_OK &&
+          tune_config_get(&sp, &cfg, "oc_tile", 0) == 2);
+    problem_free(&p);
+}
+
 int main(void) {
     wpk_context *ctx = wpk_context_create();
     char dir[] = "/tmp/wpk_conv_templates_XXXXXX";
@@ -453,6 +479,7 @@ int main(void) {
     uint64_t rng = seed_of();
     test_registry(ctx);
     test_must_fail(ctx);
+    test_unnamed_knob(ctx);
     for (int i = 0; i < NCASES; i++) test_case(ctx, i, &CASES[i], &rng);
     if (own_cache) {
         char cmd[128];

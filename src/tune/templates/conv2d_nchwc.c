@@ -417,4 +417,6 @@ const tune_template tune_conv2d_nchwc = {
     .space = space,
     .default_config = default_config,
     .build = build,
+    /* records stored before oc_tile tiled one channel block */
+    .unnamed = "oc_tile=1",
 };
