@@ -19,11 +19,12 @@
  * Part "strategies": the slides' 1x1 64->64 56x56 conv (c3) and the 3x3 56x56 conv (c2) as
  * NCHW FusedConv nodes (the -O2 form, the larger space) in the space of the template that takes
  * them first (the direct blocked conv) or of --compare-impl's, each strategy from an empty database
- * for --compare-trials trials, --seeds times (seeds 7, 8, ...); then every config that was some
- * run's best so far re-timed in one interleaved measurement (after the parallel part's tuning:
+ * for --compare-trials trials, --seeds times (seeds 7, 8, ...); then every config that was
+ * among some run's finalists (its best few so far, which the tuner's final re-measurement
+ * chooses from) re-timed in one interleaved measurement (after the parallel part's tuning:
  * it starts OpenMP threads), the fastest of them the bar; per strategy and seed: the proposals
- * and the wall time until the re-timed speed of the run's pick was within 5% of the bar, and
- * their means; and each random run's first proposals, a uniform sample of the legal space,
+ * and the wall time until the run's pick (the re-timed fastest of its finalists then) was
+ * within 5% of the bar, and their means; and each random run's first proposals, a uniform sample of the legal space,
  * re-timed too, give random search's expected proposals without the noise of its picks.
  * With --prior, the model strategy's runs start from the records of other convs (in the same
  * template's space: random search for --compare-trials trials each, tuned once beforehand):
@@ -442,17 +443,21 @@ static void temp_db(char *path, size_t cap, const char *tag) {
 /* Each strategy's runs are judged by re-timing, not by their own measurements: this
  * machine's speed drifts by tens of percent between runs minutes apart (the same default
  * config measured 110.9-213.9 GFLOP/s across 15 runs), more than the strategies differ. So
- * every config that was some run's best so far is timed again at the end, all of them in one
- * interleaved measurement, and a run's progress after k proposals is the re-timed speed of
- * the config it would have picked then (its best so far by its own measurements, as the
- * tuner picks). The bar is the fastest of those configs: the best that all the runs together,
- * the long run, found. */
+ * every config that was among some run's finalists is timed again at the end, all of them in
+ * one interleaved measurement, and a run's progress after k proposals is the re-timed speed
+ * of the config the tuner would deliver had it stopped there: the fastest of its finalists
+ * (its best `top` distinct proposals so far by its own measurements, which the tuner's final
+ * re-measurement, interleaved too, chooses from; the default, which the finals also re-measure,
+ * is left out, so that a good default does not stand in for the search). The bar is the
+ * fastest of those configs: the best that all the runs together, the long run, found. */
 
 /* One run of one strategy. */
 typedef struct strat_run {
     int np;                   /* the strategy's proposals (the default config left out) */
-    int *pick;                /* per proposal k: the run's best so far after k + 1 proposals,
-                                 as an index into its conv's configs; -1 while none succeeded */
+    int ntop;                 /* finalists per proposal (the tuner's `top`) */
+    int *top;                 /* per proposal k: the run's finalists after k + 1 proposals,
+                                 top[k * ntop ..], as indices into its conv's configs, fastest
+                                 by the run's own measurements first; -1 for none */
     double *at_s;             /* per proposal: seconds into the run when it was stored */
     double wall;
     int64_t failed;
@@ -512,16 +517,47 @@ static bool on_rec(void *user, const tune_record *r) {
     return true;
 }
 
-/* The run's best so far after each proposal, from its curve and its records (one trial
- * each, in the same order: checked). */
+/* A run's finalists: its best distinct proposals by its own medians, fastest first (each
+ * config at its fastest median, as tuner.c's finals pick them), as indices into its records. */
+typedef struct finalists {
+    int rec[TUNE_MAX_BATCH];
+    double med[TUNE_MAX_BATCH];
+    int n, max;
+} finalists;
+
+static void finalists_add(finalists *F, const rec_list *L, int rec, double med) {
+    int at = -1;
+    for (int i = 0; i < F->n && at < 0; i++)
+        if (!strcmp(L->cfg[F->rec[i]], L->cfg[rec])) at = i;
+    if (at >= 0) {
+        if (med >= F->med[at]) return;
+        memmove(&F->rec[at], &F->rec[at + 1], sizeof F->rec[0] * (size_t)(F->n - at - 1));
+        memmove(&F->med[at], &F->med[at + 1], sizeof F->med[0] * (size_t)(F->n - at - 1));
+        F->n--;
+    }
+    at = F->n;
+    while (at > 0 && F->med[at - 1] > med) at--;
+    if (at >= F->max) return;
+    const int keep = F->n < F->max ? F->n : F->max - 1;
+    memmove(&F->rec[at + 1], &F->rec[at], sizeof F->rec[0] * (size_t)(keep - at));
+    memmove(&F->med[at + 1], &F->med[at], sizeof F->med[0] * (size_t)(keep - at));
+    F->rec[at] = rec;
+    F->med[at] = med;
+    if (F->n < F->max) F->n++;
+}
+
+/* The run's finalists after each proposal, from its curve and its records (one trial each,
+ * in the same order: checked). */
 static void run_path(strat_conv *c, strat_run *run, const tune_task_summary *ts,
-                     const rec_list *L, bool sample) {
+                     const rec_list *L, int top, bool sample) {
     if (L->n != ts->ncurve) die("strategies", "the run's records are not its trials");
-    run->pick = malloc(sizeof *run->pick * (size_t)(L->n + 1));
+    if (top < 1 || top > TUNE_MAX_BATCH) die("strategies", "the tuner's top is out of range");
+    run->ntop = top;
+    run->top = malloc(sizeof *run->top * (size_t)(L->n + 1) * (size_t)top);
     run->at_s = malloc(sizeof *run->at_s * (size_t)(L->n + 1));
-    if (!run->pick || !run->at_s) die("strategies", "out of memory");
-    double best = 0;
-    int bi = -1, k = 0;
+    if (!run->top || !run->at_s) die("strategies", "out of memory");
+    finalists F = {.max = top};
+    int k = 0;
     for (int i = 0; i < L->n; i++) {
         const tune_curve_point *p = &ts->curve[i];
         if (L->st[i] != p->status || (p->status == TUNE_OK && L->med[i] != p->median))
@@ -530,16 +566,24 @@ static void run_path(strat_conv *c, strat_run *run, const tune_task_summary *ts,
             c->def = config_index(c, L->cfg[i]);
             continue;
         }
-        if (p->status == TUNE_OK && (best == 0 || p->median < best)) {
-            best = p->median;
-            bi = config_index(c, L->cfg[i]);
-        }
+        if (p->status == TUNE_OK) finalists_add(&F, L, i, p->median);
         if (sample && k < SAMPLE_PER_RUN && c->nsample < MAX_SEEDS * SAMPLE_PER_RUN)
             c->sample[c->nsample++] = p->status == TUNE_OK ? config_index(c, L->cfg[i]) : -1;
-        run->pick[k] = bi;
+        for (int j = 0; j < top; j++)
+            run->top[k * top + j] = j < F.n ? config_index(c, L->cfg[F.rec[j]]) : -1;
         run->at_s[k++] = p->at_s;
     }
     run->np = k;
+}
+
+/* The run's pick after k + 1 proposals: the re-timed fastest of its finalists then, or -1. */
+static int pick_at(const strat_conv *c, const strat_run *run, int k) {
+    int best = -1;
+    for (int j = 0; j < run->ntop; j++) {
+        const int i = run->top[k * run->ntop + j];
+        if (i >= 0 && (best < 0 || c->speed[i] > c->speed[best])) best = i;
+    }
+    return best;
 }
 
 /* The other convs of --prior in c's template: their tasks (ts[0] is c's own, then theirs). */
@@ -645,7 +689,7 @@ static void strategies_tune(const opts *o, wpk_context *ctx, strat_job *J) {
                 rec_list L = {0};
                 if (tune_db_each(db, tune_target_fingerprint(), ts->key, on_rec, &L))
                     die("records", wpk_context_error(ctx));
-                run_path(c, run, ts, &L, !strcmp(J->names[s], "random"));
+                run_path(c, run, ts, &L, to.top, !strcmp(J->names[s], "random"));
                 free(L.cfg), free(L.st), free(L.med);
                 tune_db_close(db);
                 unlink(path);
@@ -699,7 +743,7 @@ static void strategies_retime(const opts *o, wpk_context *ctx, int threads, stra
 /* Proposals (1-based) until the run's pick re-timed within 5% of the bar, or -1. */
 static int proposals_to(const strat_conv *c, const strat_run *run, double bar, double *at_s) {
     for (int k = 0; k < run->np; k++)
-        if (run->pick[k] >= 0 && c->speed[run->pick[k]] * 1.05 >= bar) {
+        if (pick_at(c, run, k) >= 0 && c->speed[pick_at(c, run, k)] * 1.05 >= bar) {
             *at_s = run->at_s[k];
             return k + 1;
         }
@@ -716,17 +760,19 @@ static void strategies_report(const opts *o, wpk_context *ctx, int threads, stra
     printf("Each strategy from an empty database and an empty kernel cache of its own, %lld "
            "trials (the template's default config first, then the strategy's proposals), "
            "seeds 7 to %d (one run each); convs as NCHW FusedConv nodes (the -O2 form, the "
-           "larger space); the tuner times by CPU time per thread. Then every config that was "
-           "some run's best so far (by the run's own measurements: what the tuner would pick "
-           "there) is timed again, all in one interleaved measurement (%d threads, each config "
-           "%.0f ms), so that the machine's drift between runs does not decide. A run's "
-           "progress after k proposals is the re-timed speed of its pick then. The bar: within "
-           "5%% of the fastest re-timed config (the best of all %d runs: the long run). "
-           "Proposals and seconds to the bar count the strategy's own proposals (the default "
-           "left out: it is the same for all); a run that does not reach the bar counts as its "
-           "proposals in the mean (a lower bound, marked >=).\n\n",
-           (long long)o->compare_trials, 7 + nseeds - 1, threads, o->min_s * 1e3,
-           ns * nseeds);
+           "larger space); the tuner times by CPU time per thread. A run's finalists after k "
+           "proposals are its best %d distinct proposals so far by its own measurements, the "
+           "configs the tuner's final re-measurement chooses from had it stopped there (the "
+           "default, which the finals re-measure too, left out). Every config that was some "
+           "run's finalist is timed again, all in one interleaved measurement (%d threads, "
+           "each config %.0f ms), so that the machine's drift between runs does not decide. A "
+           "run's pick after k proposals is the re-timed fastest of its finalists then. The "
+           "bar: within 5%% of the fastest re-timed config (the best of all %d runs: the long "
+           "run). Proposals and seconds to the bar count the strategy's own proposals (the "
+           "default left out: it is the same for all); a run that does not reach the bar "
+           "counts as its proposals in the mean (a lower bound, marked >=).\n\n",
+           (long long)o->compare_trials, 7 + nseeds - 1, tuner_options("random", 1).top,
+           threads, o->min_s * 1e3, ns * nseeds);
     for (int ci = 0; ci < J->nconv; ci++) {
         strat_conv *c = &J->convs[ci];
         strategies_retime(o, ctx, threads, c);
@@ -735,7 +781,7 @@ static void strategies_report(const opts *o, wpk_context *ctx, int threads, stra
         for (int s = 0; s < ns; s++)
             for (int r = 0; r < nseeds; r++)
                 for (int k = 0; k < c->runs[s][r].np; k++) {
-                    int p = c->runs[s][r].pick[k];
+                    int p = pick_at(c, &c->runs[s][r], k);
                     if (p >= 0 && c->speed[p] > best) best = c->speed[p], besti = p;
                 }
         const conv_spec *sp = c->t.spec;
@@ -767,9 +813,8 @@ static void strategies_report(const opts *o, wpk_context *ctx, int threads, stra
                 if (hit < 0) censored[s] = true;
                 sum_p += hit > 0 ? hit : run->np;
                 sum_at += at;
-                if (run->np > 0 && run->pick[run->np - 1] >= 0 &&
-                    c->speed[run->pick[run->np - 1]] > sbest)
-                    sbest = c->speed[run->pick[run->np - 1]];
+                const int last = run->np > 0 ? pick_at(c, run, run->np - 1) : -1;
+                if (last >= 0 && c->speed[last] > sbest) sbest = c->speed[last];
                 wall += run->wall;
                 failed += run->failed;
             }
@@ -810,14 +855,16 @@ static void strategies_report(const opts *o, wpk_context *ctx, int threads, stra
             for (int r = 0; r < nseeds; r++) {
                 const strat_run *run = &c->runs[s][r];
                 printf("  %-7s seed %d:", J->names[s], 7 + r);
-                for (int k = 9; k < run->np; k += 10)
-                    printf(" %.1f", run->pick[k] >= 0 ? c->speed[run->pick[k]] : 0.0);
+                for (int k = 9; k < run->np; k += 10) {
+                    const int p = pick_at(c, run, k);
+                    printf(" %.1f", p >= 0 ? c->speed[p] : 0.0);
+                }
                 printf("\n");
             }
         printf("\n");
         for (int s = 0; s < ns; s++)
             for (int r = 0; r < nseeds; r++) {
-                free(c->runs[s][r].pick);
+                free(c->runs[s][r].top);
                 free(c->runs[s][r].at_s);
             }
         free(c->cfg);
