@@ -458,8 +458,10 @@ static void test_unnamed_knob(wpk_context *ctx) {
     tune_space sp;
     tune_conv2d_nchwc.space(&task, &sp);
     tune_config cfg;
+    /* today's default spans two blocks where a 7-column row fits twice in the registers
+       (AVX-512's 16 accumulators; on AVX2 the 16-lane blocks leave 6) */
     CHECK(cpu_config_resolve(ctx, &task, &sp, NULL, &cfg) == WPK_OK &&
-          tune_config_get(&sp, &cfg, "oc_tile", 0) == 2);
+          tune_config_get(&sp, &cfg, "oc_tile", 0) == (tune_vector_floats() >= 16 ? 2 : 1));
     CHECK(cpu_config_resolve(ctx, &task, &sp, "ow_block=7,oh_block=1", &cfg) == WPK_OK &&
           tune_config_get(&sp, &cfg, "oc_tile", 0) == 1 &&
           tune_config_get(&sp, &cfg, "ow_block", 0) == 7);
