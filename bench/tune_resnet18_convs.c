@@ -24,8 +24,9 @@
  * chooses from) re-timed in one interleaved measurement (after the parallel part's tuning:
  * it starts OpenMP threads), the fastest of them the bar; per strategy and seed: the proposals
  * and the wall time until the run's pick (the re-timed fastest of its finalists then) was
- * within 5% of the bar, and their means; and each random run's first proposals, a uniform sample of the legal space,
- * re-timed too, give random search's expected proposals without the noise of its picks.
+ * within 5% of the bar, and their means; and each random run's first proposals, a uniform
+ * sample of the legal space, re-timed too, give random search's expected proposals without
+ * the noise of its picks.
  * With --prior, the model strategy's runs start from the records of other convs (in the same
  * template's space: random search for --compare-trials trials each, tuned once beforehand):
  * the cost model's transfer from other workloads.
@@ -742,11 +743,13 @@ static void strategies_retime(const opts *o, wpk_context *ctx, int threads, stra
 
 /* Proposals (1-based) until the run's pick re-timed within 5% of the bar, or -1. */
 static int proposals_to(const strat_conv *c, const strat_run *run, double bar, double *at_s) {
-    for (int k = 0; k < run->np; k++)
-        if (pick_at(c, run, k) >= 0 && c->speed[pick_at(c, run, k)] * 1.05 >= bar) {
+    for (int k = 0; k < run->np; k++) {
+        const int p = pick_at(c, run, k);
+        if (p >= 0 && c->speed[p] * 1.05 >= bar) {
             *at_s = run->at_s[k];
             return k + 1;
         }
+    }
     return -1;
 }
 
