@@ -8,9 +8,9 @@ For every model and level: `wpk optimize -O N -o opt.onnx` succeeds; onnx.checke
 accepts opt.onnx (full_check=False: "wpk"-domain nodes are a custom domain); `wpk run -O0
 --backend ref` of opt.onnx (the graph as written, not optimized again, on the reference kernels:
 this checks the passes; the generated kernels on these models are tests/cpu's) gives ONNX
-Runtime's outputs of the original model on the same input (rel L2 <= 1e-4; a model with a symbolic batch dim also at the batch the
-foundation's tests run it at); when opt.onnx holds only standard ops, ONNX Runtime runs it to those
-outputs too. A failed output comparison is narrowed down to the pass that breaks it.
+Runtime's outputs of the original model on the same input (rel L2 <= 1e-4; a model with a
+symbolic batch dim also at the batch the foundation's tests run it at); when opt.onnx holds only
+standard ops, ONNX Runtime runs it to those outputs too. A failed output comparison is narrowed down to the pass that breaks it.
     test_optimize.py --part models|torchvision|done [--wpk PATH] [--dir DIR] [--models a,b]
                      [--levels 0,1,2,3] [--torch-python PY]
 Exit status: 0 all passed, 1 a check failed, 77 skipped (no torch to export the models; 1 when
@@ -112,8 +112,8 @@ class Reference:
 def run_wpk(wpk, model, ref, work, level=0):
     """Runs `wpk run -O level --backend ref` on the reference's input; ({name: array}, error or
     None). The reference kernels, not generated ones: compiling every model's kernels at every
-    level took most of this test's time on an empty kernel cache (272 s of 280 on CI's 2 cores),
-    and a pass's bug shows as clearly on them."""
+    level took most of this test's time on an empty kernel cache (the torchvision part 272 s on
+    CI's 2 cores, 43 s on the reference kernels), and a pass's bug shows as clearly on them."""
     args = [wpk, "run", model, "-O", str(level), "--backend", "ref", "-o", work / "out"]
     for i, (name, value) in enumerate(ref.feeds.items()):
         np.save(work / f"in{i}.npy", value)
@@ -176,8 +176,8 @@ def check_level(rep, wpk, label, model, level, refs, work):
         at = f" (batch {ref.batch})" if ref.batch else ""
         got, err = run_wpk(wpk, opt, ref, work)
         ok, detail = (False, err) if err else ref.compare(got)
-        if not rep.check(ok, tag, f"wpk run -O0 --backend ref of the optimized model vs ONNX Runtime on the "
-                         f"original{at}", detail) and level > 0:
+        if not rep.check(ok, tag, f"wpk run -O0 --backend ref of the optimized model vs ONNX "
+                         f"Runtime on the original{at}", detail) and level > 0:
             print(f"      suspect pass: {suspect_pass(wpk, model, level, ref, work)}", flush=True)
         if not standard:
             continue
