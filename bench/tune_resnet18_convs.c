@@ -54,6 +54,7 @@ int conv_resnet18_main(int argc, char **argv);
 #include "compile/kernel.h"
 #include "compile/unit.h"
 #include "ops/blocked.h"
+#include "tune/finalists.h"
 #include "tune/target_fingerprint.h"
 #include "tune/tuner.h"
 
@@ -518,35 +519,6 @@ static bool on_rec(void *user, const tune_record *r) {
     return true;
 }
 
-/* A run's finalists: its best distinct proposals by its own medians, fastest first (each
- * config at its fastest median, as tuner.c's finals pick them), as indices into its records. */
-typedef struct finalists {
-    int rec[TUNE_MAX_BATCH];
-    double med[TUNE_MAX_BATCH];
-    int n, max;
-} finalists;
-
-static void finalists_add(finalists *F, const rec_list *L, int rec, double med) {
-    int at = -1;
-    for (int i = 0; i < F->n && at < 0; i++)
-        if (!strcmp(L->cfg[F->rec[i]], L->cfg[rec])) at = i;
-    if (at >= 0) {
-        if (med >= F->med[at]) return;
-        memmove(&F->rec[at], &F->rec[at + 1], sizeof F->rec[0] * (size_t)(F->n - at - 1));
-        memmove(&F->med[at], &F->med[at + 1], sizeof F->med[0] * (size_t)(F->n - at - 1));
-        F->n--;
-    }
-    at = F->n;
-    while (at > 0 && F->med[at - 1] > med) at--;
-    if (at >= F->max) return;
-    const int keep = F->n < F->max ? F->n : F->max - 1;
-    memmove(&F->rec[at + 1], &F->rec[at], sizeof F->rec[0] * (size_t)(keep - at));
-    memmove(&F->med[at + 1], &F->med[at], sizeof F->med[0] * (size_t)(keep - at));
-    F->rec[at] = rec;
-    F->med[at] = med;
-    if (F->n < F->max) F->n++;
-}
-
 /* The run's finalists after each proposal, from its curve and its records (one trial each,
  * in the same order: checked). */
 static void run_path(strat_conv *c, strat_run *run, const tune_task_summary *ts,
@@ -557,7 +529,9 @@ static void run_path(strat_conv *c, strat_run *run, const tune_task_summary *ts,
     run->top = malloc(sizeof *run->top * (size_t)(L->n + 1) * (size_t)top);
     run->at_s = malloc(sizeof *run->at_s * (size_t)(L->n + 1));
     if (!run->top || !run->at_s) die("strategies", "out of memory");
-    finalists F = {.max = top};
+    tune_finalists *F = calloc(1, sizeof *F); /* the default left out, as the finals do */
+    if (!F) die("strategies", "out of memory");
+    F->max = top;
     int k = 0;
     for (int i = 0; i < L->n; i++) {
         const tune_curve_point *p = &ts->curve[i];
@@ -567,14 +541,15 @@ static void run_path(strat_conv *c, strat_run *run, const tune_task_summary *ts,
             c->def = config_index(c, L->cfg[i]);
             continue;
         }
-        if (p->status == TUNE_OK) finalists_add(&F, L, i, p->median);
+        if (p->status == TUNE_OK) tune_finalists_add(F, L->cfg[i], p->median);
         if (sample && k < SAMPLE_PER_RUN && c->nsample < MAX_SEEDS * SAMPLE_PER_RUN)
             c->sample[c->nsample++] = p->status == TUNE_OK ? config_index(c, L->cfg[i]) : -1;
         for (int j = 0; j < top; j++)
-            run->top[k * top + j] = j < F.n ? config_index(c, L->cfg[F.rec[j]]) : -1;
+            run->top[k * top + j] = j < F->n ? config_index(c, F->v[j].text) : -1;
         run->at_s[k++] = p->at_s;
     }
     run->np = k;
+    free(F);
 }
 
 /* The run's pick after k + 1 proposals: the re-timed fastest of its finalists then, or -1. */

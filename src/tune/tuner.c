@@ -11,6 +11,7 @@
 #include "base/alloc.h"
 #include "base/context.h"
 #include "tune/features.h"
+#include "tune/finalists.h"
 #include "tune/target_fingerprint.h"
 
 /* Seconds a cached build of a candidate takes before anything is known (template, lowering,
@@ -494,36 +495,16 @@ static wpk_status step(job *J, tstate *t, int64_t share) {
 
 /* ---- the final re-measurement ---- */
 
-/* The best distinct successful configs of a task's records, fastest first. */
+/* The finals' configs from a task's records: its finalists, the default left out. */
 typedef struct top_list {
-    struct {
-        double s;
-        char text[512];
-    } v[TUNE_MAX_BATCH];
-    int n, max;
+    tune_finalists f;
     const char *skip;         /* the default: re-measured anyway */
 } top_list;
 
 static bool pick(void *user, const tune_record *r) {
     top_list *T = user;
-    if (r->status != TUNE_OK || !strcmp(r->config, T->skip)) return true;
-    int at = -1;
-    for (int i = 0; i < T->n && at < 0; i++)
-        if (!strcmp(T->v[i].text, r->config)) at = i;
-    if (at >= 0) {
-        if (r->median >= T->v[at].s) return true;
-        /* faster this time: take it out and insert it again below */
-        memmove(&T->v[at], &T->v[at + 1], sizeof T->v[0] * (size_t)(T->n - at - 1));
-        T->n--;
-    }
-    at = T->n;
-    while (at > 0 && T->v[at - 1].s > r->median) at--;
-    if (at >= T->max) return true;
-    int keep = T->n < T->max ? T->n : T->max - 1;
-    memmove(&T->v[at + 1], &T->v[at], sizeof T->v[0] * (size_t)(keep - at));
-    T->v[at].s = r->median;
-    snprintf(T->v[at].text, sizeof T->v[at].text, "%s", r->config);
-    if (T->n < T->max) T->n++;
+    if (r->status == TUNE_OK && strcmp(r->config, T->skip))
+        tune_finalists_add(&T->f, r->config, r->median);
     return true;
 }
 
@@ -582,19 +563,19 @@ static wpk_status finals_prepare(job *J, tstate *t, finals *f) {
                         ? WPK_OK
                         : wpk_error(J->ctx, WPK_ERR_NOMEM, "out of memory re-measuring");
     if (st == WPK_OK) {
-        T->max = J->opt->top < 1 ? 1 : J->opt->top > TUNE_MAX_BATCH - 1 ? TUNE_MAX_BATCH - 1
-                                                                          : J->opt->top;
+        T->f.max = J->opt->top < 1 ? 1 : J->opt->top > TUNE_MAX_BATCH - 1 ? TUNE_MAX_BATCH - 1
+                                                                            : J->opt->top;
         T->skip = t->def_text;
         st = tune_db_each(J->db, tune_target_fingerprint(), t->mt->task.key, pick, T);
     }
     if (st == WPK_OK) {
         f->cfgs[f->n] = t->def;
         snprintf(f->texts[f->n++], 512, "%s", t->def_text);
-        for (int i = 0; i < T->n; i++) {
+        for (int i = 0; i < T->f.n; i++) {
             wpk_context quiet = {0};
-            if (tune_config_parse(&quiet, &t->space, T->v[i].text, &f->cfgs[f->n]) != WPK_OK)
+            if (tune_config_parse(&quiet, &t->space, T->f.v[i].text, &f->cfgs[f->n]) != WPK_OK)
                 continue;
-            snprintf(f->texts[f->n++], 512, "%s", T->v[i].text);
+            snprintf(f->texts[f->n++], 512, "%s", T->f.v[i].text);
         }
     }
     wpk_free(T);
