@@ -4,12 +4,15 @@
  * machine's FMA peak, measured in one run with the same timing method and thread count.
  *
  *     conv_resnet18 [--threads 1,2] [--min-ms 200] [--only c2,c6] [--nchw]
+ *                   [--config ow_block=7,oc_tile=2]
  *
  * Each conv runs as the layout pass (-O3) hands it to the templates: a wpk::ConvNCHWc node on
  * blocked tensors (NCHW16c on AVX-512; the RGB stem reads its 3-channel NCHW input directly)
  * with weights packed at compile time, bias and ReLU fused. --nchw also measures the Conv node
  * in plain NCHW (the template transforms input and output inside the kernel and packs the
- * weights through tune_build.prepack). oneDNN computes the same: bias and a ReLU post-op.
+ * weights through tune_build.prepack). --config replaces knobs of the blocked kernels' default
+ * config (a knob a conv's space lacks, or a value it does not allow, is an error naming the
+ * conv). oneDNN computes the same: bias and a ReLU post-op.
  * Every output is checked once against the reference kernel (op_fused_conv_ref, which runs
  * op_conv_ref) before anything is timed.
  *
@@ -39,6 +42,7 @@
 
 #include "base/target.h"
 #include "codegen/c/cg_c.h"
+#include "compile/kernel.h"
 #include "ir/graph.h"
 #include "loop/lower.h"
 #include "ops/blocked.h"
@@ -184,7 +188,8 @@ static cg_kernel_fn compile_kernel(wpk_context *ctx, te_ctx *c, te_schedule *s, 
 
 /* Build the conv as the node `blocked` says; the weights are packed here, once, outside any
  * timing: by the layout pass's packer for ConvNCHWc, by the template's prepack for Conv. */
-static void wpk_conv_build(wpk_conv *k, const problem *pb, bool blocked, wpk_context *ctx) {
+static void wpk_conv_build(wpk_conv *k, const problem *pb, bool blocked, const char *config,
+                           wpk_context *ctx) {
     const conv_spec *c = pb->spec;
     memset(k, 0, sizeof *k);
     const int64_t blk = block_lanes();
@@ -229,7 +234,7 @@ static void wpk_conv_build(wpk_conv *k, const problem *pb, bool blocked, wpk_con
     tune_space sp;
     tune_config cfg;
     t->space(&task, &sp);
-    t->default_config(&task, &sp, &cfg);
+    if (cpu_config_resolve(ctx, &task, &sp, config, &cfg)) die(c->name, wpk_context_error(ctx));
     strbuf cs = {0};
     tune_config_print(&sp, &cfg, &cs);
     snprintf(k->config, sizeof k->config, "%s", cs.s ? cs.s : "");
@@ -694,7 +699,7 @@ int main(int argc, char **argv) {
     }
     int threads[MAX_THREADS] = {1, 2}, nthreads = 2;
     double min_s = 0.2;
-    const char *only = NULL;
+    const char *only = NULL, *config = NULL;
     bool nchw = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
@@ -711,9 +716,11 @@ int main(int argc, char **argv) {
             only = argv[++i];
         } else if (!strcmp(argv[i], "--nchw")) {
             nchw = true;
+        } else if (!strcmp(argv[i], "--config") && i + 1 < argc) {
+            config = argv[++i];
         } else {
-            fprintf(stderr, "usage: %s [--threads 1,2] [--min-ms 200] [--only c2,c6] [--nchw]\n",
-                    argv[0]);
+            fprintf(stderr, "usage: %s [--threads 1,2] [--min-ms 200] [--only c2,c6] [--nchw] "
+                    "[--config K=V,...]\n", argv[0]);
             return 1;
         }
     }
@@ -741,8 +748,8 @@ int main(int argc, char **argv) {
         int64_t ny = CONVS[ci].k * pb.oh * pb.oh;
         float *got = alloc64(sizeof(float) * (size_t)ny);
         wpk_conv kb, kn;
-        wpk_conv_build(&kb, &pb, true, ctx);
-        if (nchw) wpk_conv_build(&kn, &pb, false, ctx);
+        wpk_conv_build(&kb, &pb, true, config, ctx);
+        if (nchw) wpk_conv_build(&kn, &pb, false, NULL, ctx);
         for (int ti = 0; ti < nthreads; ti++) {
             omp_set_num_threads(threads[ti]);
             row *r = &rows[ci * nthreads + ti];

@@ -197,6 +197,66 @@ static void test_matmul(wpk_context *ctx) {
     free(cv);
 }
 
+/* A register tile as lowering leaves it once its loops are unrolled: a 2-row x 2-vector
+ * accumulator read and written only as whole vectors at constant offsets is emitted as four
+ * vector variables, not an array (cg_c's PROMOTE_MAX_VECTORS). With `scalar_peek`, one scalar
+ * read of the tile (a use the variables cannot name as written) keeps it an array. Both
+ * compute C = A x B (2 x 7 times 7 x 32). */
+static void register_tile(wpk_context *ctx, bool scalar_peek) {
+    enum { M = 2, N = 32, K = 7 };
+    loop_buffer *A = buf("A", TE_F32, M * K, LOOP_SCOPE_ARG),
+                *B = buf("B", TE_F32, K * N, LOOP_SCOPE_ARG),
+                *Cb = buf("C", TE_F32, M * N + 1, LOOP_SCOPE_ARG);
+    loop_buffer *acc = buf("tile", TE_F32, M * N, LOOP_SCOPE_STACK);
+    te_iter *k = iter("k", K);
+    const loop_stmt *init[M * 2], *upd[M * 2], *out[M * 2 + 1];
+    for (int r = 0; r < M; r++)
+        for (int v = 0; v < 2; v++) {
+            const int slot = r * 2 + v;
+            const te_expr *at = ramp(I(slot * 16), 1, 16);
+            init[slot] = loop_store(&C, acc, at, bc(F(0), 16));
+            const te_expr *a = bc(ld(A, te_add(&C, I(r * K), V(k))), 16);
+            const te_expr *b = ld(B, ramp(te_add(&C, te_mul(&C, V(k), I(N)), I(v * 16)), 1, 16));
+            upd[slot] = loop_store(&C, acc, at, te_add(&C, ld(acc, at), te_mul(&C, a, b)));
+            out[slot] = loop_store(&C, Cb, ramp(I(slot * 16), 1, 16), ld(acc, at));
+        }
+    /* C[M*N] = the tile's element 17, or 0 */
+    out[M * 2] = loop_store(&C, Cb, I(M * N), scalar_peek ? ld(acc, I(17)) : F(0));
+    const loop_stmt *parts[3] = {loop_seq(&C, M * 2, init),
+                                 loop(k, 0, K, LOOP_SERIAL, loop_seq(&C, M * 2, upd)),
+                                 loop_seq(&C, M * 2 + 1, out)};
+    loop_buffer *args[] = {A, B, Cb};
+    loop_func f = {scalar_peek ? "tile_array" : "tile_regs", args, 3, 2,
+                   loop_alloc(&C, acc, loop_seq(&C, 3, parts))};
+    float *av = aligned(M * K * 4), *bv = aligned(K * N * 4), *cv = aligned((M * N + 1) * 4);
+    unsigned seed = 11;
+    for (int x = 0; x < M * K; x++) av[x] = frand(&seed);
+    for (int x = 0; x < K * N; x++) bv[x] = frand(&seed);
+    void *argv[] = {av, bv, cv};
+    char *src = run_kernel(ctx, &f, argv);
+    for (int y = 0; y < M; y++)
+        for (int x = 0; x < N; x++) {
+            float sum = 0;
+            for (int z = 0; z < K; z++) sum += av[y * K + z] * bv[z * N + x];
+            CHECK(close_to(cv[y * N + x], sum, 1e-5f));
+        }
+    CHECK(cv[M * N] == (scalar_peek ? cv[17] : 0.0f));
+    if (src) {
+        const bool regs = strstr(src, "wpk_f32x16 tile_") && strstr(src, "_v3;");
+        CHECK(regs == !scalar_peek);
+        CHECK((strstr(src, "_Alignas(64) float tile_") != NULL) == scalar_peek);
+    }
+    wpk_free(src);
+    free(av);
+    free(bv);
+    free(cv);
+}
+
+static void test_register_tile(wpk_context *ctx) {
+    register_tile(ctx, false);
+    register_tile(ctx, true);
+}
+
 /* A parallel loop inside a parallel loop: only the outer one becomes an OpenMP region; every
  * element is written exactly once (out[i*W+j] += 1 from 0). A heap intermediate in between. */
 static void test_parallel(wpk_context *ctx) {
@@ -1035,6 +1095,7 @@ int main(void) {
     te_ctx_init(&C, ctx);
     test_vector_add(ctx);
     test_matmul(ctx);
+    test_register_tile(ctx);
     test_parallel(ctx);
     test_floor_divmod(ctx);
     test_select(ctx);

@@ -18,6 +18,12 @@
 #define STACK_LIMIT_BYTES (128 * 1024)
 /* `#pragma GCC unroll` asks for at most this many copies of a leftover unrolled loop. */
 #define UNROLL_PRAGMA_MAX 32
+/* A local buffer read and written only as whole vectors at constant offsets (a register tile's
+ * accumulator, its loops unrolled) is emitted as that many vector variables, one per offset,
+ * instead of an array: gcc 12 keeps such an array in registers too, but copies all of it
+ * between two register sets on every trip of the reduction loop around the tile (16 FMAs and 32
+ * moves for a 16-accumulator tile), and spills tiles of more than 16. At most this many. */
+#define PROMOTE_MAX_VECTORS 64
 
 cg_c_options cg_c_default_options(void) {
     int floats = target_vector_floats();
@@ -56,6 +62,13 @@ typedef struct binding {
     int64_t mult;  /* provably a multiple of this (0: the value 0) */
 } binding;
 
+/* A local buffer emitted as vector variables of `lanes` lanes: NAME_j holds elements
+ * [j * lanes, (j + 1) * lanes). */
+typedef struct promoted {
+    const loop_buffer *b;
+    int lanes;
+} promoted;
+
 typedef struct em {
     wpk_context *ctx;
     const loop_func *f;
@@ -75,6 +88,8 @@ typedef struct em {
     int nbufs, cap_bufs;
     const loop_buffer **stored; /* buffers some store writes (inputs among them are not const) */
     int nstored, cap_stored;
+    promoted *regs;             /* visible allocations emitted as vector variables */
+    int nregs, cap_regs;
 } em;
 
 static void fail(em *m, wpk_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -339,6 +354,22 @@ static bool check_buffer(em *m, const loop_buffer *b) {
     return true;
 }
 
+/* The lanes of b's vector variables, or 0 when b is an array. */
+static int promoted_lanes(const em *m, const loop_buffer *b) {
+    for (int i = m->nregs - 1; i >= 0; i--)
+        if (m->regs[i].b == b) return m->regs[i].lanes;
+    return 0;
+}
+
+/* The variable of promoted buffer b that holds the vector at idx (a constant-based ramp:
+ * promotable() checked every access). */
+static void put_slot(strbuf *out, const loop_buffer *b, const te_expr *idx, int lanes) {
+    int64_t base = 0;
+    te_is_const_int(idx->kind == TE_RAMP ? idx->a : idx, &base);
+    put_buf(out, b);
+    sb_printf(out, "_v%" PRId64, base / lanes);
+}
+
 /* ---- expressions ---- */
 
 static void emit(em *m, const te_expr *e, const char *lane, strbuf *out);
@@ -521,6 +552,17 @@ static void emit_scalar(em *m, const te_expr *e, const char *lane, strbuf *out) 
         return;
     case TE_BUF_LOAD:
         if (!check_buffer(m, e->buffer)) return;
+        if (promoted_lanes(m, e->buffer)) {
+            /* a lane of a vector variable (a vector expression emitted lane by lane) */
+            if (!lane) {
+                fail(m, WPK_ERR_INVALID_ARG, "scalar read of vector buffer '%s'",
+                     e->buffer->name);
+                return;
+            }
+            put_slot(out, e->buffer, e->a, e->type.lanes);
+            sb_printf(out, "[%s]", lane);
+            return;
+        }
         put_buf(out, e->buffer);
         sb_puts(out, "[");
         emit(m, e->a, lane, out);
@@ -595,6 +637,10 @@ static void emit_vload(em *m, const te_expr *e, strbuf *out) {
     int lanes = e->type.lanes;
     te_scalar s = e->type.scalar;
     if (!check_buffer(m, buf)) return;
+    if (promoted_lanes(m, buf)) {
+        put_slot(out, buf, idx, lanes);
+        return;
+    }
     if (s == TE_BOOL) {
         fail(m, WPK_ERR_UNSUPPORTED, "vector load of boolean buffer '%s'", buf->name);
         return;
@@ -1033,7 +1079,12 @@ static void emit_store(em *m, const loop_stmt *s) {
         return;
     }
     strbuf out = {0};
-    if (lanes == 1) {
+    if (promoted_lanes(m, buf)) {
+        put_slot(&out, buf, s->index, lanes);
+        sb_puts(&out, " = ");
+        emit(m, s->value, NULL, &out);
+        sb_puts(&out, ";");
+    } else if (lanes == 1) {
         put_buf(&out, buf);
         sb_puts(&out, "[");
         emit(m, s->index, NULL, &out);
@@ -1142,6 +1193,50 @@ static void emit_if(em *m, const loop_stmt *s) {
     line(m, "}");
 }
 
+/* idx, an access of `lanes` lanes to b: a dense vector at a constant offset that is a multiple
+ * of the lanes, the same lanes as b's other accesses (*want, 0 until the first)? */
+static bool const_slot(const loop_buffer *b, const te_expr *idx, int lanes, int *want) {
+    int64_t base, stride;
+    if (lanes < 2 || padded_lanes(lanes) != lanes || (*want && lanes != *want)) return false;
+    if (!idx || idx->kind != TE_RAMP || idx->a->type.lanes != 1 ||
+        !te_is_const_int(idx->b, &stride) || stride != 1 || !te_is_const_int(idx->a, &base))
+        return false;
+    if (base < 0 || base % lanes || base + lanes > b->size) return false;
+    *want = lanes;
+    return true;
+}
+
+static bool expr_promotable(const te_expr *e, const loop_buffer *b, int *lanes) {
+    if (!e) return true;
+    if (e->kind == TE_BUF_LOAD && e->buffer == b && !const_slot(b, e->a, e->type.lanes, lanes))
+        return false;
+    return expr_promotable(e->a, b, lanes) && expr_promotable(e->b, b, lanes) &&
+           expr_promotable(e->c, b, lanes);
+}
+
+/* Is every access of b in s a whole vector at a constant offset (see PROMOTE_MAX_VECTORS)? */
+static bool promotable(const loop_stmt *s, const loop_buffer *b, int *lanes) {
+    if (!s) return true;
+    switch (s->kind) {
+    case LOOP_STORE:
+        if (s->buffer == b && !const_slot(b, s->index, s->value->type.lanes, lanes)) return false;
+        return expr_promotable(s->index, b, lanes) && expr_promotable(s->value, b, lanes);
+    case LOOP_FOR:
+        return expr_promotable(s->min, b, lanes) && expr_promotable(s->extent, b, lanes) &&
+               promotable(s->body, b, lanes);
+    case LOOP_LET: return expr_promotable(s->value, b, lanes) && promotable(s->body, b, lanes);
+    case LOOP_IF:
+        return expr_promotable(s->cond, b, lanes) && promotable(s->body, b, lanes) &&
+               promotable(s->else_body, b, lanes);
+    case LOOP_ALLOC: return promotable(s->body, b, lanes);
+    case LOOP_SEQ:
+        for (int i = 0; i < s->nstmts; i++)
+            if (!promotable(s->stmts[i], b, lanes)) return false;
+        return true;
+    }
+    return false;
+}
+
 static void emit_alloc(em *m, const loop_stmt *s) {
     const loop_buffer *b = s->buffer;
     if (b->size <= 0) {
@@ -1162,9 +1257,24 @@ static void emit_alloc(em *m, const loop_stmt *s) {
     bool heap = b->scope == LOOP_SCOPE_HEAP || bytes > STACK_LIMIT_BYTES;
     /* at least a cache line, and at least what the buffer claims (aligned loads rely on it) */
     int align = b->align > 64 && (b->align & (b->align - 1)) == 0 ? b->align : 64;
+    int lanes = 0;
+    bool regs = !heap && b->dtype != TE_BOOL && promotable(s->body, b, &lanes) && lanes &&
+                b->size % lanes == 0 && b->size / lanes <= PROMOTE_MAX_VECTORS;
     line(m, "{");
     m->indent++;
-    if (heap) {
+    if (regs) {
+        use_type(m, b->dtype, lanes);
+        strbuf decl = {0};
+        put_vtype(&decl, b->dtype, lanes);
+        for (int64_t j = 0; j < b->size / lanes; j++) sb_printf(&decl, "%s %s_v%" PRId64,
+                                                               j ? "," : "", n, j);
+        sb_puts(&decl, ";");
+        if (decl.oom) fail(m, WPK_ERR_NOMEM, "out of memory");
+        else line(m, "%s", decl.s);
+        sb_free(&decl);
+        if (!grow(m, (void **)&m->regs, m->nregs, &m->cap_regs, sizeof *m->regs)) regs = false;
+        else m->regs[m->nregs++] = (promoted){b, lanes};
+    } else if (heap) {
         /* aligned_alloc wants a multiple of the alignment */
         int64_t rounded = (bytes + align - 1) / align * align;
         line(m, "%s *restrict %s = (%s *)aligned_alloc(%d, %" PRId64 ");", ct, n, ct, align,
@@ -1174,10 +1284,11 @@ static void emit_alloc(em *m, const loop_stmt *s) {
     } else {
         line(m, "_Alignas(%d) %s %s[%" PRId64 "];", align, ct, n, b->size);
     }
-    if (push_buf(m, b)) {
+    if (m->st == WPK_OK && push_buf(m, b)) {
         emit_stmt(m, s->body);
         m->nbufs--;
     }
+    if (regs) m->nregs--;
     if (heap) line(m, "free(%s);", n);
     m->indent--;
     line(m, "}");
@@ -1458,5 +1569,6 @@ wpk_status cg_c_emit(wpk_context *ctx, const loop_func *f, const cg_c_options *o
     wpk_free(m.vars);
     wpk_free(m.bufs);
     wpk_free(m.stored);
+    wpk_free(m.regs);
     return m.st;
 }

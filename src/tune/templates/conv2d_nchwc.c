@@ -134,8 +134,10 @@ static double computed(int64_t oh, int64_t ohb, int64_t ow, int64_t owb) {
  *   activation's min/max lane by lane; a loop over two rows keeps it in vector instructions.
  *   That copy-out is what short reductions spend their time in: depthwise 3x3 (9 taps per
  *   tile) 21 -> 60-95, 1x1 convs with 16-96 input channels 43-153 -> 170-210. Tiles of 28-32
- *   accumulators (14-16 x 2) spill: 1x1 convs 190 -> 65. Small odd images with long
- *   reductions take one row (see below).
+ *   accumulators (14-16 x 2) spilled while the accumulator was emitted as an array (1x1
+ *   convs 190 -> 65); as register variables they do not, but are no faster (the slides' 1x1
+ *   conv, one thread: 8 x 2 162.9 GFLOP/s, 14 x 2 162.1, 28 x 1 159.1, 7 x 2 x oc_tile 2
+ *   158.8). Small odd images with long reductions take one row (see below).
  * - Padded convs read the input in place (pad_copy 0): loop partitioning takes the padding
  *   tests out of the interior tiles, and the taps on the padding are dropped where it cannot
  *   (608981e), while the copy is a pass over the whole input. In the records of ResNet-18/50
@@ -234,7 +236,7 @@ typedef struct knobs {
 } knobs;
 
 /* The accumulator stage's loops: n (one at the tile), the reduction in the chosen order, then
- * the tile: channel blocks (oc_tile of them), rows, columns unrolled, lanes vectorized. */
+ * the tile: rows, columns and channel blocks (oc_tile of them) unrolled, lanes vectorized. */
 static wpk_status schedule_acc(te_schedule *s, te_tensor *acc, const knobs *k) {
     te_stage *sa = te_stage_of(s, acc);
     TRY(te_set_scope(sa, "local"));
@@ -260,16 +262,18 @@ static wpk_status schedule_acc(te_schedule *s, te_tensor *acc, const knobs *k) {
             if (kw) order[n++] = kw;
         }
         if (ici) order[n++] = ici;
-        order[n++] = ocb;
+        /* channel blocks inside the pixels: a broadcast's oc_tile uses are adjacent, so it
+           is live for one pixel, not across the whole tile */
         order[n++] = oh;
         order[n++] = ow;
+        order[n++] = ocb;
         order[n++] = oci;
         TRY(te_reorder(sa, n, order));
         if (kw && k->unroll_kw) TRY(te_unroll(sa, kw));
     }
-    TRY(te_unroll(sa, ocb));
     TRY(te_unroll(sa, oh));
     TRY(te_unroll(sa, ow));
+    TRY(te_unroll(sa, ocb));
     return te_vectorize(sa, oci);
 }
 
@@ -383,6 +387,10 @@ static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
         TRY(te_reorder(so, 8, (te_iter *[]){n, ocbo, oho, owo, ocbi, ohi, owi, oci}));
         TRY(parallel_outer(so, n, ocbo, oho, k.par));
         TRY(te_vectorize(so, oci));
+        /* the whole tile unrolled: every access of the accumulator at a constant offset, so
+           that it is emitted as register variables (cg_c: PROMOTE_MAX_VECTORS) */
+        TRY(te_unroll(so, ocbi));
+        TRY(te_unroll(so, ohi));
         TRY(te_unroll(so, owi));
     } else {
         te_iter *n = y->axes[0], *co, *ci;
