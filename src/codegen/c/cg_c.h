@@ -24,7 +24,9 @@ cg_c_options cg_c_default_options(void); /* from the running CPU (base/target.h)
  * next power of two. Integer DIV/MOD are floor division/modulo; float MIN/MAX keep a NaN first
  * operand (b < a ? b : a), as the reference kernels' comparisons do. LOOP_PARALLEL loops become
  * `omp parallel for` when not inside another; leftover LOOP_VECTORIZED loops get `omp simd` only
- * when iterations are evidently independent; LOOP_BIND is WPK_ERR_UNSUPPORTED. `out` is
+ * when iterations are evidently independent; LOOP_BIND is WPK_ERR_UNSUPPORTED. A stack
+ * allocation that every access reads or writes as a whole vector at a constant offset (a
+ * register tile with its loops unrolled) becomes one vector variable per offset. `out` is
  * appended to only on success. */
 wpk_status cg_c_emit(wpk_context *ctx, const loop_func *f, const cg_c_options *opt, strbuf *out);
 

@@ -62,8 +62,8 @@ typedef struct binding {
     int64_t mult;  /* provably a multiple of this (0: the value 0) */
 } binding;
 
-/* A local buffer emitted as vector variables of `lanes` lanes: NAME_j holds elements
- * [j * lanes, (j + 1) * lanes). */
+/* A local buffer emitted as vector variables of `lanes` lanes: NAME_vJ holds elements
+ * [J * lanes, (J + 1) * lanes). */
 typedef struct promoted {
     const loop_buffer *b;
     int lanes;
@@ -1266,8 +1266,8 @@ static void emit_alloc(em *m, const loop_stmt *s) {
         use_type(m, b->dtype, lanes);
         strbuf decl = {0};
         put_vtype(&decl, b->dtype, lanes);
-        for (int64_t j = 0; j < b->size / lanes; j++) sb_printf(&decl, "%s %s_v%" PRId64,
-                                                               j ? "," : "", n, j);
+        for (int64_t j = 0; j < b->size / lanes; j++)
+            sb_printf(&decl, "%s %s_v%" PRId64, j ? "," : "", n, j);
         sb_puts(&decl, ";");
         if (decl.oom) fail(m, WPK_ERR_NOMEM, "out of memory");
         else line(m, "%s", decl.s);
