@@ -4,8 +4,10 @@
  * and as a plain NCHW Conv: the default is legal for the workload's space, builds and lowers,
  * and keeps to the rules the defaults were measured by (default_config in
  * src/tune/templates/conv2d_nchwc.c): a register tile of at most 16 accumulators (12 on
- * AVX2), two output rows but where an odd row count would waste a row (one row of half the
- * accumulators or fewer then spans two channel blocks), few pixels computed
+ * AVX2; 28 on blocked tensors over a reduction of 128 or more), two output rows but where an
+ * odd row count would waste a row (one row of half the accumulators or fewer then spans two
+ * channel blocks, or, a quarter or fewer, takes four rows and whole channel blocks per thread
+ * where there are 8 or more), few pixels computed
  * past the image's edge, the input read in place (no padded copy) but by depthwise convs on
  * NCHW input. The tile's rows and columns were measured on AVX-512; with fewer accumulators
  * (AVX2, or WPK_VECTOR_FLOATS=8 or 4 here, as ctest also runs it) a 7-column row no longer
@@ -164,7 +166,9 @@ static void check_default(wpk_context *ctx, const shape *s, bool blocked) {
     CHECK(tune_conv_read_task(&task, &g));
     const int64_t owb = tune_value(&sp, &cfg, "ow_block"), ohb = tune_value(&sp, &cfg, "oh_block");
     const int64_t oct = tune_value(&sp, &cfg, "oc_tile");
-    const int64_t budget = tune_vector_floats() >= 16 ? 16 : 12;
+    const int64_t reduction = g.cg * g.kh * g.kw;
+    const bool wide = tune_vector_floats() >= 16 && blocked && !g.depthwise && reduction >= 128;
+    const int64_t budget = tune_vector_floats() >= 16 ? (wide ? 28 : 16) : 12;
     bool ok = owb * ohb * oct <= budget, tile = true;
     /* a one-row tile of half the accumulators or fewer takes a second channel block, where
      * the blocks pair up (blocked tensors: on NCHW ones oc_block 32 is that tile) */
@@ -172,17 +176,20 @@ static void check_default(wpk_context *ctx, const shape *s, bool blocked) {
     ok &= oct == (blocked && !g.depthwise && blocks % 2 == 0 && ohb == 1 && 2 * owb <= budget
                       ? 2 : 1);
     /* two rows (the copy-out loops over them) on even row counts and wherever the
-     * reduction is short; few pixels computed past the image's edge where it is long */
-    const int64_t reduction = g.cg * g.kh * g.kw;
+     * reduction is short; few pixels computed past the image's edge where it is long; four
+     * rows of a narrow image with many channel blocks, those in parallel */
+    const bool four = ohb == 4;
+    ok &= !four || (wide && 4 * owb <= budget && blocks >= 8);
     const double computed = (double)((g.oh + ohb - 1) / ohb * ohb) *
                             (double)((g.ow + owb - 1) / owb * owb) / (double)(g.oh * g.ow);
-    if (g.oh % 2 == 0 || reduction < 128) tile &= ohb == 2;
+    if (four) tile &= g.oh % 2 == 1 && computed <= 1.15;
+    else if (g.oh % 2 == 0 || reduction < 128) tile &= ohb == 2;
     else tile &= computed <= 1.08;
     tile &= computed <= 1.2;
     ok &= owb <= g.ow && (budget < 16 || tile);
     bool padded = s->pad > 0, nchw_dw = g.depthwise && !blocked;
     ok &= tune_value(&sp, &cfg, "pad_copy") == (padded && nchw_dw ? 1 : 0);
-    ok &= tune_value(&sp, &cfg, "parallel") == 0;
+    ok &= tune_value(&sp, &cfg, "parallel") == (four ? 1 : 0);
     ok &= tune_value(&sp, &cfg, "unroll_kw") == (s->r > 1);
     if (!ok) fprintf(stderr, "%s: breaks a rule of the defaults (oh %lld, ow %lld)\n", what,
                      (long long)g.oh, (long long)g.ow);

@@ -29,6 +29,10 @@
 enum { ORDER_IC_OUTER, ORDER_TAPS_OUTER };
 enum { PAR_ROWS, PAR_BLOCKS };
 
+/* ow_block's values. */
+static const int64_t OWS[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 20, 24, 28};
+#define NOWS ((int)(sizeof OWS / sizeof OWS[0]))
+
 /* Blocked kernels waste most of their lanes on fewer output channels than this. */
 #define MIN_CHANNELS 8
 
@@ -81,8 +85,6 @@ static void space(const tune_task *t, tune_space *s) {
     tune_conv g;
     if (!tune_conv_read_task(t, &g)) return;
     static const int64_t blocks[] = {8, 16, 32}, iblocks[] = {1, 4, 8, 16, 32};
-    static const int64_t ows[] = {1,  2,  3,  4,  5,  6,  7,  8,  9, 10,
-                                  11, 12, 13, 14, 15, 16, 20, 24, 28};
     static const int64_t ohs[] = {1, 2, 4}, octs[] = {1, 2}, flag[] = {0, 1}, one[] = {1};
     if (g.op == IR_OP_CONV_NCHWC) {
         tune_space_add(s, "ic_block", 1, &g.bi);
@@ -93,7 +95,7 @@ static void space(const tune_task *t, tune_space *s) {
         else add_filtered(s, "ic_block", iblocks, 5, &g, ic_ok, 1);
         add_filtered(s, "oc_block", blocks, 3, &g, oc_ok, 8);
     }
-    add_filtered(s, "ow_block", ows, (int)(sizeof ows / sizeof ows[0]), &g, ow_ok, 1);
+    add_filtered(s, "ow_block", OWS, NOWS, &g, ow_ok, 1);
     add_filtered(s, "oh_block", ohs, 3, &g, oh_ok, 1);
     add_filtered(s, "oc_tile", octs, 2, &g, oct_ok, 1);
     tune_space_add(s, "unroll_kw", g.kw > 1 ? 2 : 1, flag);
@@ -105,12 +107,13 @@ static void space(const tune_task *t, tune_space *s) {
     tune_space_add(s, "pack", 1, one);
 }
 
-/* The tile width with the fewest wasted columns among those that fit `regs` accumulators,
- * preferring wide tiles: most columns per weight load. */
+/* The tile width (one of ow_block's values) with the fewest wasted columns among those that
+ * fit `regs` accumulators, preferring wide tiles: most columns per weight load. */
 static int64_t pick_ow(int64_t ow, int64_t regs) {
     int64_t best = 1;
     double best_cost = 1e30;
-    for (int64_t b = 1; b <= regs && b <= ow; b++) {
+    for (int i = 0; i < NOWS && OWS[i] <= regs && OWS[i] <= ow; i++) {
+        const int64_t b = OWS[i];
         int64_t tiles = (ow + b - 1) / b;
         /* cost per output column: weight loads amortized over b, plus the columns wasted in
          * a partial last tile */
@@ -129,7 +132,8 @@ static double computed(int64_t oh, int64_t ohb, int64_t ow, int64_t owb) {
 /* The defaults, from measured tunings (MobileNetV2 and ResNet-18/50 at -O3, batch 1, 2
  * threads, AVX-512; GFLOP/s old default -> this one):
  * - The register tile is oh_block = 2 rows x ow_block columns of about 16 accumulators
- *   (7 or 8 columns). One row of 14-16 columns, the old default, leaves the tile's copy-out
+ *   (7 or 8 columns); 28 (14 columns) on blocked tensors over a reduction of 128 or more,
+ *   and there four rows of a 7-column image (below). One row of 14-16 columns, the old default, leaves the tile's copy-out
  *   (bias, residual, activation) as straight-line code in which the C compiler does the
  *   activation's min/max lane by lane; a loop over two rows keeps it in vector instructions.
  *   That copy-out is what short reductions spend their time in: depthwise 3x3 (9 taps per
@@ -147,7 +151,8 @@ static double computed(int64_t oh, int64_t ohb, int64_t ow, int64_t owb) {
  *   stride 2 first showed it: 30 -> 75-118 GFLOP/s. Depthwise convs on NCHW input (-O2)
  *   keep the copy (below).
  * - Images x channel blocks x tile rows run in parallel (PAR_ROWS): at batch 1 a layer has as
- *   few as one or two channel blocks, too few to share among threads on their own. */
+ *   few as one or two channel blocks, too few to share among threads on their own. The
+ *   four-row tiles of a 7x7 image share channel blocks only (PAR_BLOCKS): 8 or more. */
 static void default_config(const tune_task *t, const tune_space *s, tune_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
     tune_conv g;
@@ -159,24 +164,36 @@ static void default_config(const tune_task *t, const tune_space *s, tune_config 
      * channels (the RGB stem) are read in place. */
     tune_config_set(s, cfg, "ic_block", g.cg >= vec ? vec : 1);
     /* Accumulators: AVX-512 has 32 vector registers, AVX2 16; the rest hold the weight
-     * vectors, the broadcast input and (depthwise) the input vectors of the unrolled taps. */
-    int64_t regs = (vec >= 16 ? 16 : 12) / (bo > vec ? bo / vec : 1);
+     * vectors, the broadcast input and (depthwise) the input vectors of the unrolled taps.
+     * A blocked tile is emitted as register variables (cg_c), which hold 28 without spilling;
+     * over a long reduction the larger tile amortizes each weight load over more pixels:
+     * 3x3 convs of ResNet-18 at 28x28 and 14x14, 14 x 2 against 7 x 2, by CPU time against
+     * oneDNN: 0.91-0.93 -> 1.01-1.08 (the NCHW form's tile stays an array: 16). */
+    const int64_t reduction = g.cg * g.kh * g.kw;
+    const bool blocked = g.op == IR_OP_CONV_NCHWC;
+    const bool wide = vec >= 16 && blocked && !g.depthwise && reduction >= 128;
+    int64_t regs = (vec >= 16 ? (wide ? 28 : 16) : 12) / (bo > vec ? bo / vec : 1);
     if (regs < 1) regs = 1;
     /* Two rows, except where one row wastes clearly less (7x7 and 13x13 outputs: 2-row tiles
      * of 7 columns compute 8x8 and 14x14; 1x1 and 3x3 convs measured 200 -> 170-180) and the
      * reduction is long enough to carry a one-row copy-out. */
     const int64_t ow2 = pick_ow(g.ow, regs / 2), ow1 = pick_ow(g.ow, regs);
-    const int64_t reduction = g.cg * g.kh * g.kw;
     bool two_rows = g.oh >= 2 && regs >= 2 &&
                     (reduction < 128 || computed(g.oh, 2, g.ow, ow2) <=
                                             1.05 * computed(g.oh, 1, g.ow, ow1));
-    tune_config_set(s, cfg, "oh_block", two_rows ? 2 : 1);
+    /* A row of a quarter of the accumulators or fewer (7x7 outputs, the wide budget) takes
+     * four rows, the whole image in two tiles, and whole channel blocks per thread (there
+     * are 8 or more to share): 512->512 3x3 at 7x7 and 256->512 3x3 stride 2, against oneDNN
+     * by CPU time, 0.89-0.96 -> 1.14-1.19 (four rows with tile rows in parallel: 0.96-1.02). */
+    const bool four_rows = !two_rows && wide && 4 * ow1 <= regs && g.oh >= 4 &&
+                           channel_blocks(&g) >= 8;
+    tune_config_set(s, cfg, "oh_block", four_rows ? 4 : two_rows ? 2 : 1);
     tune_config_set(s, cfg, "ow_block", two_rows ? ow2 : ow1);
-    /* A row of half the accumulators or fewer (7x7 outputs) leaves the FMAs waiting on each
+    /* Otherwise a row of half the accumulators or fewer leaves the FMAs waiting on each
      * other; a second channel block fills the tile (measured against oneDNN by CPU time:
      * 512->512 3x3 7x7 0.75-0.79 -> 0.89-0.91, 256->512 3x3 stride 2 0.83-0.85 -> 0.95,
      * 256->512 1x1 stride 2 0.99 -> 1.09). Blocked tensors only (see oct_ok). */
-    if (!two_rows && 2 * tune_value(s, cfg, "ow_block") <= regs)
+    if (!two_rows && !four_rows && 2 * tune_value(s, cfg, "ow_block") <= regs)
         tune_config_set(s, cfg, "oc_tile", 2);
     /* a row's taps unrolled: neighbouring taps share input loads (depthwise 3x3 stride 2:
      * 31 -> 98 GFLOP/s) */
@@ -185,7 +202,7 @@ static void default_config(const tune_task *t, const tune_space *s, tune_config 
      * loop around the tile long (measured: 92 -> 115 GFLOP/s on ResNet's 7x7 stem). */
     int64_t bi = g.depthwise ? 1 : tune_value(s, cfg, "ic_block");
     tune_config_set(s, cfg, "order", (g.cg + bi - 1) / bi < 4 ? ORDER_TAPS_OUTER : ORDER_IC_OUTER);
-    tune_config_set(s, cfg, "parallel", PAR_ROWS);
+    tune_config_set(s, cfg, "parallel", four_rows ? PAR_BLOCKS : PAR_ROWS);
     /* (except a depthwise conv on an NCHW input: its copy is also the transform to blocks,
      * which read in place would gather every lane from another channel plane: 12.6 -> 7.2) */
     bool gather = g.depthwise && g.op != IR_OP_CONV_NCHWC;
