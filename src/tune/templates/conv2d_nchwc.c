@@ -133,15 +133,16 @@ static double computed(int64_t oh, int64_t ohb, int64_t ow, int64_t owb) {
  * threads, AVX-512; GFLOP/s old default -> this one):
  * - The register tile is oh_block = 2 rows x ow_block columns of about 16 accumulators
  *   (7 or 8 columns); 28 (14 columns) on blocked tensors over a reduction of 128 or more,
- *   and there four rows of a 7-column image (below). One row of 14-16 columns, the old default, leaves the tile's copy-out
+ *   and there four rows of a 7-column image (below). One row of 14-16 columns, the old
+ *   default, leaves the tile's copy-out
  *   (bias, residual, activation) as straight-line code in which the C compiler does the
  *   activation's min/max lane by lane; a loop over two rows keeps it in vector instructions.
  *   That copy-out is what short reductions spend their time in: depthwise 3x3 (9 taps per
  *   tile) 21 -> 60-95, 1x1 convs with 16-96 input channels 43-153 -> 170-210. Tiles of 28-32
  *   accumulators (14-16 x 2) spilled while the accumulator was emitted as an array (1x1
- *   convs 190 -> 65); as register variables they do not, but are no faster (the slides' 1x1
- *   conv, one thread: 8 x 2 162.9 GFLOP/s, 14 x 2 162.1, 28 x 1 159.1, 7 x 2 x oc_tile 2
- *   158.8). Small odd images with long reductions take one row (see below).
+ *   convs 190 -> 65); as register variables they do not, but are no faster over the slides'
+ *   1x1 conv's reduction of 64 (one thread: 8 x 2 162.9 GFLOP/s, 14 x 2 162.1, 28 x 1 159.1,
+ *   7 x 2 x oc_tile 2 158.8). Small odd images with long reductions take one row (see below).
  * - Padded convs read the input in place (pad_copy 0): loop partitioning takes the padding
  *   tests out of the interior tiles, and the taps on the padding are dropped where it cannot
  *   (608981e), while the copy is a pass over the whole input. In the records of ResNet-18/50
