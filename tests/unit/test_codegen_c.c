@@ -199,7 +199,7 @@ static void test_matmul(wpk_context *ctx) {
 
 /* A register tile as lowering leaves it once its loops are unrolled: a 2-row x 2-vector
  * accumulator read and written only as whole vectors at constant offsets is emitted as four
- * vector variables, not an array (cg_c's PROMOTE_MAX_VECTORS). With `scalar_peek`, one scalar
+ * vector variables, not an array (cg_c_vector_slots). With `scalar_peek`, one scalar
  * read of the tile (a use the variables cannot name as written) keeps it an array. Both
  * compute C = A x B (2 x 7 times 7 x 32). */
 static void register_tile(wpk_context *ctx, bool scalar_peek) {

@@ -2,6 +2,7 @@
  * vector typedefs and static inline helpers (floor division, vector loads, stores, splats,
  * lane-wise math) that its body uses, each emitted once. */
 #include "codegen/c/cg_c.h"
+#include "codegen/c/loop_facts.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -18,12 +19,6 @@
 #define STACK_LIMIT_BYTES (128 * 1024)
 /* `#pragma GCC unroll` asks for at most this many copies of a leftover unrolled loop. */
 #define UNROLL_PRAGMA_MAX 32
-/* A local buffer read and written only as whole vectors at constant offsets (a register tile's
- * accumulator, its loops unrolled) is emitted as that many vector variables, one per offset,
- * instead of an array: gcc 12 keeps such an array in registers too, but copies all of it
- * between two register sets on every trip of the reduction loop around the tile (16 FMAs and 32
- * moves for a 16-accumulator tile), and spills tiles of more than 16. At most this many. */
-#define PROMOTE_MAX_VECTORS 64
 
 cg_c_options cg_c_default_options(void) {
     int floats = target_vector_floats();
@@ -362,10 +357,10 @@ static int promoted_lanes(const em *m, const loop_buffer *b) {
 }
 
 /* The variable of promoted buffer b that holds the vector at idx (a constant-based ramp:
- * promotable() checked every access). */
+ * cg_c_vector_slots checked every access). */
 static void put_slot(strbuf *out, const loop_buffer *b, const te_expr *idx, int lanes) {
     int64_t base = 0;
-    te_is_const_int(idx->kind == TE_RAMP ? idx->a : idx, &base);
+    te_is_const_int(idx->a, &base);
     put_buf(out, b);
     sb_printf(out, "_v%" PRId64, base / lanes);
 }
@@ -906,106 +901,6 @@ static bool push_buf(em *m, const loop_buffer *b) {
     return true;
 }
 
-/* Does e mention var, directly or through a let bound inside the loop (listed in lets)? */
-static bool mentions(const te_expr *e, const te_iter *var) {
-    if (!e) return false;
-    if (e->kind == TE_VAR) return e->var == var;
-    return mentions(e->a, var) || mentions(e->b, var) || mentions(e->c, var);
-}
-
-/* e == coef * var + (terms free of var)? */
-static bool linear_in(const te_expr *e, const te_iter *var, int64_t *coef) {
-    int64_t k, ca, cb;
-    switch (e->kind) {
-    case TE_VAR: *coef = e->var == var; return true;
-    case TE_ADD: case TE_SUB:
-        if (!linear_in(e->a, var, &ca) || !linear_in(e->b, var, &cb)) return false;
-        *coef = e->kind == TE_ADD ? ca + cb : ca - cb;
-        return true;
-    case TE_MUL:
-        if (te_is_const_int(e->b, &k) && linear_in(e->a, var, &ca)) {
-            *coef = ca * k;
-            return true;
-        }
-        if (te_is_const_int(e->a, &k) && linear_in(e->b, var, &ca)) {
-            *coef = ca * k;
-            return true;
-        }
-        break;
-    default: break;
-    }
-    *coef = 0;
-    return !mentions(e, var);
-}
-
-typedef struct simd_scan {
-    const te_iter *var;
-    const loop_stmt *stores[16];
-    int nstores;
-    bool ok;
-} simd_scan;
-
-static void scan_loads(simd_scan *sc, const te_expr *e) {
-    if (!e || !sc->ok) return;
-    if (e->kind == TE_BUF_LOAD)
-        for (int i = 0; i < sc->nstores; i++)
-            if (sc->stores[i]->buffer == e->buffer && !te_expr_equal(sc->stores[i]->index, e->a))
-                sc->ok = false;
-    scan_loads(sc, e->a);
-    scan_loads(sc, e->b);
-    scan_loads(sc, e->c);
-}
-
-static void scan_stores(simd_scan *sc, const loop_stmt *s) {
-    if (!s || !sc->ok) return;
-    switch (s->kind) {
-    case LOOP_STORE: {
-        int64_t coef;
-        if (s->index->type.lanes != 1 || !linear_in(s->index, sc->var, &coef) || coef != 1 ||
-            sc->nstores == 16) {
-            sc->ok = false;
-            return;
-        }
-        for (int i = 0; i < sc->nstores; i++)
-            if (sc->stores[i]->buffer == s->buffer) sc->ok = false;
-        sc->stores[sc->nstores++] = s;
-        return;
-    }
-    case LOOP_IF: scan_stores(sc, s->body); scan_stores(sc, s->else_body); return;
-    case LOOP_SEQ:
-        for (int i = 0; i < s->nstmts; i++) scan_stores(sc, s->stmts[i]);
-        return;
-    default: sc->ok = false; return; /* inner loops, lets, allocations: not worth proving */
-    }
-}
-
-static void scan_body_loads(simd_scan *sc, const loop_stmt *s) {
-    if (!s || !sc->ok) return;
-    switch (s->kind) {
-    case LOOP_STORE: scan_loads(sc, s->index); scan_loads(sc, s->value); return;
-    case LOOP_IF:
-        scan_loads(sc, s->cond);
-        scan_body_loads(sc, s->body);
-        scan_body_loads(sc, s->else_body);
-        return;
-    case LOOP_SEQ:
-        for (int i = 0; i < s->nstmts; i++) scan_body_loads(sc, s->stmts[i]);
-        return;
-    default: return;
-    }
-}
-
-/* `#pragma omp simd` promises the compiler that iterations do not depend on each other; a
- * loop the vectorizer left scalar may be a reduction, so the promise is made only when it is
- * evident: straight-line stores at index var + invariant, one per buffer, and every load of a
- * stored buffer reading exactly the element this iteration stores. */
-static bool simd_safe(const loop_stmt *loop) {
-    simd_scan sc = {.var = loop->var, .ok = true};
-    scan_stores(&sc, loop->body);
-    scan_body_loads(&sc, loop->body);
-    return sc.ok && sc.nstores > 0;
-}
-
 static void emit_for(em *m, const loop_stmt *s) {
     if (s->for_kind == LOOP_BIND) {
         fail(m, WPK_ERR_UNSUPPORTED,
@@ -1041,7 +936,7 @@ static void emit_for(em *m, const loop_stmt *s) {
          * split waits for it). */
         line(m, "#pragma omp parallel for schedule(guided)");
         parallel = true;
-    } else if (s->for_kind == LOOP_VECTORIZED && simd_safe(s)) {
+    } else if (s->for_kind == LOOP_VECTORIZED && cg_c_simd_safe(s)) {
         line(m, "#pragma omp simd");
     } else if (s->for_kind == LOOP_UNROLLED && te_is_const_int(s->extent, &n) && n > 1) {
         line(m, "#pragma GCC unroll %d", (int)(n < UNROLL_PRAGMA_MAX ? n : UNROLL_PRAGMA_MAX));
@@ -1193,50 +1088,6 @@ static void emit_if(em *m, const loop_stmt *s) {
     line(m, "}");
 }
 
-/* idx, an access of `lanes` lanes to b: a dense vector at a constant offset that is a multiple
- * of the lanes, the same lanes as b's other accesses (*want, 0 until the first)? */
-static bool const_slot(const loop_buffer *b, const te_expr *idx, int lanes, int *want) {
-    int64_t base, stride;
-    if (lanes < 2 || padded_lanes(lanes) != lanes || (*want && lanes != *want)) return false;
-    if (!idx || idx->kind != TE_RAMP || idx->a->type.lanes != 1 ||
-        !te_is_const_int(idx->b, &stride) || stride != 1 || !te_is_const_int(idx->a, &base))
-        return false;
-    if (base < 0 || base % lanes || base + lanes > b->size) return false;
-    *want = lanes;
-    return true;
-}
-
-static bool expr_promotable(const te_expr *e, const loop_buffer *b, int *lanes) {
-    if (!e) return true;
-    if (e->kind == TE_BUF_LOAD && e->buffer == b && !const_slot(b, e->a, e->type.lanes, lanes))
-        return false;
-    return expr_promotable(e->a, b, lanes) && expr_promotable(e->b, b, lanes) &&
-           expr_promotable(e->c, b, lanes);
-}
-
-/* Is every access of b in s a whole vector at a constant offset (see PROMOTE_MAX_VECTORS)? */
-static bool promotable(const loop_stmt *s, const loop_buffer *b, int *lanes) {
-    if (!s) return true;
-    switch (s->kind) {
-    case LOOP_STORE:
-        if (s->buffer == b && !const_slot(b, s->index, s->value->type.lanes, lanes)) return false;
-        return expr_promotable(s->index, b, lanes) && expr_promotable(s->value, b, lanes);
-    case LOOP_FOR:
-        return expr_promotable(s->min, b, lanes) && expr_promotable(s->extent, b, lanes) &&
-               promotable(s->body, b, lanes);
-    case LOOP_LET: return expr_promotable(s->value, b, lanes) && promotable(s->body, b, lanes);
-    case LOOP_IF:
-        return expr_promotable(s->cond, b, lanes) && promotable(s->body, b, lanes) &&
-               promotable(s->else_body, b, lanes);
-    case LOOP_ALLOC: return promotable(s->body, b, lanes);
-    case LOOP_SEQ:
-        for (int i = 0; i < s->nstmts; i++)
-            if (!promotable(s->stmts[i], b, lanes)) return false;
-        return true;
-    }
-    return false;
-}
-
 static void emit_alloc(em *m, const loop_stmt *s) {
     const loop_buffer *b = s->buffer;
     if (b->size <= 0) {
@@ -1257,9 +1108,8 @@ static void emit_alloc(em *m, const loop_stmt *s) {
     bool heap = b->scope == LOOP_SCOPE_HEAP || bytes > STACK_LIMIT_BYTES;
     /* at least a cache line, and at least what the buffer claims (aligned loads rely on it) */
     int align = b->align > 64 && (b->align & (b->align - 1)) == 0 ? b->align : 64;
-    int lanes = 0;
-    bool regs = !heap && b->dtype != TE_BOOL && promotable(s->body, b, &lanes) && lanes &&
-                b->size % lanes == 0 && b->size / lanes <= PROMOTE_MAX_VECTORS;
+    const int lanes = heap ? 0 : cg_c_vector_slots(s);
+    bool regs = lanes > 0;
     line(m, "{");
     m->indent++;
     if (regs) {

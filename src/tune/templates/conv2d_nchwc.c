@@ -406,7 +406,7 @@ static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
         TRY(parallel_outer(so, n, ocbo, oho, k.par));
         TRY(te_vectorize(so, oci));
         /* the whole tile unrolled: every access of the accumulator at a constant offset, so
-           that it is emitted as register variables (cg_c: PROMOTE_MAX_VECTORS) */
+           that it is emitted as register variables (cg_c_vector_slots) */
         TRY(te_unroll(so, ocbi));
         TRY(te_unroll(so, ohi));
         TRY(te_unroll(so, owi));
