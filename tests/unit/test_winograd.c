@@ -329,6 +329,10 @@ static void test_cases(wpk_context *ctx, uint64_t *rng) {
          * compiles its partitioned input transform in a few seconds) */
         if (i % 2 == 0) add_kernel(ctx, &probs[i], CASES[i].name, "m=4,parallel=5");
         else add_kernel(ctx, &probs[i], CASES[i].name, "m=2,parallel=6");
+        /* the whole conv per thread's share of the output channels, every tile of an image
+         * at once or tile row by tile row */
+        add_kernel(ctx, &probs[i], CASES[i].name, i % 2 ? "m=4,parallel=7" : "m=2,parallel=7");
+        add_kernel(ctx, &probs[i], CASES[i].name, i % 2 ? "m=2,parallel=8" : "m=4,parallel=8");
         /* a register tile of 8 on a row of 28 tiles (test_whole_bounds checks its reads) */
         if (i == 0) add_kernel(ctx, &probs[i], CASES[i].name, "m=2,tile_p=8,parallel=6");
         /* a batch image by image: each image's input, residual and output one image further */
@@ -445,18 +449,19 @@ static void test_must_fail(wpk_context *ctx) {
     problem_free(&p);
 }
 
-/* A whole block is a row of tiles and V only its tiles: a register tile that does not divide
- * the row (8 on 13x13's 7 tiles at m = 2) must read no V past the block's buffer. The loop
- * interpreter checks every access (the compiled kernel read it unnoticed, or crashed on
- * 56x56). */
+/* A whole block is a row of tiles (an image's tiles, for a thread's share of the channels)
+ * and V only its tiles: a register tile that does not divide them (8 on 13x13's 7 tiles, or
+ * its 49, at m = 2) must read no V past the block's buffer. The loop interpreter checks every
+ * access (the compiled kernel read it unnoticed, or crashed on 56x56). */
 static void test_whole_bounds(wpk_context *ctx) {
     problem p;
     CHECK(problem_init(&p, &CASES[3], 1, 1, 1, 0, ctx));
     tune_task task;
     tune_task_init(&task, winograd(), p.node, p.in, p.out);
     static const char *const configs[] = {"m=2,tile_p=8,parallel=5", "m=2,tile_p=8,parallel=6",
-                                          "m=4,tile_p=3,parallel=6"};
-    for (int i = 0; i < 3; i++) {
+                                          "m=4,tile_p=3,parallel=6", "m=2,tile_p=8,parallel=7",
+                                          "m=2,tile_p=8,parallel=8"};
+    for (int i = 0; i < 5; i++) {
         te_ctx c;
         te_ctx_init(&c, ctx);
         loop_func *f = NULL;

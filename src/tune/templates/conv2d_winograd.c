@@ -38,9 +38,13 @@ enum { ORDER_K_OUTER, ORDER_P_OUTER };
  * the block run in turn, M the block's own buffer ("fused"); or one parallel loop over blocks
  * of rows or of rows x channel halves that runs the whole conv of its block, the input
  * transform of the block's tiles included ("whole": no padded copy, V the block's own buffer;
- * a block of channel halves transforms its tiles' input once per half). */
+ * a block of channel halves transforms its tiles' input once per half); or the whole conv per
+ * thread's share of the output channel blocks, every tile of an image in each ("whole
+ * channels": each thread streams its share of U once, and each transforms the whole input),
+ * or tile row by tile row inside the share (V and M a row's: for a share of U the L2 keeps). */
 enum { PAR_POSITIONS, PAR_POSITIONS_TILES, PAR_FUSED_ROWS, PAR_FUSED_CHANNELS,
-       PAR_FUSED_BOTH, PAR_WHOLE_ROWS, PAR_WHOLE_BOTH };
+       PAR_FUSED_BOTH, PAR_WHOLE_ROWS, PAR_WHOLE_BOTH, PAR_WHOLE_CHANNELS,
+       PAR_WHOLE_CHANNELS_ROWS };
 
 /* F(m x m, 3 x 3) computes 3x3 stride-1 dilation-1 convs of one group; the weight transform
  * is a pre-pack, so the weights must be known at compile time. */
@@ -103,7 +107,7 @@ static void space(const tune_task *t, tune_space *s) {
     tune_space_add(s, "order", 2, flag);
     static const int64_t pars[] = {PAR_POSITIONS,  PAR_POSITIONS_TILES, PAR_FUSED_ROWS,
                                    PAR_FUSED_CHANNELS, PAR_FUSED_BOTH,  PAR_WHOLE_ROWS,
-                                   PAR_WHOLE_BOTH};
+                                   PAR_WHOLE_BOTH, PAR_WHOLE_CHANNELS, PAR_WHOLE_CHANNELS_ROWS};
     tune_space_add(s, "parallel", (int)(sizeof pars / sizeof pars[0]), pars);
 }
 
@@ -148,14 +152,24 @@ static void default_config(const tune_task *t, const tune_space *s, tune_config 
     /* The whole conv per block of tile rows where every block can keep the transformed
      * weights in its core's L2 and there are rows enough to share among the cores: one fork
      * and join per call, no padded copy (56x56 64->64, U 0.6 MB, 14 rows, 2 threads: 0.29
-     * against 0.47 ms per call). Else the four loop nests in parallel over the positions:
-     * blocks that each stream U from memory lose (14x14 256->256, U 9.4 MB, 4 rows: 0.82
-     * against 0.54 ms). */
+     * against 0.47 ms per call). Blocks of rows that each stream U from memory lose (14x14
+     * 256->256, U 9.4 MB, 4 rows: 0.82 against 0.54 ms), so else each thread its share of the
+     * output channels, every tile: U streamed once, one fork and join, but every thread
+     * transforms the whole input, which output channels enough amortize (2 threads, against
+     * the four loop nests in parallel over the positions: 28x28 128->128 0.32 against 0.38 ms,
+     * 14x14 256->256 0.47 against 0.56 ms). Where the L2 keeps a thread's share of U, tile row
+     * by tile row inside the share, V and M a row's (28x28 128->128, 1.2 MB a thread:
+     * 0.27-0.28 against 0.30 ms, best of a few hundred). */
     const int al = te_winograd_alpha((int)m);
     const int64_t ubytes = (int64_t)al * al * g.cin * g.cout * 4, l2 = target_cache_bytes(2);
-    const int64_t rows = g.n * ((g.oh + m - 1) / m);
-    const bool whole = l2 > 0 && ubytes <= l2 / 2 && rows >= 4 * target_default_threads();
-    tune_config_set(s, cfg, "parallel", whole ? PAR_WHOLE_ROWS : PAR_POSITIONS);
+    const int64_t rows = g.n * ((g.oh + m - 1) / m), threads = target_default_threads();
+    const bool whole = l2 > 0 && ubytes <= l2 / 2 && rows >= 4 * threads;
+    const bool shares = kb >= threads && g.cout >= 32 * threads;
+    const bool share_rows = shares && l2 > 0 && ubytes / threads <= l2 * 3 / 4;
+    tune_config_set(s, cfg, "parallel", whole        ? PAR_WHOLE_ROWS
+                                        : share_rows ? PAR_WHOLE_CHANNELS_ROWS
+                                        : shares     ? PAR_WHOLE_CHANNELS
+                                                     : PAR_POSITIONS);
 }
 
 /* ---- build ---- */
@@ -170,12 +184,16 @@ typedef struct knobs {
     int m;
     int64_t bi, bo, tp, tk, kb;
     int order, par;
+    int64_t shares;   /* PAR_WHOLE_CHANNELS*: parts of the output channel blocks, one a thread */
 } knobs;
 
 /* One parallel loop over blocks of the output, the GEMM (and in the whole forms the input
  * transform) inside each block. */
 static bool par_blocks(const knobs *k) { return k->par >= PAR_FUSED_ROWS; }
 static bool par_whole(const knobs *k) { return k->par >= PAR_WHOLE_ROWS; }
+static bool par_shares(const knobs *k) {
+    return k->par == PAR_WHOLE_CHANNELS || k->par == PAR_WHOLE_CHANNELS_ROWS;
+}
 
 /* The padded copy (the blocked layout of an NCHW input inside it) in parallel over images x
  * channel blocks, lanes vectorized. */
@@ -247,13 +265,15 @@ static wpk_status schedule_gemm(te_schedule *s, te_tensor *mm, const knobs *k, b
 
 /* The output per m x m tile: A^T M's rows at the tile, then the columns with the epilogue.
  * The parallel loop: images x channel blocks x tile rows; for a fused schedule images x tile
- * rows (channel blocks inside) or images x halves of the channel blocks (tile rows inside),
- * returned in *block for the input transform and the GEMM to run at. */
+ * rows (channel blocks inside) or images x halves (or threads' shares) of the channel blocks
+ * (tile rows inside), its block (or a tile row inside it) returned in *block for the input
+ * transform and the GEMM to run at. */
 static wpk_status schedule_output(te_schedule *s, const te_winograd_parts *wp, const knobs *k,
                                   bool nchw, te_iter **block) {
     te_tensor *y = wp->out, *tout = wp->tout;
     te_stage *sy = te_stage_of(s, y), *st = te_stage_of(s, tout);
     te_iter *tho, *ohi, *two, *owi, *f, *lanes, *kb;
+    te_iter *at = NULL; /* the block's loop when it is not the parallel one */
     TRY(te_split(sy, y->axes[2], k->m, &tho, &ohi));
     TRY(te_split(sy, y->axes[3], k->m, &two, &owi));
     if (nchw) TRY(te_split(sy, y->axes[1], k->bo, &kb, &lanes));
@@ -262,6 +282,16 @@ static wpk_status schedule_output(te_schedule *s, const te_winograd_parts *wp, c
     if (k->par == PAR_FUSED_ROWS || k->par == PAR_WHOLE_ROWS) {
         TRY(te_reorder(sy, 7, (te_iter *[]){n, tho, kb, two, ohi, owi, lanes}));
         TRY(te_fuse(sy, n, tho, &f));
+    } else if (par_shares(k)) {
+        te_iter *kbo, *kbi;
+        TRY(te_split(sy, kb, (k->kb + k->shares - 1) / k->shares, &kbo, &kbi));
+        if (k->par == PAR_WHOLE_CHANNELS_ROWS) {
+            TRY(te_reorder(sy, 8, (te_iter *[]){n, kbo, tho, kbi, two, ohi, owi, lanes}));
+            at = tho;
+        } else {
+            TRY(te_reorder(sy, 8, (te_iter *[]){n, kbo, kbi, tho, two, ohi, owi, lanes}));
+        }
+        TRY(te_fuse(sy, n, kbo, &f));
     } else if (k->par == PAR_FUSED_CHANNELS || k->par == PAR_FUSED_BOTH ||
                k->par == PAR_WHOLE_BOTH) {
         /* two blocks of output channels: one per thread on the 2-core machines this is for
@@ -269,7 +299,7 @@ static wpk_status schedule_output(te_schedule *s, const te_winograd_parts *wp, c
          * splits evenly) */
         te_iter *kbo, *kbi;
         TRY(te_split(sy, kb, (k->kb + 1) / 2, &kbo, &kbi));
-        if (k->par != PAR_FUSED_CHANNELS) {
+        if (k->par == PAR_FUSED_BOTH || k->par == PAR_WHOLE_BOTH) {
             TRY(te_reorder(sy, 8, (te_iter *[]){n, tho, kbo, kbi, two, ohi, owi, lanes}));
             TRY(te_fuse(sy, n, tho, &f));
             TRY(te_fuse(sy, f, kbo, &f));
@@ -292,7 +322,7 @@ static wpk_status schedule_output(te_schedule *s, const te_winograd_parts *wp, c
          * at the outer loop of a split of its rows into one piece, i.e. for the whole block
          * too, before it */
         te_iter *one;
-        TRY(te_compute_at(st, sy, f));
+        TRY(te_compute_at(st, sy, at ? at : f));
         TRY(te_split(st, ti, k->m, &one, &ti));
         TRY(te_reorder(st, 6, (te_iter *[]){one, tp, tk, ti, te, tout->axes[4]}));
         *block = one;
@@ -322,11 +352,14 @@ static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
         .par = (int)tune_value(s, cfg, "parallel"),
     };
     k.kb = (g.cout + k.bo - 1) / k.bo;
-    /* A whole block is a row of tiles, and V only its tiles: a register tile that does not
-     * divide the row would read the next row's V past the block's buffer, so the whole forms
-     * take the largest tile_p dividing the row. */
-    if (par_whole(&k))
-        for (const int64_t tw = (g.ow + k.m - 1) / k.m; tw % k.tp;) k.tp--;
+    k.shares = target_default_threads() < k.kb ? target_default_threads() : k.kb;
+    /* A whole block is a row of tiles (an image's tiles for whole channels), and V only its
+     * tiles: a register tile that does not divide them would read past the block's buffer,
+     * so the whole forms take the largest tile_p dividing the block's tiles. */
+    if (par_whole(&k)) {
+        const int64_t tw = (g.ow + k.m - 1) / k.m, th = (g.oh + k.m - 1) / k.m;
+        for (const int64_t bt = k.par == PAR_WHOLE_CHANNELS ? th * tw : tw; bt % k.tp;) k.tp--;
+    }
     const bool blocked = g.op == IR_OP_CONV_NCHWC;
     const ir_tensor *x0 = &t->in[0], *w0 = &t->in[1];
     const int al = te_winograd_alpha(k.m);
