@@ -118,6 +118,32 @@ static const loop_stmt *piece(te_ctx *c, const loop_stmt *f, int64_t lo, int64_t
     return p;
 }
 
+/* Piece p's body for the iterations it covers: p itself when simplification took out the loop
+ * of a single iteration. */
+static const loop_stmt *piece_body(const loop_stmt *p, const te_iter *var) {
+    return p->kind == LOOP_FOR && p->var == var ? p->body : p;
+}
+
+/* A parallel loop's pieces as one parallel loop over all its iterations, each running its
+ * piece's body (if var < lo: the prologue's, else if var <= hi: the main part's, else the
+ * epilogue's): as a sequence of loops the edge pieces would run on one thread, outside the
+ * parallel region, while the others wait (the first and last of 14 rows of a Winograd conv's
+ * whole blocks: a seventh of the work on one thread). */
+static const loop_stmt *dispatch(te_ctx *c, const loop_stmt *s, const loop_stmt *pre,
+                                 const loop_stmt *main, const loop_stmt *post, int64_t lo,
+                                 int64_t hi) {
+    const te_type t = s->min->type;
+    const te_expr *var = te_var(c, s->var);
+    if (var && t.scalar != TE_I64) var = te_cast(c, t, var);
+    const loop_stmt *body = piece_body(main, s->var);
+    if (post) body = loop_if(c, te_cmp(c, TE_LE, var, te_int_t(c, t, hi)), body,
+                             piece_body(post, s->var));
+    if (pre && body)
+        body = loop_if(c, te_cmp(c, TE_LT, var, te_int_t(c, t, lo)), piece_body(pre, s->var),
+                       body);
+    return body ? loop_for_like(c, s, s->min, s->extent, body) : NULL;
+}
+
 static const loop_stmt *part_for(te_ctx *c, const loop_stmt *s, const loop_range_env *env) {
     int64_t min, ext;
     if (te_is_const_int(s->min, &min) && te_is_const_int(s->extent, &ext) && ext > 1) {
@@ -125,9 +151,9 @@ static const loop_stmt *part_for(te_ctx *c, const loop_stmt *s, const loop_range
         loop_range_env in = loop_env_for(env, s);
         scan(&K, s->body, &in);
         if (K.any) {
-            const loop_stmt *v[3];
+            const loop_stmt *v[3], *pre = NULL, *post = NULL;
             int n = 0;
-            if (K.lo > min && !(v[n++] = piece(c, s, min, K.lo - 1, env))) return NULL;
+            if (K.lo > min && !(v[n++] = pre = piece(c, s, min, K.lo - 1, env))) return NULL;
             const loop_stmt *main = piece(c, s, K.lo, K.hi, env);
             if (!main) return NULL;
             /* the main part's own conditions are gone: partition inside it */
@@ -141,8 +167,11 @@ static const loop_stmt *part_for(te_ctx *c, const loop_stmt *s, const loop_range
                 main = part(c, main, env);
             }
             if (!(v[n++] = main)) return NULL;
-            if (K.hi < min + ext - 1 && !(v[n++] = piece(c, s, K.hi + 1, min + ext - 1, env)))
+            if (K.hi < min + ext - 1 &&
+                !(v[n++] = post = piece(c, s, K.hi + 1, min + ext - 1, env)))
                 return NULL;
+            if (s->for_kind == LOOP_PARALLEL && n > 1)
+                return dispatch(c, s, pre, main, post, K.lo, K.hi);
             return loop_seq(c, n, v);
         }
     }

@@ -404,6 +404,39 @@ static void test_partition_pad(void) {
     check_same(&f, g.body, 10, __LINE__);
 }
 
+/* A parallel loop's pieces stay one parallel loop, each iteration branching to its piece's
+ * body: as three loops, the edge rows would run on one thread outside the parallel region. */
+static void test_partition_parallel(void) {
+    te_iter *h = loopvar("h", 10), *r = te_iter_new(&C, "r", TE_ITER_LOOP, 0, 3);
+    loop_buffer *A = loop_buffer_new(&C, "A", TE_F32, 1, (int64_t[]){10}, LOOP_SCOPE_ARG);
+    loop_buffer *B = loop_buffer_new(&C, "B", TE_F32, 1, (int64_t[]){10}, LOOP_SCOPE_ARG);
+    const te_expr *ix = sub(add(V(h), V(r)), I(1));
+    const te_expr *cond = te_and(&C, te_cmp(&C, TE_LE, I(0), ix), te_cmp(&C, TE_LT, ix, I(10)));
+    const te_expr *val = te_select(&C, cond, loop_load(&C, A, ix), te_float(&C, 0));
+    const loop_stmt *seq[2] = {
+        loop_store(&C, B, V(h), te_float(&C, 0)),
+        for_(r, 3, LOOP_SERIAL, loop_store(&C, B, V(h), te_add(&C, loop_load(&C, B, V(h)), val)))};
+    const loop_stmt *s = for_(h, 10, LOOP_PARALLEL, loop_seq(&C, 2, seq));
+    loop_buffer *args[2] = {A, B};
+    loop_func f = {"conv1d", args, 2, 1, s};
+    const loop_stmt *p = loop_simplify(&C, loop_partition(&C, loop_simplify(&C, s)));
+    CHECK(p && p->kind == LOOP_FOR && p->for_kind == LOOP_PARALLEL && p->var == h);
+    CHECK(p && p->body && p->body->kind == LOOP_IF);
+    char *txt = text_stmt(p);
+    char head[64];
+    snprintf(head, sizeof head, "for (h_%d, 0, 10) parallel {\n", h->id);
+    CHECK(txt && strncmp(txt, head, strlen(head)) == 0);
+    const char *first = txt ? strstr(txt, "parallel") : NULL;
+    CHECK(first && strstr(first + 1, "parallel") == NULL); /* one parallel loop */
+    /* the main piece reads A without a select */
+    CHECK(txt && strstr(txt, "select") == NULL);
+    wpk_free(txt);
+    check_same(&f, p, 10, __LINE__);
+    loop_func g = f;
+    CHECK(loop_optimize(&C, &g) == WPK_OK);
+    check_same(&f, g.body, 10, __LINE__);
+}
+
 /* ---- unrolling and vectorization ---- */
 
 static void test_unroll(void) {
@@ -556,6 +589,7 @@ int main(void) {
     test_simplify_stmts();
     test_partition_split_guard();
     test_partition_pad();
+    test_partition_parallel();
     test_unroll();
     test_vectorize();
     test_interp();
