@@ -361,9 +361,16 @@ static void test_partition_split_guard(void) {
     check_same(&f, g.body, 100, __LINE__);
 }
 
-static void test_partition_pad(void) {
-    /* 1-D 3-tap convolution over a padded input: B[h] = sum_r select(0 <= h+r-1 < 10, A[h+r-1], 0) */
-    te_iter *h = loopvar("h", 10), *r = te_iter_new(&C, "r", TE_ITER_LOOP, 0, 3);
+/* A 1-D 3-tap convolution over a padded input, h's loop of the given kind:
+ * B[h] = sum_r select(0 <= h+r-1 < 10, A[h+r-1], 0). Keep it in place: f points at args. */
+typedef struct conv1d {
+    te_iter *h, *r;
+    loop_buffer *args[2];
+    loop_func f;
+} conv1d;
+
+static void conv1d_init(conv1d *k, loop_for_kind kind) {
+    te_iter *h = k->h = loopvar("h", 10), *r = k->r = te_iter_new(&C, "r", TE_ITER_LOOP, 0, 3);
     loop_buffer *A = loop_buffer_new(&C, "A", TE_F32, 1, (int64_t[]){10}, LOOP_SCOPE_ARG);
     loop_buffer *B = loop_buffer_new(&C, "B", TE_F32, 1, (int64_t[]){10}, LOOP_SCOPE_ARG);
     const te_expr *ix = sub(add(V(h), V(r)), I(1));
@@ -372,10 +379,17 @@ static void test_partition_pad(void) {
     const loop_stmt *seq[2] = {
         loop_store(&C, B, V(h), te_float(&C, 0)),
         for_(r, 3, LOOP_SERIAL, loop_store(&C, B, V(h), te_add(&C, loop_load(&C, B, V(h)), val)))};
-    const loop_stmt *s = for_(h, 10, LOOP_SERIAL, loop_seq(&C, 2, seq));
-    loop_buffer *args[2] = {A, B};
-    loop_func f = {"conv1d", args, 2, 1, s};
-    const loop_stmt *p = loop_simplify(&C, loop_partition(&C, loop_simplify(&C, s)));
+    k->args[0] = A;
+    k->args[1] = B;
+    k->f = (loop_func){"conv1d", k->args, 2, 1, for_(h, 10, kind, loop_seq(&C, 2, seq))};
+}
+
+static void test_partition_pad(void) {
+    conv1d k;
+    conv1d_init(&k, LOOP_SERIAL);
+    const te_iter *h = k.h, *r = k.r;
+    loop_func f = k.f;
+    const loop_stmt *p = loop_simplify(&C, loop_partition(&C, loop_simplify(&C, f.body)));
     char *txt = text_stmt(p);
     /* the main loop over h in [1, 8] reads A without a select; the single-iteration edges are
      * partitioned too, down to the taps that fall inside (adding the padding's zero vanishes) */
@@ -407,19 +421,11 @@ static void test_partition_pad(void) {
 /* A parallel loop's pieces stay one parallel loop, each iteration branching to its piece's
  * body: as three loops, the edge rows would run on one thread outside the parallel region. */
 static void test_partition_parallel(void) {
-    te_iter *h = loopvar("h", 10), *r = te_iter_new(&C, "r", TE_ITER_LOOP, 0, 3);
-    loop_buffer *A = loop_buffer_new(&C, "A", TE_F32, 1, (int64_t[]){10}, LOOP_SCOPE_ARG);
-    loop_buffer *B = loop_buffer_new(&C, "B", TE_F32, 1, (int64_t[]){10}, LOOP_SCOPE_ARG);
-    const te_expr *ix = sub(add(V(h), V(r)), I(1));
-    const te_expr *cond = te_and(&C, te_cmp(&C, TE_LE, I(0), ix), te_cmp(&C, TE_LT, ix, I(10)));
-    const te_expr *val = te_select(&C, cond, loop_load(&C, A, ix), te_float(&C, 0));
-    const loop_stmt *seq[2] = {
-        loop_store(&C, B, V(h), te_float(&C, 0)),
-        for_(r, 3, LOOP_SERIAL, loop_store(&C, B, V(h), te_add(&C, loop_load(&C, B, V(h)), val)))};
-    const loop_stmt *s = for_(h, 10, LOOP_PARALLEL, loop_seq(&C, 2, seq));
-    loop_buffer *args[2] = {A, B};
-    loop_func f = {"conv1d", args, 2, 1, s};
-    const loop_stmt *p = loop_simplify(&C, loop_partition(&C, loop_simplify(&C, s)));
+    conv1d k;
+    conv1d_init(&k, LOOP_PARALLEL);
+    const te_iter *h = k.h;
+    loop_func f = k.f;
+    const loop_stmt *p = loop_simplify(&C, loop_partition(&C, loop_simplify(&C, f.body)));
     CHECK(p && p->kind == LOOP_FOR && p->for_kind == LOOP_PARALLEL && p->var == h);
     CHECK(p && p->body && p->body->kind == LOOP_IF);
     char *txt = text_stmt(p);
