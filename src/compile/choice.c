@@ -7,9 +7,11 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/strbuf.h"
 #include "compile/kernel.h"
 #include "compile/tasks.h"
 #include "lib/lib.h"
+#include "tune/finalists.h"
 #include "tune/target_fingerprint.h"
 
 #define MAX_NODE_ARGS 64
@@ -90,6 +92,25 @@ static bool consider(void *user, const tune_record *r) {
     return true;
 }
 
+/* The finals' pick as the tuner's summary has it: the default, when the finals timed it and the
+ * fastest config there does not beat it by more than their noise (tune_final_beats). */
+static void keep_default_within_noise(tune_db *db, const char *target, const tune_task *task,
+                                      const tune_space *space, char *final, size_t size,
+                                      double *final_time) {
+    tune_config def;
+    task->tmpl->default_config(task, space, &def);
+    strbuf text = {0};
+    tune_config_print(space, &def, &text);
+    double def_time;
+    if (text.s && strcmp(text.s, final) && strlen(text.s) < size &&
+        tune_db_final_of(db, target, task->key, text.s, &def_time) == 1 &&
+        !tune_final_beats(*final_time, def_time)) {
+        snprintf(final, size, "%s", text.s);
+        *final_time = def_time;
+    }
+    sb_free(&text);
+}
+
 /* The fastest usable record of task: into config and *median, and the config's median in the
  * latest finals into *final (0: the workload has no finals, or they chose a config that no
  * longer fits); false when there is none. */
@@ -109,6 +130,9 @@ static bool best_record(wpk_context *ctx, const cpu_choose_options *o, const tun
     if (tune_db_final_best(o->db, target, task->key, b->final, sizeof b->final,
                            &b->final_time) != 1)
         b->final[0] = 0;
+    else
+        keep_default_within_noise(o->db, target, task, &b->space, b->final, sizeof b->final,
+                                  &b->final_time);
     /* a database that cannot be read leaves the node at its default: never a failed run */
     if (rctx && tune_db_each(o->db, target, task->key, consider, b) != WPK_OK)
         wpk_log(ctx, WPK_LOG_WARN, "node '%s': tuning records unreadable: %s", task->node->name,

@@ -23,3 +23,7 @@ void tune_finalists_add(tune_finalists *f, const char *config, double median) {
     snprintf(f->v[at].text, sizeof f->v[at].text, "%s", config);
     if (f->n < f->max) f->n++;
 }
+
+bool tune_final_beats(double challenger_s, double default_s) {
+    return challenger_s < default_s * (1.0 - TUNE_FINAL_MARGIN);
+}

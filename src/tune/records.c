@@ -36,7 +36,7 @@ struct tune_db {
     wpk_context *ctx; /* borrowed */
     sqlite3 *sql;
     char *path;
-    sqlite3_stmt *add, *has, *count, *best, *dup, *final_add, *final_round, *final_best;
+    sqlite3_stmt *add, *has, *count, *best, *dup, *final_add, *final_round, *final_best, *final_of;
     bool in_each;
 };
 
@@ -530,6 +530,10 @@ static wpk_status setup(tune_db *db) {
         {&db->final_best, "SELECT config, median FROM finals WHERE target = ?1 AND workload = ?2 "
                           "AND round = (SELECT max(round) FROM finals WHERE target = ?1 AND "
                           "workload = ?2) ORDER BY median, id LIMIT 1"},
+        /* one config's median in the latest round */
+        {&db->final_of, "SELECT median FROM finals WHERE target = ?1 AND workload = ?2 AND "
+                        "config = ?3 AND round = (SELECT max(round) FROM finals WHERE target = ?1 "
+                        "AND workload = ?2) LIMIT 1"},
     };
     for (size_t i = 0; i < sizeof stmts / sizeof *stmts; i++) {
         rc = sqlite3_prepare_v3(db->sql, stmts[i].sql, -1, SQLITE_PREPARE_PERSISTENT, stmts[i].q, NULL);
@@ -576,7 +580,8 @@ wpk_status tune_db_open(wpk_context *ctx, const char *path, tune_db **out) {
 void tune_db_close(tune_db *db) {
     if (!db) return;
     sqlite3_stmt *stmts[] = {db->add, db->has,       db->count,       db->best,
-                             db->dup, db->final_add, db->final_round, db->final_best};
+                             db->dup, db->final_add, db->final_round, db->final_best,
+                             db->final_of};
     for (size_t i = 0; i < sizeof stmts / sizeof *stmts; i++) sqlite3_finalize(stmts[i]);
     sqlite3_close(db->sql);
     wpk_free(db->path);
@@ -764,6 +769,27 @@ int tune_db_final_best(tune_db *db, const char *target, const char *workload, ch
         found = -1;
     }
     done_with(db->final_best);
+    return found;
+}
+
+int tune_db_final_of(tune_db *db, const char *target, const char *workload, const char *config,
+                     double *median) {
+    if (!target || !workload || !config || !median) {
+        wpk_error(db->ctx, WPK_ERR_INVALID_ARG, "tune_db_final_of: no target, workload, config "
+                  "or median");
+        return -1;
+    }
+    int rc = bind_key(db->final_of, target, workload, config);
+    if (rc == SQLITE_OK) rc = sqlite3_step(db->final_of);
+    int found = 0;
+    if (rc == SQLITE_ROW) {
+        *median = sqlite3_column_double(db->final_of, 0);
+        found = 1;
+    } else if (rc != SQLITE_DONE) {
+        db_fail(db, rc, "finding a config's finals");
+        found = -1;
+    }
+    done_with(db->final_of);
     return found;
 }
 

@@ -55,6 +55,10 @@ wpk_status tune_db_add_finals(tune_db *db, const tune_record *r, int n);
  * (the message on the db's context). */
 int tune_db_final_best(tune_db *db, const char *target, const char *workload, char *config,
                        size_t size, double *median);
+/* config's median in the latest round of finals of (target, workload) into *median: 1; 0 when
+ * that round did not time it (or there are no finals); -1 on an error. */
+int tune_db_final_of(tune_db *db, const char *target, const char *workload, const char *config,
+                     double *median);
 /* JSON lines, one record per line, every field: export all records; import skips records already
  * present (same target, workload, config, time and samples), so importing twice adds nothing. */
 wpk_status tune_db_export(tune_db *db, const char *path);

@@ -622,6 +622,7 @@ static wpk_status finals_store(job *J, finals *f) {
         int bi = 0; /* the default may be the best there is */
         for (int i = 1; i < n; i++)
             if (r[i].status == TUNE_OK && r[i].median < r[bi].median) bi = i;
+        if (!tune_final_beats(r[bi].median, r[0].median)) bi = 0;
         t->sum->default_s = r[0].median;
         t->sum->best_s = r[bi].median;
         snprintf(t->sum->best_config, sizeof t->sum->best_config, "%s", f->texts[bi]);

@@ -464,6 +464,10 @@ static void test_finals(void) {
     CHECK(tune_db_add_finals(db, r2, 3) == WPK_OK);
     CHECK(tune_db_final_best(db, TARGET, "w", config, sizeof config, &median) == 1);
     CHECK(!strcmp(config, "k=1") && median == 2e-3);
+    /* one config's median in the latest round */
+    CHECK(tune_db_final_of(db, TARGET, "w", "k=3", &median) == 1 && median == 2.1e-3);
+    CHECK(tune_db_final_of(db, TARGET, "w", "k=9", &median) == 0);
+    CHECK(tune_db_final_of(db, TARGET, "other", "k=1", &median) == 0);
     CHECK(tune_db_final_best(db, TARGET, "other", config, sizeof config, NULL) == 0);
     CHECK(tune_db_final_best(db, TARGET, "w", config, 2, NULL) == -1);
     /* a failed measurement, or another workload, in a round: refused whole */
