@@ -159,7 +159,7 @@ static void default_config(const tune_task *t, const tune_space *s, tune_config 
      * the four loop nests in parallel over the positions: 28x28 128->128 0.32 against 0.38 ms,
      * 14x14 256->256 0.47 against 0.56 ms). Where the L2 keeps a thread's share of U, tile row
      * by tile row inside the share, V and M a row's (28x28 128->128, 1.2 MB a thread:
-     * 0.27-0.28 against 0.30 ms, best of a few hundred). */
+     * 0.30-0.31 against 0.32-0.34 ms). */
     const int al = te_winograd_alpha((int)m);
     const int64_t ubytes = (int64_t)al * al * g.cin * g.cout * 4, l2 = target_cache_bytes(2);
     const int64_t rows = g.n * ((g.oh + m - 1) / m), threads = target_default_threads();
