@@ -282,27 +282,21 @@ static wpk_status schedule_output(te_schedule *s, const te_winograd_parts *wp, c
     if (k->par == PAR_FUSED_ROWS || k->par == PAR_WHOLE_ROWS) {
         TRY(te_reorder(sy, 7, (te_iter *[]){n, tho, kb, two, ohi, owi, lanes}));
         TRY(te_fuse(sy, n, tho, &f));
-    } else if (par_shares(k)) {
+    } else if (k->par != PAR_POSITIONS && k->par != PAR_POSITIONS_TILES) {
+        /* blocks of output channels: a thread's share, or halves (one per thread on the
+         * 2-core machines the older forms were made for; with the rows, twice as many blocks
+         * as rows: an odd number of rows still splits evenly) */
+        const int64_t parts = par_shares(k) ? k->shares : 2;
         te_iter *kbo, *kbi;
-        TRY(te_split(sy, kb, (k->kb + k->shares - 1) / k->shares, &kbo, &kbi));
-        if (k->par == PAR_WHOLE_CHANNELS_ROWS) {
-            TRY(te_reorder(sy, 8, (te_iter *[]){n, kbo, tho, kbi, two, ohi, owi, lanes}));
-            at = tho;
-        } else {
-            TRY(te_reorder(sy, 8, (te_iter *[]){n, kbo, kbi, tho, two, ohi, owi, lanes}));
-        }
-        TRY(te_fuse(sy, n, kbo, &f));
-    } else if (k->par == PAR_FUSED_CHANNELS || k->par == PAR_FUSED_BOTH ||
-               k->par == PAR_WHOLE_BOTH) {
-        /* two blocks of output channels: one per thread on the 2-core machines this is for
-         * (or, with the rows, twice as many blocks as rows: an odd number of rows still
-         * splits evenly) */
-        te_iter *kbo, *kbi;
-        TRY(te_split(sy, kb, (k->kb + 1) / 2, &kbo, &kbi));
+        TRY(te_split(sy, kb, (k->kb + parts - 1) / parts, &kbo, &kbi));
         if (k->par == PAR_FUSED_BOTH || k->par == PAR_WHOLE_BOTH) {
             TRY(te_reorder(sy, 8, (te_iter *[]){n, tho, kbo, kbi, two, ohi, owi, lanes}));
             TRY(te_fuse(sy, n, tho, &f));
             TRY(te_fuse(sy, f, kbo, &f));
+        } else if (k->par == PAR_WHOLE_CHANNELS_ROWS) {
+            TRY(te_reorder(sy, 8, (te_iter *[]){n, kbo, tho, kbi, two, ohi, owi, lanes}));
+            TRY(te_fuse(sy, n, kbo, &f));
+            at = tho;
         } else {
             TRY(te_reorder(sy, 8, (te_iter *[]){n, kbo, kbi, tho, two, ohi, owi, lanes}));
             TRY(te_fuse(sy, n, kbo, &f));
