@@ -169,6 +169,21 @@ static void check_default(wpk_context *ctx, const shape *s, bool blocked) {
     const int64_t reduction = g.cg * g.kh * g.kw;
     const bool wide = tune_vector_floats() >= 16 && blocked && !g.depthwise && reduction >= 128;
     const int64_t budget = tune_vector_floats() >= 16 ? (wide ? 28 : 16) : 12;
+    /* a stem of 5x5 taps or more on AVX2: 2 columns x 4 rows over a padded copy, the input
+     * channels outermost, the taps rolled (measured there against the tile of the rules
+     * below) */
+    if (budget < 16 && !g.depthwise && tune_value(&sp, &cfg, "ic_block") == 1 && g.kh >= 5 &&
+        g.kw >= 5) {
+        bool stem = owb == 2 && ohb == 4 && oct == 1 &&
+                    tune_value(&sp, &cfg, "unroll_kw") == 0 &&
+                    tune_value(&sp, &cfg, "order") == 0 &&
+                    tune_value(&sp, &cfg, "pad_copy") == (s->pad > 0) &&
+                    tune_value(&sp, &cfg, "parallel") == 0;
+        if (!stem) fprintf(stderr, "%s: breaks the rule of the AVX2 stems\n", what);
+        CHECK(stem);
+        free_node(&nc);
+        return;
+    }
     bool ok = owb * ohb * oct <= budget, tile = true;
     /* a one-row tile of half the accumulators or fewer takes a second channel block, where
      * the blocks pair up (blocked tensors: on NCHW ones oc_block 32 is that tile) */
