@@ -515,6 +515,17 @@ static int run_configs(wpk_context *ctx, const lib_provider *lp, problem *p) {
     return ran;
 }
 
+/* Whether p's tensors are in 16-lane blocks on a CPU without AVX-512: there oneDNN has only its
+ * reference implementation for them, which the provider refuses (each refusal names it). */
+static bool blocks_need_avx512(const problem *p) {
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    return p->in[0]->ndim == 5 && p->in[0]->dims[4] == 16 && !__builtin_cpu_supports("avx512f");
+#else
+    return p->in[0]->ndim == 5 && p->in[0]->dims[4] == 16;
+#endif
+}
+
 static void test_problem(wpk_context *ctx, const lib_provider *const *lps, problem *p) {
     for (int i = 0; i < NPROV; i++) {
         const lib_provider *lp = lps[i];
@@ -531,8 +542,10 @@ static void test_problem(wpk_context *ctx, const lib_provider *const *lps, probl
             CHECK(k == NULL);
             continue;
         }
-        /* at least one config of a node a provider supports must run */
-        CHECK(run_configs(ctx, lp, p) >= 1);
+        /* at least one config of a node a provider supports must run (oneDNN's 16-lane
+           blocks: where the CPU has AVX-512) */
+        const int ran = run_configs(ctx, lp, p);
+        CHECK(ran >= 1 || (!strcmp(lp->name, "onednn") && blocks_need_avx512(p)));
     }
 }
 
