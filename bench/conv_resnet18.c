@@ -426,9 +426,17 @@ static double cpu_now(void) {
 /* One contender's samples: GFLOP/s by wall time (what a caller gets) and by the process's CPU
  * time per thread (what the cores did while it ran: on a machine shared with other work, time
  * taken by other processes is not counted; idle OpenMP threads sleep, see main). */
+#define MAX_CONSTS 4
+
 typedef struct timed {
     void (*run)(void *);
     void *arg;
+    /* cold: every call timed on its own, its constants (weights, bias) flushed from the caches
+       before it, as the tuner times a model whose weights outgrow the last-level cache */
+    bool cold;
+    const void *konst[MAX_CONSTS];
+    size_t konst_bytes[MAX_CONSTS];
+    int nkonst;
     int calls;                 /* per sample */
     double spent;              /* wall seconds measured so far */
     double wall[MAX_SAMPLES], cpu[MAX_SAMPLES];
@@ -443,10 +451,32 @@ static void calibrate(timed *t) {
     t->calls = one >= SAMPLE_S ? 1 : (int)(SAMPLE_S / (one > 1e-7 ? one : 1e-7)) + 1;
 }
 
+/* t's constants written back and dropped from every cache, as a model's other layers would. */
+static void flush_constants(const timed *t) {
+#if defined(__x86_64__)
+    for (int i = 0; i < t->nkonst; i++)
+        for (size_t o = 0; o < t->konst_bytes[i]; o += 64)
+            _mm_clflush((const char *)t->konst[i] + o);
+    _mm_mfence();
+#else
+    (void)t;
+#endif
+}
+
 static void sample(timed *t, double flops, int threads) {
-    double c0 = cpu_now(), t0 = now();
-    for (int i = 0; i < t->calls; i++) t->run(t->arg);
-    double d = now() - t0, dc = cpu_now() - c0;
+    double d = 0, dc = 0;
+    if (t->cold) {
+        for (int i = 0; i < t->calls; i++) {
+            flush_constants(t);
+            double c0 = cpu_now(), t0 = now();
+            t->run(t->arg);
+            d += now() - t0, dc += cpu_now() - c0;
+        }
+    } else {
+        double c0 = cpu_now(), t0 = now();
+        for (int i = 0; i < t->calls; i++) t->run(t->arg);
+        d = now() - t0, dc = cpu_now() - c0;
+    }
     t->spent += d;
     if (t->n == MAX_SAMPLES) return;
     t->wall[t->n] = flops * t->calls / d * 1e-9;

@@ -2,9 +2,14 @@
  * builds one candidate and compiles it into the kernel cache; a run child loads it, packs its
  * weights, checks its output against the reference once and times it; the reference child
  * computes the reference outputs. Each answers through its pipe and returns. */
+#if defined(__linux__)
+#define _GNU_SOURCE /* sched_getcpu, pthread_setaffinity_np */
+#include <sched.h>
+#endif
 #include <math.h>
 #include <omp.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -334,6 +339,58 @@ static void run_library(tune_measurer *m, tune_job *j, run_state *r, wpk_context
     /* the kernel is not destroyed: the process ends now */
 }
 
+/* A freshly forked child's OpenMP threads can start on one CPU and stay there until the
+ * scheduler's load balancing moves one: on a 2-core VM, measured up to 45 ms of samples at
+ * half speed, more often the more children had been forked before; by CPU time as well, since
+ * the threads hand the core to each other at every barrier. The tuner's records and finals
+ * mixed such samples with good ones (17% of a run's records had a quarter of their samples
+ * 1.4x slower than their fastest, and finals ranked configs by them). So the team's threads
+ * are pinned to distinct CPUs, a thread keeping the CPU it is on where no teammate shares it.
+ * Only where one measurement at a time can run (threads > half the CPUs: the measurer's
+ * level is then 0 or 1): children side by side would each pin their teams to the same CPUs. */
+static void spread_team(int threads) {
+#if defined(__linux__)
+    cpu_set_t allowed;
+    if (threads < 2 || threads > MAX_TEAM || sched_getaffinity(0, sizeof allowed, &allowed))
+        return;
+    const int ncpu = CPU_COUNT(&allowed);
+    if (ncpu < threads || 2 * threads <= ncpu) return;
+    int cpu[MAX_TEAM], target[MAX_TEAM];
+    bool ok = true;
+#pragma omp parallel num_threads(threads)
+    {
+        int i = omp_get_thread_num(), c = sched_getcpu();
+        cpu[i] = c;
+        if (c < 0 || c >= CPU_SETSIZE || omp_get_num_threads() != threads) {
+#pragma omp atomic write
+            ok = false;
+        }
+    }
+    if (!ok) return;
+    bool used[CPU_SETSIZE] = {false};
+    for (int i = 0; i < threads; i++) {
+        target[i] = used[cpu[i]] ? -1 : cpu[i];
+        used[cpu[i]] = true;
+    }
+    for (int i = 0, next = 0; i < threads; i++) {
+        while (target[i] < 0 && next < CPU_SETSIZE) {
+            if (CPU_ISSET(next, &allowed) && !used[next]) target[i] = next, used[next] = true;
+            next++;
+        }
+        if (target[i] < 0) return; /* fewer free CPUs than the set says: leave it be */
+    }
+#pragma omp parallel num_threads(threads)
+    {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(target[omp_get_thread_num()], &one);
+        pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+    }
+#else
+    (void)threads;
+#endif
+}
+
 void tune_run_child(tune_measurer *m, void *arg, int fd) {
     tune_job *j = arg;
     const tune_build_msg *k = &j->meta;
@@ -347,6 +404,7 @@ void tune_run_child(tune_measurer *m, void *arg, int fd) {
     static const int fatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
     for (size_t i = 0; i < sizeof fatal / sizeof *fatal; i++) signal(fatal[i], SIG_DFL);
     omp_set_num_threads(m->params.threads);
+    spread_team(m->params.threads);
     wpk_context *ctx = wpk_context_create();
     cg_module *mod = NULL;
     void *args[CPU_MAX_KERNEL_ARGS], *raw[CPU_MAX_KERNEL_ARGS];
