@@ -23,7 +23,9 @@
  * forks measurement children (GNU OpenMP is not fork-safe: a child would wait for the parent's
  * pool threads forever -- it would be timed out, not hang the tuner); the measurer computes the
  * reference outputs in a child for that reason. Children are killed with the measurer's
- * process (PR_SET_PDEATHSIG on Linux). */
+ * process (PR_SET_PDEATHSIG on Linux). A run child pins its OpenMP threads to distinct CPUs
+ * where only one measurement can run at a time (kernel threads > half the CPUs): a fresh
+ * child's threads otherwise could share a CPU for its first tens of milliseconds. */
 #ifndef WPK_TUNE_MEASURE_H
 #define WPK_TUNE_MEASURE_H
 
