@@ -342,9 +342,10 @@ static void run_library(tune_measurer *m, tune_job *j, run_state *r, wpk_context
 /* A freshly forked child's OpenMP threads can start on one CPU and stay there until the
  * scheduler's load balancing moves one: on a 2-core VM, measured up to 45 ms of samples at
  * half speed, more often the more children had been forked before; by CPU time as well, since
- * the threads hand the core to each other at every barrier. The tuner's records and finals
- * mixed such samples with good ones (17% of a run's records had a quarter of their samples
- * 1.4x slower than their fastest, and finals ranked configs by them). So the team's threads
+ * the threads hand the core to each other at every barrier. Records and finals mixed such
+ * samples with good ones (a quarter of the samples 1.4x slower than the fastest: 17% of a bar
+ * run's records, 10% with the pinning; the rest come from builds beside the measurement,
+ * bench/results/tune_resnet18.md, 11-27). So the team's threads
  * are pinned to distinct CPUs, a thread keeping the CPU it is on where no teammate shares it.
  * Only where one measurement at a time can run (threads > half the CPUs: the measurer's
  * level is then 0 or 1): children side by side would each pin their teams to the same CPUs. */
