@@ -4,7 +4,10 @@
  * second. Dividing the process's CPU time by the threads measured them
  * the same, which made configs that leave threads idle look fast. The burns (spins on each
  * thread's own CPU clock, so exact whatever the machine's load) are injected at the start of
- * each kernel's C source (params.edit_source). */
+ * each kernel's C source (params.edit_source).
+ * Then the run child's team: kernels that trap when two of the team's threads run on one CPU
+ * at their first call (a fresh child's threads did, for tens of milliseconds), measured in
+ * fresh children with as many threads as the process may use CPUs: every one must run. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +40,32 @@ static void edit(void *user, const char *config, strbuf *src) {
 }
 
 static double medians[2];
+
+/* Traps (a crash, which the measurer reports) when two threads of the kernel's team are on one
+ * CPU when it is called. */
+#define APART                                                                                 \
+    "{\nint omp_get_thread_num(void), omp_get_num_threads(void), sched_getcpu(void);\n"       \
+    "int cpu[256], n = 0;\n#pragma omp parallel\n{\nint i = omp_get_thread_num();\n"           \
+    "if (i < 256) cpu[i] = sched_getcpu();\n#pragma omp single\nn = omp_get_num_threads();\n}\n" \
+    "for (int i = 0; i < n && i < 256; i++)\nfor (int j = 0; j < i; j++)\n"                    \
+    "if (cpu[i] == cpu[j]) __builtin_trap();\n}"
+
+static void edit_apart(void *user, const char *config, strbuf *src) {
+    (void)user;
+    (void)config;
+    CHECK(kernel_source_insert(src, "", APART));
+}
+
+static int apart_ok, apart_n;
+
+static void on_apart(void *user, int i, const tune_config *cfg, const tune_measurement *r) {
+    (void)user;
+    (void)i;
+    (void)cfg;
+    apart_n++;
+    if (r->status == TUNE_OK) apart_ok++;
+    else fprintf(stderr, "  threads shared a CPU: %s: %s\n", tune_status_name(r->status), r->message);
+}
 
 static void on_result(void *user, int i, const tune_config *cfg, const tune_measurement *r) {
     (void)user;
@@ -107,6 +136,25 @@ int main(int argc, char **argv) {
     printf("one thread busy: %.2f ms, both: %.2f ms, ratio %.2f (want about 2)\n",
            medians[0] * 1e3, medians[1] * 1e3, ratio);
     CHECK(ratio > 1.7 && ratio < 2.3);
+
+    /* the team apart: as many threads as CPUs, the two configs in three batches (six fresh
+       run children) */
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    if (ncpu >= 2 && ncpu <= 64) {
+        p.threads = (int)ncpu;
+        p.edit_source = edit_apart;
+        p.edit_user = NULL;
+        m = NULL;
+        CHECK(tune_measurer_create(ctx, &task, &p, &m) == WPK_OK);
+        for (int round = 0; m && round < 3; round++)
+            CHECK(tune_measure_batch(m, cfg, 2, TUNE_MEASURE_ALONE, on_apart, NULL) == WPK_OK);
+        tune_measurer_free(m);
+        printf("%d threads on distinct CPUs in %d of %d fresh run children\n", (int)ncpu, apart_ok,
+               apart_n);
+        CHECK(apart_n == 6 && apart_ok == 6);
+    } else {
+        printf("team apart: skipped (%ld CPUs)\n", ncpu);
+    }
 
     ir_graph_free(g);
     wpk_context_free(ctx);
