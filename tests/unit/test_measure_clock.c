@@ -64,7 +64,9 @@ static void on_apart(void *user, int i, const tune_config *cfg, const tune_measu
     (void)cfg;
     apart_n++;
     if (r->status == TUNE_OK) apart_ok++;
-    else fprintf(stderr, "  threads shared a CPU: %s: %s\n", tune_status_name(r->status), r->message);
+    else
+        fprintf(stderr, "  threads shared a CPU: %s: %s\n", tune_status_name(r->status),
+                r->message);
 }
 
 static void on_result(void *user, int i, const tune_config *cfg, const tune_measurement *r) {
