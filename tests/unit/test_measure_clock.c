@@ -8,6 +8,8 @@
  * Then the run child's team: kernels that trap when two of the team's threads run on one CPU
  * at their first call (a fresh child's threads did, for tens of milliseconds), measured in
  * fresh children with as many threads as the process may use CPUs: every one must run. */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,7 +143,8 @@ int main(int argc, char **argv) {
 
     /* the team apart: as many threads as CPUs, the two configs in three batches (six fresh
        run children) */
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t allowed; /* the CPUs this process may use, which a container may narrow */
+    long ncpu = sched_getaffinity(0, sizeof allowed, &allowed) ? 0 : CPU_COUNT(&allowed);
     if (ncpu >= 2 && ncpu <= 64) {
         p.threads = (int)ncpu;
         p.edit_source = edit_apart;
