@@ -215,6 +215,30 @@ static void call(const candidate *c) {
     else c->lib->run(c->ctx, c->lk, c->in, c->out);
 }
 
+/* A CPU-time sample is "preempted" when its wall time exceeds its busiest thread's CPU time
+ * by PREEMPTED x the least such ratio of the run's samples: a thread waited for its core while
+ * another process ran there (a build worker beside the measurement), and the switches cost it
+ * CPU time too (cache refills): 10-45% more, measured on 2 cores under a build's load, with
+ * the wall time 2-8x the CPU time against 1.1x undisturbed. The least ratio is the kernel's
+ * own fork-and-join overhead, so a kernel of many short parallel loops is not all "preempted".
+ * While every sample so far took more than UNSETTLED x its CPU time (all of them preempted,
+ * as when a build starts with the measurement), sampling goes on, up to max_repeat_ms. */
+#define PREEMPTED 1.4
+#define UNSETTLED 2.0
+
+/* The samples of the first n that were not preempted, into out (in order); their count, or 0
+ * while all of them may have been. */
+static int undisturbed(const double *samples, const double *ratio, int n, double *out) {
+    double least = INFINITY;
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (ratio[i] < least) least = ratio[i];
+    if (least > UNSETTLED) return 0;
+    for (int i = 0; i < n; i++)
+        if (ratio[i] <= PREEMPTED * least) out[k++] = samples[i];
+    return k;
+}
+
 static void time_kernel(const tune_measure_params *p, const candidate *cand, run_state *r) {
     for (int w = 0; w < p->warmup_calls; w++) call(cand);
     /* calls per sample from the fastest of three calls: one call that met a busy core must
@@ -238,27 +262,43 @@ static void time_kernel(const tune_measure_params *p, const candidate *cand, run
     team_clocks team = {.n = 0, .threads = 1};
     if (p->clock == TUNE_CLOCK_CPU) team_clocks_init(&team, p->threads);
     const int nclocks = team.n ? team.n : 1;
+    const bool by_cpu = p->clock == TUNE_CLOCK_CPU;
     double start = tune_now();
+    double ratio[TUNE_MAX_SAMPLES]; /* wall time over the busiest thread's CPU time */
     int n = 0;
     while (n < p->max_samples) {
-        double spent[MAX_TEAM] = {0};
+        double spent[MAX_TEAM] = {0}, wall = 0;
         for (int64_t c = 0; c < calls; c += per_reading) {
             double t0[MAX_TEAM], t1[MAX_TEAM];
             if (cold) flush_constants(cand);
+            double w0 = tune_now();
             sample_clock(p->clock, &team, t0);
             for (int64_t k = 0; k < per_reading; k++) call(cand);
             sample_clock(p->clock, &team, t1);
+            wall += tune_now() - w0;
             for (int i = 0; i < nclocks; i++) spent[i] += t1[i] - t0[i];
         }
         double busy = 0; /* the busiest thread's CPU time, or the wall time */
         for (int i = 0; i < nclocks; i++)
             if (spent[i] > busy) busy = spent[i];
+        ratio[n] = by_cpu && busy > 0 ? wall / busy : 1.0;
         r->samples[n++] = busy / (double)calls;
         double elapsed = tune_now() - start;
         if (elapsed >= p->max_repeat_ms * 1e-3 && n >= 3) break; /* slow, or never steady */
-        if (n >= p->min_samples && elapsed >= p->min_repeat_ms * 1e-3 &&
-            tune_spread(r->samples, n) <= p->max_spread)
+        /* enough samples not preempted, and steady */
+        double kept[TUNE_MAX_SAMPLES];
+        const int good = undisturbed(r->samples, ratio, n, kept);
+        if (good >= p->min_samples && elapsed >= p->min_repeat_ms * 1e-3 &&
+            tune_spread(kept, good) <= p->max_spread)
             break;
+    }
+    /* the preempted samples left out, where at least three (or min_samples) are left */
+    double kept[TUNE_MAX_SAMPLES];
+    const int good = undisturbed(r->samples, ratio, n, kept);
+    if (good < n && good >= (p->min_samples < 3 ? p->min_samples : 3)) {
+        memcpy(r->samples, kept, sizeof *kept * (size_t)good);
+        r->h.preempted = n - good;
+        n = good;
     }
     r->h.nsamples = n;
 }

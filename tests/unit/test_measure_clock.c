@@ -7,7 +7,10 @@
  * each kernel's C source (params.edit_source).
  * Then the run child's team: kernels that trap when two of the team's threads run on one CPU
  * at their first call (a fresh child's threads did, for tens of milliseconds), measured in
- * fresh children with as many threads as the process may use CPUs: every one must run. */
+ * fresh children with as many threads as the process may use CPUs: every one must run.
+ * Last, preempted samples: a kernel whose first 40 calls take 1.5 ms of CPU time and 4.5 ms of
+ * wall time (a thread that waited for its core, as beside a build) and then 1 ms of both; its
+ * median must be the undisturbed 1 ms (with the preempted samples counted it was 1.5 ms). */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include <sched.h>
 #include <stdio.h>
@@ -59,6 +62,28 @@ static void edit_apart(void *user, const char *config, strbuf *src) {
 }
 
 static int apart_ok, apart_n;
+
+#define PREEMPTED_THEN_NOT                                                                    \
+    "{\nstatic int calls;\ndouble ms = calls < 40 ? 1.5 : 1.0;\nstruct timespec a, b;\n"         \
+    "clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);\n"                                           \
+    "do clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);\n"                                        \
+    "while ((b.tv_sec - a.tv_sec) * 1e3 + (b.tv_nsec - a.tv_nsec) * 1e-6 < ms);\n"            \
+    "if (calls++ < 40) {\nstruct timespec z = {0, 3000000};\nnanosleep(&z, 0);\n}\n}"
+
+static void edit_preempted(void *user, const char *config, strbuf *src) {
+    (void)user;
+    (void)config;
+    CHECK(kernel_source_insert(src, "#include <time.h>\n", PREEMPTED_THEN_NOT));
+}
+
+static tune_measurement preempted_result;
+
+static void on_preempted(void *user, int i, const tune_config *cfg, const tune_measurement *r) {
+    (void)user;
+    (void)i;
+    (void)cfg;
+    preempted_result = *r;
+}
 
 static void on_apart(void *user, int i, const tune_config *cfg, const tune_measurement *r) {
     (void)user;
@@ -160,6 +185,18 @@ int main(int argc, char **argv) {
     } else {
         printf("team apart: skipped (%ld CPUs)\n", ncpu);
     }
+
+    /* preempted samples left out: one thread, its first 40 calls preempted */
+    p.threads = 1;
+    p.edit_source = edit_preempted;
+    m = NULL;
+    CHECK(tune_measurer_create(ctx, &task, &p, &m) == WPK_OK);
+    if (m) CHECK(tune_measure_batch(m, cfg, 1, TUNE_MEASURE_ALONE, on_preempted, NULL) == WPK_OK);
+    tune_measurer_free(m);
+    printf("first 40 calls preempted (1.5 ms CPU, 4.5 ms wall), then 1 ms: median %.2f ms of %d "
+           "samples kept\n", preempted_result.median * 1e3, preempted_result.nsamples);
+    CHECK(preempted_result.status == TUNE_OK);
+    CHECK(preempted_result.median > 0.9e-3 && preempted_result.median < 1.1e-3);
 
     ir_graph_free(g);
     wpk_context_free(ctx);
