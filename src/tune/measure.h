@@ -4,7 +4,9 @@
  * forked build worker; the compiled object lands in the kernel cache, where an isolated forked
  * run child loads it and runs it with a timeout and a memory cap on 64-byte aligned inputs:
  * checked once against the reference kernel, warmed up, then repeated until min_repeat_ms has
- * passed and the samples' spread is small, every sample kept. A candidate whose constants
+ * passed and the samples' spread is small, every sample kept -- but, by CPU time, those whose
+ * threads waited for a core while another process ran there (wall time well over CPU time:
+ * measure_child.c), which are left out where at least three others remain. A candidate whose constants
  * outgrow the last-level cache (cold_bytes) is timed as a model runs it: each call on its own,
  * its constants flushed from the caches before it. A compile error, a hang, a crash
  * or a wrong result is classified and never stops the batch.
