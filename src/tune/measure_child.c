@@ -297,7 +297,6 @@ static void time_kernel(const tune_measure_params *p, const candidate *cand, run
     const int good = undisturbed(r->samples, ratio, n, kept);
     if (good < n && good >= (p->min_samples < 3 ? p->min_samples : 3)) {
         memcpy(r->samples, kept, sizeof *kept * (size_t)good);
-        r->h.preempted = n - good;
         n = good;
     }
     r->h.nsamples = n;

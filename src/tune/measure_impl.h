@@ -59,7 +59,7 @@ typedef struct tune_run_msg {
     double error;
     int64_t msg_len;
     int32_t cold;     /* timed with its constants flushed before each call */
-    int32_t preempted; /* samples left out: their threads waited for a core (measure_child.c) */
+    int32_t unused;
 } tune_run_msg;
 
 /* Reference child -> parent: this, then msg_len bytes of message (status != 0: failed). */
