@@ -150,9 +150,11 @@ static void default_config(const tune_task *t, const tune_space *s, tune_config 
      * 7x7 512->512: output channels outer, 1.91 against 2.02 ms). */
     tune_config_set(s, cfg, "order", g.cout > np ? ORDER_K_OUTER : ORDER_P_OUTER);
     /* The whole conv per block of tile rows where every block can keep the transformed
-     * weights in its core's L2 and there are rows enough to share among the cores: one fork
-     * and join per call, no padded copy (56x56 64->64, U 0.6 MB, 14 rows, 2 threads: 0.29
-     * against 0.47 ms per call). Blocks of rows that each stream U from memory lose (14x14
+     * weights and its own V and M (a row of tiles') in its core's L2 and there are rows
+     * enough to share among the cores: one fork and join per call, no padded copy (56x56
+     * 64->64, U 0.6 MB, 14 rows, 2 threads: 0.29 against 0.47 ms per call; with a 1 MB L2,
+     * where U alone is over half of it, 0.42 against 0.45 ms for the channel shares, and the
+     * -O2 form 0.556 against 0.575). Blocks of rows that each stream U from memory lose (14x14
      * 256->256, U 9.4 MB, 4 rows: 0.82 against 0.54 ms), so else each thread its share of the
      * output channels, every tile: U streamed once, one fork and join, but every thread
      * transforms the whole input, which output channels enough amortize (2 threads, against
@@ -163,7 +165,8 @@ static void default_config(const tune_task *t, const tune_space *s, tune_config 
     const int al = te_winograd_alpha((int)m);
     const int64_t ubytes = (int64_t)al * al * g.cin * g.cout * 4, l2 = target_cache_bytes(2);
     const int64_t rows = g.n * ((g.oh + m - 1) / m), threads = target_default_threads();
-    const bool whole = l2 > 0 && ubytes <= l2 / 2 && rows >= 4 * threads;
+    const int64_t row_vm = (int64_t)al * al * ((g.ow + m - 1) / m) * (g.cin + g.cout) * 4;
+    const bool whole = l2 > 0 && ubytes + row_vm <= l2 && rows >= 4 * threads;
     const bool shares = kb >= threads && g.cout >= 32 * threads;
     const bool share_rows = shares && l2 > 0 && ubytes / threads <= l2 * 3 / 4;
     tune_config_set(s, cfg, "parallel", whole        ? PAR_WHOLE_ROWS
