@@ -6,10 +6,10 @@
  * checked once against the reference kernel, warmed up, then repeated until min_repeat_ms has
  * passed and the samples' spread is small, every sample kept -- but, by CPU time, those whose
  * threads waited for a core while another process ran there (wall time well over CPU time:
- * measure_child.c), which are left out where at least three others remain. A candidate whose constants
- * outgrow the last-level cache (cold_bytes) is timed as a model runs it: each call on its own,
- * its constants flushed from the caches before it. A compile error, a hang, a crash
- * or a wrong result is classified and never stops the batch.
+ * measure_child.c), which are left out where at least three others remain. A candidate whose
+ * constants outgrow the last-level cache (cold_bytes) is timed as a model runs it: each call
+ * on its own, its constants flushed from the caches before it. A compile error, a hang, a
+ * crash or a wrong result is classified and never stops the batch.
  *
  * Parallelism (DOPpler): builds run in parallel with each other (build slots; with several,
  * the waiting candidate expected to build longest -- build CPU time learned per knob value --

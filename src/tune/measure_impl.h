@@ -58,8 +58,7 @@ typedef struct tune_run_msg {
     int64_t calls;
     double error;
     int64_t msg_len;
-    int32_t cold;     /* timed with its constants flushed before each call */
-    int32_t unused;
+    int32_t cold; /* timed with its constants flushed before each call */
 } tune_run_msg;
 
 /* Reference child -> parent: this, then msg_len bytes of message (status != 0: failed). */
