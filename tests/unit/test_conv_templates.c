@@ -345,18 +345,14 @@ static void test_case(wpk_context *ctx, int index, const conv_case *cc, uint64_t
         (*t)->default_config(&task, &sp, &cfg);
         bool mine = *t == chosen;
         run_config(ctx, cc, &p, *t, &task, &sp, &cfg, mine || index % 2 == 0, "default");
-        /* every register tile over channel blocks, and the strided 1x1 convs' copy of their
-           sample points, on the default's other knobs */
-        static const char *const compiled[] = {"oc_tile", "subsample"};
-        for (int i = 0; i < 2; i++) {
-            const tune_knob *kn = knob(&sp, compiled[i]);
-            for (int v = 0; kn && v < kn->nvalues; v++) {
-                int k = (int)(kn - sp.knobs);
-                if (v == cfg.choice[k]) continue;
-                tune_config c2 = cfg;
-                c2.choice[k] = v;
-                run_config(ctx, cc, &p, *t, &task, &sp, &c2, mine, compiled[i]);
-            }
+        /* every register tile over channel blocks, on the default's other knobs */
+        const tune_knob *oct = knob(&sp, "oc_tile");
+        for (int v = 0; oct && v < oct->nvalues; v++) {
+            int k = (int)(oct - sp.knobs);
+            if (v == cfg.choice[k]) continue;
+            tune_config c2 = cfg;
+            c2.choice[k] = v;
+            run_config(ctx, cc, &p, *t, &task, &sp, &c2, mine, "oc_tile");
         }
         for (int r = 0; r < RANDOM_CONFIGS; r++) {
             tune_config_random(&sp, rng, &cfg);

@@ -17,9 +17,7 @@
  * straight into the conv (ic_block 1: one broadcast per input channel, no transform) or
  * through a blocked padded copy (the transform and the padding in one pass); the output is
  * transposed from the blocked accumulator as it is copied out. Weights are packed at compile
- * time (tune_build.prepack). A strided 1x1 conv without padding can first copy its input's
- * sample points into a compact tensor of the output's size (knob subsample; oneDNN's "reduce to
- * unit stride") and run as a stride-1 conv over that. ConvNCHWc nodes come with blocked tensors and packed weights,
+ * time (tune_build.prepack). ConvNCHWc nodes come with blocked tensors and packed weights,
  * which fix both block sizes. */
 #include <string.h>
 
@@ -82,13 +80,6 @@ static bool oct_ok(const tune_conv *g, int64_t b) {
     return b == 1 || (g->op == IR_OP_CONV_NCHWC && !g->depthwise && channel_blocks(g) % b == 0);
 }
 
-/* A 1x1 conv that skips input pixels (stride > 1, no padding, one group): its sample points can
- * be copied out first. */
-static bool subsamples(const tune_conv *g) {
-    return g->kh == 1 && g->kw == 1 && (g->p.stride[0] > 1 || g->p.stride[1] > 1) &&
-           g->p.groups == 1 && !(g->p.pad[0] || g->p.pad[1] || g->p.pad[2] || g->p.pad[3]);
-}
-
 static void space(const tune_task *t, tune_space *s) {
     memset(s, 0, sizeof *s);
     tune_conv g;
@@ -114,7 +105,6 @@ static void space(const tune_task *t, tune_space *s) {
     bool padded = g.p.pad[0] || g.p.pad[1] || g.p.pad[2] || g.p.pad[3];
     tune_space_add(s, "pad_copy", padded ? 2 : 1, padded ? flag : (const int64_t[]){0});
     tune_space_add(s, "pack", 1, one);
-    tune_space_add(s, "subsample", subsamples(&g) ? 2 : 1, flag);
 }
 
 /* The tile width (one of ow_block's values) with the fewest wasted columns among those that
@@ -226,7 +216,6 @@ static void default_config(const tune_task *t, const tune_space *s, tune_config 
     bool gather = g.depthwise && g.op != IR_OP_CONV_NCHWC;
     tune_config_set(s, cfg, "pad_copy", gather ? 1 : 0);
     tune_config_set(s, cfg, "pack", 1);
-    tune_config_set(s, cfg, "subsample", 0);
     /* A large-kernel stem on AVX2 (few input channels read one plane at a time, 16 vector
      * registers): a tile of 2 columns x 4 rows over a padded copy, the input channels
      * outermost, the taps rolled. ResNet-18's 7x7 stride-2 stem on a Zen 3, against oneDNN
@@ -283,7 +272,6 @@ typedef struct knobs {
     int64_t bi, bo, owb, ohb, oct;
     bool unroll_kw, pad_copy;
     int order, par;
-    bool subsample;
 } knobs;
 
 /* The accumulator stage's loops: n (one at the tile), the reduction in the chosen order, then
@@ -349,23 +337,6 @@ static wpk_status schedule_copy(te_schedule *s, te_tensor *t) {
     return WPK_OK;
 }
 
-/* x[n, c, oh * sh, ow * sw(, lane)]: a strided 1x1 conv's input pixels, compact (NCHW or
- * blocked, as x is). */
-static te_tensor *sample_points(te_ctx *c, te_tensor *x, const tune_conv *g) {
-    int64_t shape[5];
-    memcpy(shape, x->shape, (size_t)x->ndim * sizeof *shape);
-    shape[2] = g->oh;
-    shape[3] = g->ow;
-    te_iter **ax = te_compute_axes(c, x->ndim, shape,
-                                   (const char *const[]){"n", "c", "h", "w", "lane"});
-    if (!ax) return NULL;
-    const te_expr *idx[5];
-    for (int i = 0; i < x->ndim; i++) idx[i] = te_var(c, ax[i]);
-    idx[2] = te_mul(c, idx[2], te_int(c, g->p.stride[0]));
-    idx[3] = te_mul(c, idx[3], te_int(c, g->p.stride[1]));
-    return te_compute(c, "x.sub", x->ndim, shape, ax, te_load(c, x, x->ndim, idx));
-}
-
 static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
                         const tune_config *cfg, tune_build *out) {
     memset(out, 0, sizeof *out);
@@ -381,7 +352,6 @@ static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
         .unroll_kw = tune_value(s, cfg, "unroll_kw") != 0,
         .pad_copy = tune_value(s, cfg, "pad_copy") != 0,
         .order = (int)tune_value(s, cfg, "order"), .par = (int)tune_value(s, cfg, "parallel"),
-        .subsample = tune_value(s, cfg, "subsample") != 0,
     };
     if (g.depthwise) k.bi = k.bo;
     const bool blocked = g.op == IR_OP_CONV_NCHWC;
@@ -413,21 +383,14 @@ static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
         xin = xb = te_layout_to_nchwc(c, "x.nchwc", x, k.bi);
         if (!xb) return nomem(c);
     }
-    te_tensor *xs = NULL;
-    te_conv2d_params p = g.p;
-    if (k.subsample) {
-        xin = xs = sample_points(c, xin, &g);
-        if (!xs) return nomem(c);
-        p.stride[0] = p.stride[1] = 1;
-    }
     te_algo_parts parts;
     te_tensor *y;
     if (blocked) {
-        y = te_conv2d_nchwc(c, "y", xin, w, g.cout, &p, &ep, &parts);
+        y = te_conv2d_nchwc(c, "y", xin, w, g.cout, &g.p, &ep, &parts);
         if (!y) return nomem(c);
     } else {
         /* the blocked conv, then the copy-out to NCHW with the epilogue (Y's channels only) */
-        te_tensor *acc = te_conv2d_nchwc(c, "conv", xin, w, g.cout, &p, NULL, &parts);
+        te_tensor *acc = te_conv2d_nchwc(c, "conv", xin, w, g.cout, &g.p, NULL, &parts);
         const int64_t shape[4] = {g.n, g.cout, g.oh, g.ow};
         te_iter **ax = acc ? te_compute_axes(c, 4, shape,
                                              (const char *const[]){"n", "c", "oh", "ow"})
@@ -485,11 +448,10 @@ static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
         if (k.pad_copy) TRY(schedule_copy(s2, parts.pad));
         else TRY(te_compute_inline(te_stage_of(s2, parts.pad)));
     }
-    if (xs) TRY(schedule_copy(s2, xs));
-    /* the transform to blocks: part of the padded copy or of the sample points' copy, else
-     * inline when whole blocks make it a plain index change, else a copy of its own */
+    /* the transform to blocks: part of the padded copy, else inline when whole blocks make it
+     * a plain index change, else a copy of its own */
     if (xb) {
-        if (parts.pad || xs || g.cin % k.bi == 0) TRY(te_compute_inline(te_stage_of(s2, xb)));
+        if (parts.pad || g.cin % k.bi == 0) TRY(te_compute_inline(te_stage_of(s2, xb)));
         else TRY(schedule_copy(s2, xb));
     }
     return WPK_OK;
@@ -502,6 +464,6 @@ const tune_template tune_conv2d_nchwc = {
     .space = space,
     .default_config = default_config,
     .build = build,
-    /* records stored before oc_tile tiled one channel block, and before subsample */
-    .unnamed = "oc_tile=1,subsample=0",
+    /* records stored before oc_tile tiled one channel block */
+    .unnamed = "oc_tile=1",
 };
