@@ -195,13 +195,29 @@ static void default_config(const tune_task *t, const tune_space *s, tune_config 
      * by CPU time, 0.89-0.96 -> 1.14-1.19 (four rows with tile rows in parallel: 0.96-1.02). */
     const bool four_rows = !two_rows && wide && 4 * ow1 <= regs && g.oh >= 4 &&
                            channel_blocks(&g) >= 8;
-    tune_config_set(s, cfg, "oh_block", four_rows ? 4 : two_rows ? 2 : 1);
-    tune_config_set(s, cfg, "ow_block", two_rows ? ow2 : ow1);
+    /* Where the output channel blocks pair up, over a blocked input (not the stem's few
+     * channels read in place) and a reduction of 64 or more: 2 rows x 7 columns x 2 channel
+     * blocks, 28 accumulators, each broadcast input feeding two weight vectors (one load per
+     * two FMAs; 14 x 2 of one block loads once per FMA). On a Cascade Lake Xeon (1 MB L2, 2
+     * threads), against oneDNN by CPU time: 1x1 56x56 64->64 0.81 -> 0.93, 64->128 stride 2
+     * 0.86 -> 0.95, 28x28 128->256 stride 2 0.89 -> 0.99; 3x3 56x56 64->64 0.91 -> 1.00,
+     * 64->128 stride 2 0.85 -> 1.00, 14x14 256->256 0.86 -> 0.90. A 7x7 output has four tile
+     * rows: channel pairs in parallel (1x1 256->512 stride 2: 0.85 -> 0.94-0.97, tile rows in
+     * parallel 0.84-0.85); its 3x3 convs keep four rows (512->512: 1.07-1.08 against
+     * 1.01-1.06). The short reductions of MobileNetV2's pointwise convs are not measured. */
+    const bool pairs = vec >= 16 && blocked && !g.depthwise && g.cg >= vec && reduction >= 64 &&
+                       channel_blocks(&g) % 2 == 0 && g.oh >= 2 &&
+                       !(four_rows && g.kh * g.kw > 1);
+    const bool pairs_in_parallel = pairs && g.n * ((g.oh + 1) / 2) <= 4 &&
+                                   channel_blocks(&g) / 2 >= 8;
+    tune_config_set(s, cfg, "oh_block", pairs ? 2 : four_rows ? 4 : two_rows ? 2 : 1);
+    tune_config_set(s, cfg, "ow_block", pairs ? pick_ow(g.ow, 7) : two_rows ? ow2 : ow1);
+    if (pairs) tune_config_set(s, cfg, "oc_tile", 2);
     /* Otherwise a row of half the accumulators or fewer leaves the FMAs waiting on each
      * other; a second channel block fills the tile (measured against oneDNN by CPU time:
      * 512->512 3x3 7x7 0.75-0.79 -> 0.89-0.91, 256->512 3x3 stride 2 0.83-0.85 -> 0.95,
      * 256->512 1x1 stride 2 0.99 -> 1.09). Blocked tensors only (see oct_ok). */
-    if (!two_rows && !four_rows && 2 * tune_value(s, cfg, "ow_block") <= regs)
+    if (!pairs && !two_rows && !four_rows && 2 * tune_value(s, cfg, "ow_block") <= regs)
         tune_config_set(s, cfg, "oc_tile", 2);
     /* a row's taps unrolled: neighbouring taps share input loads (depthwise 3x3 stride 2:
      * 31 -> 98 GFLOP/s) */
@@ -210,7 +226,8 @@ static void default_config(const tune_task *t, const tune_space *s, tune_config 
      * loop around the tile long (measured: 92 -> 115 GFLOP/s on ResNet's 7x7 stem). */
     int64_t bi = g.depthwise ? 1 : tune_value(s, cfg, "ic_block");
     tune_config_set(s, cfg, "order", (g.cg + bi - 1) / bi < 4 ? ORDER_TAPS_OUTER : ORDER_IC_OUTER);
-    tune_config_set(s, cfg, "parallel", four_rows ? PAR_BLOCKS : PAR_ROWS);
+    tune_config_set(s, cfg, "parallel",
+                    (four_rows && !pairs) || pairs_in_parallel ? PAR_BLOCKS : PAR_ROWS);
     /* (except a depthwise conv on an NCHW input: its copy is also the transform to blocks,
      * which read in place would gather every lane from another channel plane: 12.6 -> 7.2) */
     bool gather = g.depthwise && g.op != IR_OP_CONV_NCHWC;
