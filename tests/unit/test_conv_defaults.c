@@ -7,12 +7,13 @@
  * AVX2; 28 on blocked tensors over a reduction of 128 or more), two output rows but where an
  * odd row count would waste a row (one row of half the accumulators or fewer then spans two
  * channel blocks, or, a quarter or fewer, takes four rows and whole channel blocks per thread
- * where there are 8 or more), few pixels computed
- * past the image's edge, the input read in place (no padded copy) but by depthwise convs on
- * NCHW input. The tile's rows and columns were measured on AVX-512; with fewer accumulators
- * (AVX2, or WPK_VECTOR_FLOATS=8 or 4 here, as ctest also runs it) a 7-column row no longer
- * fits twice and the template trades waste for rows differently, so there the budget and the
- * other knobs are checked, not the tile's shape.
+ * where there are 8 or more), few pixels computed past the image's edge; on AVX-512, channel
+ * pairs (2 rows x 7 columns x 2 channel blocks) where the output blocks pair up over a
+ * blocked input and a reduction of 64 or more; the input read in place (no padded copy) but
+ * by depthwise convs on NCHW input. The tile's rows and columns were measured on AVX-512;
+ * with fewer accumulators (AVX2, or WPK_VECTOR_FLOATS=8 or 4 here, as ctest also runs it) a
+ * 7-column row no longer fits twice and the template trades waste for rows differently, so
+ * there the budget and the other knobs are checked, not the tile's shape.
  * test_conv_templates runs defaults against the reference kernels on small odd shapes; this
  * one covers the sizes that untuned models run. */
 #include <stdlib.h>
