@@ -14,7 +14,7 @@
  * adjacent value half the time), and crossover cannot build a change that no individual
  * carries: the best config two knobs from a good start, one of them a far value of an
  * enumeration (56x56 64->64 Winograd: the parallel form 8 -> 5, then tile_p 8 -> 7), was out
- * of reach of four of five 80-trial runs without it.
+ * of reach of four of five 80-trial runs before this step (tune_strategies.md, 11-27).
  *
  * Ask/tell makes generations soft: a generation is bred when the previous one has been handed
  * out; whatever was told since the last breeding (children, or records loaded from the

@@ -191,7 +191,8 @@ static void check_default(wpk_context *ctx, const shape *s, bool blocked) {
     const int64_t nblocks = blocked ? (g.cout + g.bo - 1) / g.bo : 0;
     const bool four_rule = wide && 4 * (g.ow < 28 ? g.ow : 28) <= 28 && g.oh >= 4 &&
                            nblocks >= 8 && g.oh % 2 == 1;
-    if (tune_vector_floats() >= 16 && blocked && !g.depthwise && g.cg >= 16 &&
+    if (tune_vector_floats() >= 16 && blocked && g.bo == tune_vector_floats() && !g.depthwise &&
+        g.cg >= 16 &&
         reduction >= 64 && nblocks % 2 == 0 && g.oh >= 2 && !(four_rule && g.kh * g.kw > 1)) {
         const bool par_pairs = (g.oh + 1) / 2 <= 4 && nblocks / 2 >= 8;
         bool pairs = oct == 2 && ohb == 2 && owb == (g.ow < 7 ? g.ow : 7) &&

@@ -205,8 +205,8 @@ static void default_config(const tune_task *t, const tune_space *s, tune_config 
      * rows: channel pairs in parallel (1x1 256->512 stride 2: 0.85 -> 0.94-0.97, tile rows in
      * parallel 0.84-0.85); its 3x3 convs keep four rows (512->512: 1.07-1.08 against
      * 1.01-1.06). The short reductions of MobileNetV2's pointwise convs are not measured. */
-    const bool pairs = vec >= 16 && blocked && !g.depthwise && g.cg >= vec && reduction >= 64 &&
-                       channel_blocks(&g) % 2 == 0 && g.oh >= 2 &&
+    const bool pairs = vec >= 16 && bo == vec && blocked && !g.depthwise && g.cg >= vec &&
+                       reduction >= 64 && channel_blocks(&g) % 2 == 0 && g.oh >= 2 &&
                        !(four_rows && g.kh * g.kw > 1);
     const bool pairs_in_parallel = pairs && g.n * ((g.oh + 1) / 2) <= 4 &&
                                    channel_blocks(&g) / 2 >= 8;
