@@ -188,13 +188,12 @@ static void check_default(wpk_context *ctx, const shape *s, bool blocked) {
     /* channel pairs: 2 rows x 7 columns (or the image's fewer) x 2 blocks where the blocks
      * pair up over a blocked input and a reduction of 64 or more, but for the four-row 3x3
      * convs of a narrow image; pairs in parallel where there are four tile rows or fewer */
-    const int64_t nblocks = blocked ? (g.cout + g.bo - 1) / g.bo : 0;
-    const bool four_rule = wide && 4 * (g.ow < 28 ? g.ow : 28) <= 28 && g.oh >= 4 &&
-                           nblocks >= 8 && g.oh % 2 == 1;
+    const int64_t blocks = blocked ? (g.cout + g.bo - 1) / g.bo : 0;
+    const bool four_rule = wide && g.ow <= 7 && g.oh >= 4 && g.oh % 2 == 1 && blocks >= 8;
     if (tune_vector_floats() >= 16 && blocked && g.bo == tune_vector_floats() && !g.depthwise &&
-        g.cg >= 16 &&
-        reduction >= 64 && nblocks % 2 == 0 && g.oh >= 2 && !(four_rule && g.kh * g.kw > 1)) {
-        const bool par_pairs = (g.oh + 1) / 2 <= 4 && nblocks / 2 >= 8;
+        g.cg >= 16 && reduction >= 64 && blocks % 2 == 0 && g.oh >= 2 &&
+        !(four_rule && g.kh * g.kw > 1)) {
+        const bool par_pairs = (g.oh + 1) / 2 <= 4 && blocks / 2 >= 8;
         bool pairs = oct == 2 && ohb == 2 && owb == (g.ow < 7 ? g.ow : 7) &&
                      tune_value(&sp, &cfg, "parallel") == (par_pairs ? 1 : 0) &&
                      tune_value(&sp, &cfg, "pad_copy") == 0 &&
@@ -207,7 +206,6 @@ static void check_default(wpk_context *ctx, const shape *s, bool blocked) {
     bool ok = owb * ohb * oct <= budget, tile = true;
     /* a one-row tile of half the accumulators or fewer takes a second channel block, where
      * the blocks pair up (blocked tensors: on NCHW ones oc_block 32 is that tile) */
-    const int64_t blocks = blocked ? (g.cout + g.bo - 1) / g.bo : 0;
     ok &= oct == (blocked && !g.depthwise && blocks % 2 == 0 && ohb == 1 && 2 * owb <= budget
                       ? 2 : 1);
     /* two rows (the copy-out loops over them) on even row counts and wherever the
