@@ -2,7 +2,7 @@
  * (conv2d_nchwc's default config) on ResNet-18's 3x3 stride-1 convolutions at batch 1: per-call
  * time of each, measured in one run, alternating.
  *
- *     winograd_convs [--threads 1] [--min-ms 300] [--only c2,c6] [--nchw]
+ *     winograd_convs [--threads 1] [--min-ms 300] [--only c2,c6] [--nchw] [--cold]
  *                    [--configs "m=4;m=2;m=4,tile_p=7,tile_k=4"]
  *
  * Each conv is a wpk::ConvNCHWc node as the layout pass (-O3) hands it over: NCHW16c tensors
@@ -18,7 +18,8 @@
  * CPU time (per thread: divided by --threads; the process re-executes itself with
  * OMP_WAIT_POLICY=passive unless it is set, so that idle threads sleep instead of spinning
  * on the CPU clock: GNU OpenMP reads it when it loads, before main). On a machine shared
- * with other work the CPU time is the figure to read.
+ * with other work the CPU time is the figure to read. --cold times each call on its own after
+ * flushing the weights (the node's and the packed ones) and the bias from the caches.
  * Output: a markdown table (median and best ms per call by CPU time, wall median, speed-up of
  * the best Winograd config over the direct conv), then provenance and every sample.
  *
@@ -31,6 +32,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <x86intrin.h>
 
 #include "base/target.h"
 #include "compile/kernel.h"
@@ -134,6 +136,7 @@ typedef struct kernel {
     void *args[CPU_MAX_KERNEL_ARGS];
     float *y;
     void *packed, *scratch;
+    size_t packed_bytes;
     double cpu[MAX_SAMPLES], wall[MAX_SAMPLES];
     int nsamples;
     double err;
@@ -156,7 +159,8 @@ static void kernel_bind(kernel *k, const problem *p) {
     for (int i = 0; i < k->k.ninputs; i++) {
         k->args[a++] = data[i];
         if (k->k.pack_numel[i] <= 0) continue;
-        k->packed = alloc64(sizeof(float) * (size_t)k->k.pack_numel[i]);
+        k->packed_bytes = sizeof(float) * (size_t)k->k.pack_numel[i];
+        k->packed = alloc64(k->packed_bytes);
         k->k.pack_fn[i]((void *[]){data[i], k->packed});
         k->args[a - 1] = k->packed;
     }
@@ -181,14 +185,31 @@ static double rel_l2(const float *got, const float *want, int64_t n) {
     return sqrt(num / (den > 0 ? den : 1));
 }
 
-/* One sample: calls of k for about SAMPLE_S, mean seconds per call (cpu per thread, wall). */
-static void sample(kernel *k, int reps, int threads) {
-    double c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID), w0 = clock_s(CLOCK_MONOTONIC);
-    for (int r = 0; r < reps; r++) k->k.fn(k->args);
-    double c1 = clock_s(CLOCK_PROCESS_CPUTIME_ID), w1 = clock_s(CLOCK_MONOTONIC);
+static void flush(const void *p, size_t bytes) {
+    for (size_t o = 0; o < bytes; o += 64) _mm_clflush((const char *)p + o);
+}
+
+/* One sample: calls of k for about SAMPLE_S, mean seconds per call (cpu per thread, wall).
+ * Cold: before each call (outside the timed region) the weights the kernel reads -- the
+ * node's, its packed copy -- and the bias are flushed from every cache, as the tuner times
+ * a model whose weights outgrow the last-level cache. */
+static void sample(kernel *k, const problem *p, int reps, int threads, bool cold) {
+    double cpu = 0, wall = 0;
+    for (int r = 0; r < reps; r += cold ? 1 : reps) {
+        if (cold) {
+            flush(p->w.data, ir_nbytes(&p->w));
+            flush(p->b.data, ir_nbytes(&p->b));
+            if (k->packed) flush(k->packed, k->packed_bytes);
+            _mm_mfence();
+        }
+        double c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID), w0 = clock_s(CLOCK_MONOTONIC);
+        for (int i = 0; i < (cold ? 1 : reps); i++) k->k.fn(k->args);
+        cpu += clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
+        wall += clock_s(CLOCK_MONOTONIC) - w0;
+    }
     if (k->nsamples < MAX_SAMPLES) {
-        k->cpu[k->nsamples] = (c1 - c0) / reps / threads;
-        k->wall[k->nsamples] = (w1 - w0) / reps;
+        k->cpu[k->nsamples] = cpu / reps / threads;
+        k->wall[k->nsamples] = wall / reps;
         k->nsamples++;
     }
 }
@@ -240,15 +261,16 @@ int main(int argc, char **argv) {
     double min_s = 0.3;
     const char *only = NULL;
     const char *configs = "m=4;m=2";
-    bool nchw = false;
+    bool nchw = false, cold = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--min-ms") && i + 1 < argc) min_s = atof(argv[++i]) / 1e3;
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "--configs") && i + 1 < argc) configs = argv[++i];
         else if (!strcmp(argv[i], "--nchw")) nchw = true;
+        else if (!strcmp(argv[i], "--cold")) cold = true;
         else die("usage", "winograd_convs [--threads N] [--min-ms MS] [--only c2,c6] [--nchw] "
-                 "[--configs \"m=4;m=2,tile_p=8\"]");
+                 "[--cold] [--configs \"m=4;m=2,tile_p=8\"]");
     }
     if (threads < 1) die("--threads", "at least 1");
     if (!getenv("OMP_WAIT_POLICY")) {
@@ -265,7 +287,8 @@ int main(int argc, char **argv) {
         cfg[ncfg++] = s;
     wpk_context *ctx = wpk_context_create();
 
-    printf("%s nodes\n\n", nchw ? "FusedConv (NCHW, -O2)" : "ConvNCHWc (blocked, -O3)");
+    printf("%s nodes, weights %s\n\n", nchw ? "FusedConv (NCHW, -O2)" : "ConvNCHWc (blocked, -O3)",
+           cold ? "cold (flushed before each call)" : "warm");
     printf("| conv | direct ms (median / best) | best Winograd config | Winograd ms (median / "
            "best) | speed-up (median) | wall ms direct / Winograd |\n|---|---|---|---|---|---|\n");
     static kernel ks[MAX_CONFIGS + 1];
@@ -299,7 +322,7 @@ int main(int argc, char **argv) {
         for (bool more = true; more;) {
             more = false;
             for (int i = 0; i < nk; i++) {
-                sample(&ks[i], reps[i], threads);
+                sample(&ks[i], &p, reps[i], threads, cold);
                 double total = 0;
                 for (int s = 0; s < ks[i].nsamples; s++) total += ks[i].cpu[s] * reps[i];
                 more |= total < min_s && ks[i].nsamples < MAX_SAMPLES;
