@@ -166,7 +166,12 @@ static void default_config(const tune_task *t, const tune_space *s, tune_config 
      * the four loop nests in parallel over the positions: 28x28 128->128 0.32 against 0.38 ms,
      * 14x14 256->256 0.47 against 0.56 ms). Where the L2 keeps a thread's share of U, tile row
      * by tile row inside the share, V and M a row's (28x28 128->128, 1.2 MB a thread:
-     * 0.30-0.31 against 0.32-0.34 ms). */
+     * 0.30-0.31 against 0.32-0.34 ms). Where U outgrows the L2 and tiles enough share each
+     * of its vectors, each block's U transformed at run time from the 3x3 weights, which are
+     * 4/9 to 1/4 of U's bytes: for a model whose weights come from memory every call (28x28
+     * 128->128, U 2.4 MB, 49 tiles, 2 threads, weights flushed before each call: 0.58-0.62
+     * against 0.78-0.85 ms; left warm in the caches 0.53 against 0.49; 14x14 256->256, 16
+     * tiles: no faster cold, the transform's cost shared by too few tiles). */
     const int al = te_winograd_alpha((int)m);
     const int64_t ubytes = (int64_t)al * al * g.cin * g.cout * 4, l2 = target_cache_bytes(2);
     const int64_t rows = g.n * ((g.oh + m - 1) / m), threads = target_default_threads();
@@ -174,8 +179,10 @@ static void default_config(const tune_task *t, const tune_space *s, tune_config 
     const bool whole = l2 > 0 && ubytes + row_vm <= l2 && rows >= 4 * threads;
     const bool shares = kb >= threads && g.cout >= 32 * threads;
     const bool share_rows = shares && l2 > 0 && ubytes / threads <= l2 * 3 / 4;
+    const bool runtime = shares && l2 > 0 && ubytes > l2 && np >= 32;
     tune_config_set(s, cfg, "parallel", whole        ? PAR_WHOLE_ROWS
                                         : share_rows ? PAR_WHOLE_CHANNELS_ROWS
+                                        : runtime    ? PAR_WHOLE_CHANNELS_RUNTIME_U
                                         : shares     ? PAR_WHOLE_CHANNELS
                                                      : PAR_POSITIONS);
 }
@@ -309,9 +316,11 @@ static wpk_status schedule_output(te_schedule *s, const te_winograd_parts *wp, c
             TRY(te_fuse(sy, n, kbo, &f));
             at = tho;
         } else if (runtime_u(k)) {
-            TRY(te_reorder(sy, 8, (te_iter *[]){n, kbo, kbi, tho, two, ohi, owi, lanes}));
+            /* a block: tile_k channel blocks, one register tile's */
+            te_iter *kbt;
+            TRY(te_split(sy, kbi, k->tk, &at, &kbt));
+            TRY(te_reorder(sy, 9, (te_iter *[]){n, kbo, at, kbt, tho, two, ohi, owi, lanes}));
             TRY(te_fuse(sy, n, kbo, &f));
-            at = kbi;
         } else {
             TRY(te_reorder(sy, 8, (te_iter *[]){n, kbo, kbi, tho, two, ohi, owi, lanes}));
             TRY(te_fuse(sy, n, kbo, &f));
