@@ -259,19 +259,12 @@ static void run_kernels(wpk_context *ctx) {
         for (int a = 0; a < p->node->nin; a++)
             if (p->in[a]) args[na++] = p->in[a]->data;
         CHECK(na == b->k.ninputs && b->k.noutputs == 1 && b->k.fn);
-        /* the weight transform: a pack kernel of argument 1, run once; with U transformed at
-         * run time only an NCHW node's weight is packed (blocked), a blocked node's read as
-         * it is */
-        const bool runtime_u = strstr(b->k.config, "parallel=9") != NULL;
-        const bool blocked = !strcmp(p->node->op_type, "ConvNCHWc");
-        CHECK(runtime_u && blocked ? b->k.pack_numel[1] == 0
-                                   : b->k.pack_numel[1] > 0 && b->k.pack_fn[1]);
-        if (!b->k.fn) continue;
-        if (b->k.pack_numel[1] > 0 && b->k.pack_fn[1]) {
-            packed = alloc64(b->k.pack_numel[1] * 4);
-            b->k.pack_fn[1]((void *[]){args[1], packed});
-            args[1] = packed;
-        }
+        /* the weight transform: a pack kernel of argument 1, run once */
+        CHECK(b->k.pack_numel[1] > 0 && b->k.pack_fn[1]);
+        if (b->k.pack_numel[1] <= 0 || !b->k.pack_fn[1] || !b->k.fn) continue;
+        packed = alloc64(b->k.pack_numel[1] * 4);
+        b->k.pack_fn[1]((void *[]){args[1], packed});
+        args[1] = packed;
         float *y = p->t[4].data;
         args[na++] = y;
         if (b->k.scratch_bytes) scratch = alloc64(b->k.scratch_bytes);
@@ -340,9 +333,6 @@ static void test_cases(wpk_context *ctx, uint64_t *rng) {
          * at once or tile row by tile row */
         add_kernel(ctx, &probs[i], CASES[i].name, i % 2 ? "m=4,parallel=7" : "m=2,parallel=7");
         add_kernel(ctx, &probs[i], CASES[i].name, i % 2 ? "m=2,parallel=8" : "m=4,parallel=8");
-        /* channel block by channel block, each block's U transformed at run time from the 3x3
-         * weights (the kernel's weight argument is the blocked 3x3 one) */
-        add_kernel(ctx, &probs[i], CASES[i].name, i % 2 ? "m=4,parallel=9" : "m=2,parallel=9");
         /* a register tile of 8 on a row of 28 tiles (test_whole_bounds checks its reads) */
         if (i == 0) add_kernel(ctx, &probs[i], CASES[i].name, "m=2,tile_p=8,parallel=6");
         /* a batch image by image: each image's input, residual and output one image further */
@@ -470,8 +460,8 @@ static void test_whole_bounds(wpk_context *ctx) {
     tune_task_init(&task, winograd(), p.node, p.in, p.out);
     static const char *const configs[] = {"m=2,tile_p=8,parallel=5", "m=2,tile_p=8,parallel=6",
                                           "m=4,tile_p=3,parallel=6", "m=2,tile_p=8,parallel=7",
-                                          "m=2,tile_p=8,parallel=8", "m=2,tile_p=8,parallel=9"};
-    for (int i = 0; i < 6; i++) {
+                                          "m=2,tile_p=8,parallel=8"};
+    for (int i = 0; i < 5; i++) {
         te_ctx c;
         te_ctx_init(&c, ctx);
         loop_func *f = NULL;

@@ -41,14 +41,10 @@ enum { ORDER_K_OUTER, ORDER_P_OUTER };
  * a block of channel halves transforms its tiles' input once per half); or the whole conv per
  * thread's share of the output channel blocks, every tile of an image in each ("whole
  * channels": each thread streams its share of U once, and each transforms the whole input),
- * or tile row by tile row inside the share (V and M a row's: for a share of U the L2 keeps),
- * or channel block by channel block inside the share, each block's U transformed from the 3x3
- * weights just before its GEMM ("runtime U": the weights read from memory are the raw ones,
- * alpha^2 / 9 times fewer bytes than U, for convs whose weights come from memory every call;
- * V the thread's, transformed once). */
+ * or tile row by tile row inside the share (V and M a row's: for a share of U the L2 keeps). */
 enum { PAR_POSITIONS, PAR_POSITIONS_TILES, PAR_FUSED_ROWS, PAR_FUSED_CHANNELS,
        PAR_FUSED_BOTH, PAR_WHOLE_ROWS, PAR_WHOLE_BOTH, PAR_WHOLE_CHANNELS,
-       PAR_WHOLE_CHANNELS_ROWS, PAR_WHOLE_CHANNELS_RUNTIME_U };
+       PAR_WHOLE_CHANNELS_ROWS };
 
 /* F(m x m, 3 x 3) computes 3x3 stride-1 dilation-1 convs of one group; the weight transform
  * is a pre-pack, so the weights must be known at compile time. */
@@ -111,8 +107,7 @@ static void space(const tune_task *t, tune_space *s) {
     tune_space_add(s, "order", 2, flag);
     static const int64_t pars[] = {PAR_POSITIONS,  PAR_POSITIONS_TILES, PAR_FUSED_ROWS,
                                    PAR_FUSED_CHANNELS, PAR_FUSED_BOTH,  PAR_WHOLE_ROWS,
-                                   PAR_WHOLE_BOTH, PAR_WHOLE_CHANNELS, PAR_WHOLE_CHANNELS_ROWS,
-                                   PAR_WHOLE_CHANNELS_RUNTIME_U};
+                                   PAR_WHOLE_BOTH, PAR_WHOLE_CHANNELS, PAR_WHOLE_CHANNELS_ROWS};
     tune_space_add(s, "parallel", (int)(sizeof pars / sizeof pars[0]), pars);
 }
 
@@ -166,12 +161,7 @@ static void default_config(const tune_task *t, const tune_space *s, tune_config 
      * the four loop nests in parallel over the positions: 28x28 128->128 0.32 against 0.38 ms,
      * 14x14 256->256 0.47 against 0.56 ms). Where the L2 keeps a thread's share of U, tile row
      * by tile row inside the share, V and M a row's (28x28 128->128, 1.2 MB a thread:
-     * 0.30-0.31 against 0.32-0.34 ms). Where U outgrows the L2 and tiles enough share each
-     * of its vectors, each block's U transformed at run time from the 3x3 weights, which are
-     * 4/9 to 1/4 of U's bytes: for a model whose weights come from memory every call (28x28
-     * 128->128, U 2.4 MB, 49 tiles, 2 threads, weights flushed before each call: 0.58-0.62
-     * against 0.78-0.85 ms; left warm in the caches 0.53 against 0.49; 14x14 256->256, 16
-     * tiles: no faster cold, the transform's cost shared by too few tiles). */
+     * 0.30-0.31 against 0.32-0.34 ms). */
     const int al = te_winograd_alpha((int)m);
     const int64_t ubytes = (int64_t)al * al * g.cin * g.cout * 4, l2 = target_cache_bytes(2);
     const int64_t rows = g.n * ((g.oh + m - 1) / m), threads = target_default_threads();
@@ -179,10 +169,8 @@ static void default_config(const tune_task *t, const tune_space *s, tune_config 
     const bool whole = l2 > 0 && ubytes + row_vm <= l2 && rows >= 4 * threads;
     const bool shares = kb >= threads && g.cout >= 32 * threads;
     const bool share_rows = shares && l2 > 0 && ubytes / threads <= l2 * 3 / 4;
-    const bool runtime = shares && l2 > 0 && ubytes > l2 && np >= 32;
     tune_config_set(s, cfg, "parallel", whole        ? PAR_WHOLE_ROWS
                                         : share_rows ? PAR_WHOLE_CHANNELS_ROWS
-                                        : runtime    ? PAR_WHOLE_CHANNELS_RUNTIME_U
                                         : shares     ? PAR_WHOLE_CHANNELS
                                                      : PAR_POSITIONS);
 }
@@ -207,10 +195,8 @@ typedef struct knobs {
 static bool par_blocks(const knobs *k) { return k->par >= PAR_FUSED_ROWS; }
 static bool par_whole(const knobs *k) { return k->par >= PAR_WHOLE_ROWS; }
 static bool par_shares(const knobs *k) {
-    return k->par == PAR_WHOLE_CHANNELS || k->par == PAR_WHOLE_CHANNELS_ROWS ||
-           k->par == PAR_WHOLE_CHANNELS_RUNTIME_U;
+    return k->par == PAR_WHOLE_CHANNELS || k->par == PAR_WHOLE_CHANNELS_ROWS;
 }
-static bool runtime_u(const knobs *k) { return k->par == PAR_WHOLE_CHANNELS_RUNTIME_U; }
 
 /* The padded copy (the blocked layout of an NCHW input inside it) in parallel over images x
  * channel blocks, lanes vectorized. */
@@ -283,11 +269,10 @@ static wpk_status schedule_gemm(te_schedule *s, te_tensor *mm, const knobs *k, b
 /* The output per m x m tile: A^T M's rows at the tile, then the columns with the epilogue.
  * The parallel loop: images x channel blocks x tile rows; for a fused schedule images x tile
  * rows (channel blocks inside) or images x halves (or threads' shares) of the channel blocks
- * (tile rows or channel blocks inside), its block (or a tile row or channel block inside it)
- * returned in *block for the GEMM to run at, and the loop for the input transform in *whole:
- * the block too, or for runtime U the parallel loop, so V is transformed once per share. */
+ * (tile rows inside), its block (or a tile row inside it) returned in *block for the input
+ * transform and the GEMM to run at. */
 static wpk_status schedule_output(te_schedule *s, const te_winograd_parts *wp, const knobs *k,
-                                  bool nchw, te_iter **block, te_iter **whole) {
+                                  bool nchw, te_iter **block) {
     te_tensor *y = wp->out, *tout = wp->tout;
     te_stage *sy = te_stage_of(s, y), *st = te_stage_of(s, tout);
     te_iter *tho, *ohi, *two, *owi, *f, *lanes, *kb;
@@ -315,12 +300,6 @@ static wpk_status schedule_output(te_schedule *s, const te_winograd_parts *wp, c
             TRY(te_reorder(sy, 8, (te_iter *[]){n, kbo, tho, kbi, two, ohi, owi, lanes}));
             TRY(te_fuse(sy, n, kbo, &f));
             at = tho;
-        } else if (runtime_u(k)) {
-            /* a block: tile_k channel blocks, one register tile's */
-            te_iter *kbt;
-            TRY(te_split(sy, kbi, k->tk, &at, &kbt));
-            TRY(te_reorder(sy, 9, (te_iter *[]){n, kbo, at, kbt, tho, two, ohi, owi, lanes}));
-            TRY(te_fuse(sy, n, kbo, &f));
         } else {
             TRY(te_reorder(sy, 8, (te_iter *[]){n, kbo, kbi, tho, two, ohi, owi, lanes}));
             TRY(te_fuse(sy, n, kbo, &f));
@@ -344,40 +323,15 @@ static wpk_status schedule_output(te_schedule *s, const te_winograd_parts *wp, c
         TRY(te_split(st, ti, k->m, &one, &ti));
         TRY(te_reorder(st, 6, (te_iter *[]){one, tp, tk, ti, te, tout->axes[4]}));
         *block = one;
-        *whole = runtime_u(k) ? f : one;
     } else {
         TRY(te_compute_at(st, sy, two));
         TRY(te_set_scope(st, "local"));
         TRY(te_reorder(st, 5, (te_iter *[]){tp, tk, ti, te, tout->axes[4]}));
-        *block = *whole = NULL;
+        *block = NULL;
     }
     TRY(te_unroll(st, ti));
     TRY(te_unroll(st, te));
     return te_vectorize(st, tout->axes[4]);
-}
-
-/* Runtime U at the block, before its GEMM: per input channel, G g (alpha x 3 vectors) in a
- * "local" stage, then the alpha x alpha of U, every position unrolled, the lanes vectorized. */
-static wpk_status schedule_weight(te_schedule *s, te_tensor *u, te_stage *at_stage,
-                                  te_iter *at) {
-    const te_tensor *in[1];
-    if (te_tensor_inputs(u, in, 1) != 1) return wpk_error(s->c->err, WPK_ERR_INVALID_ARG, NAME
-                                                          ": U reads no G g stage");
-    const te_tensor *gw = in[0];
-    te_stage *su = te_stage_of(s, u), *sg = te_stage_of(s, gw);
-    TRY(te_reorder(su, 5, (te_iter *[]){u->axes[2], u->axes[3], u->axes[0], u->axes[1],
-                                        u->axes[4]}));
-    TRY(te_unroll(su, u->axes[0]));
-    TRY(te_unroll(su, u->axes[1]));
-    TRY(te_vectorize(su, u->axes[4]));
-    TRY(te_compute_at(su, at_stage, at));
-    TRY(te_compute_at(sg, su, u->axes[3]));
-    TRY(te_set_scope(sg, "local"));
-    TRY(te_reorder(sg, 5, (te_iter *[]){gw->axes[2], gw->axes[3], gw->axes[0], gw->axes[1],
-                                        gw->axes[4]}));
-    TRY(te_unroll(sg, gw->axes[0]));
-    TRY(te_unroll(sg, gw->axes[1]));
-    return te_vectorize(sg, gw->axes[4]);
 }
 
 static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
@@ -401,8 +355,7 @@ static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
      * so the whole forms take the largest tile_p dividing the block's tiles. */
     if (par_whole(&k)) {
         const int64_t tw = (g.ow + k.m - 1) / k.m, th = (g.oh + k.m - 1) / k.m;
-        const bool image = k.par == PAR_WHOLE_CHANNELS || runtime_u(&k);
-        for (const int64_t bt = image ? th * tw : tw; bt % k.tp;) k.tp--;
+        for (const int64_t bt = k.par == PAR_WHOLE_CHANNELS ? th * tw : tw; bt % k.tp;) k.tp--;
     }
     const bool blocked = g.op == IR_OP_CONV_NCHWC;
     const ir_tensor *x0 = &t->in[0], *w0 = &t->in[1];
@@ -413,33 +366,23 @@ static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
     const int64_t ct = (g.cin + bi - 1) / bi * bi;
     const int64_t ushape[5] = {al, al, kb, ct, k.bo};
 
-    /* the kernel's arguments: x, U (pre-packed from the node's weight) or for runtime U the
-     * blocked 3x3 weight (the node's own, or pre-packed from it), bias, residual */
+    /* the kernel's arguments: x, U (pre-packed from the node's weight), bias, residual */
+    te_epilogue ep;
+    TRY(tune_conv_args(c, t, &g, x0->dims, x0->ndim, ushape, 5, t->out[0].dims, t->out[0].ndim,
+                       out, &ep));
     te_tensor *src = te_placeholder(c, "w.src", TE_F32, w0->ndim, w0->dims);
     if (!src) return tune_failed(c, NAME);
     src->constant = true;
     te_tensor *packed = blocked ? src : te_conv2d_pack_weight(c, "w.packed", src, bi, k.bo, false);
-    if (!packed) return tune_failed(c, NAME);
-    te_epilogue ep;
-    TRY(tune_conv_args(c, t, &g, x0->dims, x0->ndim, runtime_u(&k) ? packed->shape : ushape,
-                       runtime_u(&k) ? packed->ndim : 5, t->out[0].dims, t->out[0].ndim, out,
-                       &ep));
-    te_tensor *u = out->args[1];
-    if (runtime_u(&k)) {
-        if (!blocked) out->prepack_src[1] = src, out->prepack[1] = packed;
-        u = te_winograd_weight(c, "w.wino", out->args[1], k.m);
-        if (!u) return tune_failed(c, NAME);
-    } else {
-        out->prepack_src[1] = src;
-        out->prepack[1] = te_winograd_weight(c, "w.wino", packed, k.m);
-        if (!out->prepack[1]) return tune_failed(c, NAME);
-    }
+    out->prepack_src[1] = src;
+    out->prepack[1] = packed ? te_winograd_weight(c, "w.wino", packed, k.m) : NULL;
+    if (!out->prepack[1]) return tune_failed(c, NAME);
 
     /* the algorithm */
     te_winograd_params wp = {.m = k.m, .conv = g.p, .channels = g.cout, .in_block = bi,
                              .nchw_out = !blocked};
     te_winograd_parts parts;
-    te_tensor *y = te_conv2d_winograd(c, "y", out->args[0], u, &wp, &ep, &parts);
+    te_tensor *y = te_conv2d_winograd(c, "y", out->args[0], out->args[1], &wp, &ep, &parts);
     if (!y) return tune_failed(c, NAME);
     out->args[out->nargs++] = y;
 
@@ -462,18 +405,14 @@ static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
         if (parts.pad) TRY(te_compute_inline(te_stage_of(sc, parts.layout)));
         else TRY(schedule_copy(sc, parts.layout));
     }
-    te_iter *block, *whole;
+    te_iter *block;
     TRY(schedule_input(sc, &parts, &k));
     TRY(schedule_gemm(sc, parts.mm, &k, par_blocks(&k)));
-    TRY(schedule_output(sc, &parts, &k, !blocked, &block, &whole));
+    TRY(schedule_output(sc, &parts, &k, !blocked, &block));
     te_stage *out_rows = te_stage_of(sc, parts.tout);
     /* V of the block's tiles before their GEMM, both at the block (the GEMM reads V through
-     * its accumulator stage, which lowering sees through); for runtime U, V of the share's
-     * image at the parallel loop, and the block's U before its GEMM */
-    if (par_whole(&k))
-        TRY(te_compute_at(te_stage_of(sc, parts.v),
-                          runtime_u(&k) ? te_stage_of(sc, parts.out) : out_rows, whole));
-    if (runtime_u(&k)) TRY(schedule_weight(sc, u, out_rows, block));
+     * its accumulator stage, which lowering sees through) */
+    if (par_whole(&k)) TRY(te_compute_at(te_stage_of(sc, parts.v), out_rows, block));
     if (par_blocks(&k)) TRY(te_compute_at(te_stage_of(sc, parts.mm), out_rows, block));
     return WPK_OK;
 }
