@@ -6,6 +6,7 @@
  *                         [--db tune_resnet18.db] [--only c2,c6] [--min-ms 300]
  *                         [--compare c3,c2] [--compare-trials 80] [--strategies ga,model,...]
  *                         [--seeds 1] [--compare-impl conv2d_winograd] [--prior c6,c9]
+ *                         [--compare-start CONFIG]
  *                         [--parallel-trials 24] [--parallel-rounds 1] [--parallel-conv c6]
  *                         [--timing auto|cold|warm] [--parallel auto|N]
  *
@@ -31,9 +32,13 @@
  * within 5% of the bar, and their means; and each random run's first proposals, a uniform
  * sample of the legal space, re-timed too, give random search's expected proposals without
  * the noise of its picks.
- * With --prior, the model strategy's runs start from the records of other convs (in the same
+ * With --compare-start (a whole config of the compared template's space), every run measures
+ * that config first and starts from it instead of the template's default: the search from a
+ * poor start, where the default is already near the best.
+ * With --prior, the model's and ga's runs start from the records of other convs (in the same
  * template's space: random search for --compare-trials trials each, tuned once beforehand):
- * the cost model's transfer from other workloads.
+ * transfer from other workloads (the cost model learns from all of their records, ga breeds
+ * its first generation from each conv's fastest configs).
  * Part "parallel": one fixed job on --parallel-conv (random search, fixed seed: the same
  * configs in the same order) tuned with one build worker and measurements alone, and with the
  * automatic parallelism, each from an empty kernel cache, in --parallel-rounds rounds that
@@ -258,7 +263,9 @@ typedef struct opts {
     int64_t seeds;           /* strategies: runs per strategy, seeds 7, 8, ... */
     const char *strategy, *db, *only, *compare, *strategy_list, *parallel_conv;
     const char *compare_impl; /* strategies: the template compared; NULL: the node's first */
-    const char *prior;        /* strategies: convs whose records the model strategy starts from */
+    const char *compare_start; /* strategies: the config every run starts from; NULL: the
+                                  template's default */
+    const char *prior;        /* strategies: convs whose records the model and ga start from */
     const char *timing;       /* tune: "cold", "warm", or "auto" (as the tuner timed) */
     int tune_parallel;        /* tune: build workers, 1 measuring alone; 0 automatic */
     double min_s;
@@ -626,7 +633,7 @@ static int prior_tasks(const opts *o, wpk_context *ctx, const strat_conv *c, con
     return n;
 }
 
-/* The records the model strategy starts from: --prior's convs tuned by random search into
+/* The records the model and ga strategies start from: --prior's convs tuned by random search into
  * prior_db (its own kernel cache), once. */
 static void prior_tune(const opts *o, wpk_context *ctx, const tune_model_task *ts, int n,
                        const char *prior_db) {
@@ -694,14 +701,17 @@ static void strategies_tune(const opts *o, wpk_context *ctx, strat_job *J) {
                 snprintf(tag, sizeof tag, "%s_%s_%d", CONVS[ci].name, J->names[s], r);
                 fresh_cache(cache, sizeof cache, tag);
                 temp_db(path, sizeof path, J->names[s]);
-                /* the model's runs: the prior records first; their convs are finished (as
+                /* the model's and ga's runs: the prior records first (the model learns from
+                   all of them, ga starts from each conv's fastest); their convs are finished (as
                    many records as trials), so the run measures c alone */
-                const bool with_prior = nts > 1 && !strcmp(J->names[s], "model");
+                const bool with_prior =
+                    nts > 1 && (!strcmp(J->names[s], "model") || !strcmp(J->names[s], "ga"));
                 if (with_prior) copy_file(prior_db, path);
                 tune_db *db;
                 open_db(path, ctx, &db);
                 tune_options to = tuner_options(J->names[s], o->compare_trials);
                 to.seed = 7 + (uint64_t)r;
+                to.start = o->compare_start;
                 tune_summary sum;
                 double t0 = now();
                 if (tune_run(ctx, db, tasks, with_prior ? nts : 1, &to, &sum))
@@ -784,6 +794,9 @@ static void strategies_report(const opts *o, wpk_context *ctx, int threads, stra
     if (saved) snprintf(saved_copy, sizeof saved_copy, "%s", saved);
     omp_set_num_threads(threads);
     printf("## Strategies: proposals and wall time to within 5%% of the best found\n\n");
+    if (o->compare_start)
+        printf("Every run starts from `%s` (--compare-start) instead of the template's default "
+               "config: below, \"the default\" is that config.\n\n", o->compare_start);
     printf("Each strategy from an empty database and an empty kernel cache of its own, %lld "
            "trials (the template's default config first, then the strategy's proposals), "
            "seeds 7 to %d (one run each); convs as NCHW FusedConv nodes (the -O2 form, the "
@@ -1104,6 +1117,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--compare")) o.compare = v;
         else if (!strcmp(a, "--compare-trials")) o.compare_trials = atoll(v);
         else if (!strcmp(a, "--compare-impl")) o.compare_impl = v;
+        else if (!strcmp(a, "--compare-start")) o.compare_start = v;
         else if (!strcmp(a, "--prior")) o.prior = v;
         else if (!strcmp(a, "--seeds")) o.seeds = atoll(v);
         else if (!strcmp(a, "--strategies")) o.strategy_list = v;

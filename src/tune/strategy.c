@@ -185,14 +185,18 @@ void tune_strategy_mutate(tune_strategy *s, tune_config *c, double p_adjacent) {
     }
 }
 
-bool tune_strategy_near_start(tune_strategy *s, tune_config *c) {
-    for (int t = 0; s->params.has_start && t < 16; t++) {
-        *c = s->params.start;
+bool tune_strategy_near(tune_strategy *s, const tune_config *from, tune_config *c) {
+    for (int t = 0; t < 16; t++) {
+        *c = *from;
         tune_strategy_mutate(s, c, 0.5);
         if (tune_rng_next(&s->rng) & 1) tune_strategy_mutate(s, c, 0.5);
         if (tune_strategy_fresh(s, c)) return true;
     }
     return false;
+}
+
+bool tune_strategy_near_start(tune_strategy *s, tune_config *c) {
+    return s->params.has_start && tune_strategy_near(s, &s->params.start, c);
 }
 
 /* ---- the interface ---- */

@@ -1,7 +1,9 @@
 /* strategy_ga.c -- genetic algorithm (Woodpecker-DL's search): a chromosome is the knob choice
  * vector; fitness is speed (1/seconds, a failure 0); roulette-wheel selection (power-scaled),
  * uniform crossover, per-gene mutation, elitism; the population is sized from the space and the
- * budget; the first generation is random, half of it mutants of params.start when given. It stops
+ * budget; the first generation is random, but up to a quarter of it params.prior_configs (the
+ * fastest configs of other workloads), and up to half in all mutants of them and of
+ * params.start when given. It stops
  * (propose returns 0) when the best has not improved for STALL_GENERATIONS generations or when
  * no unmeasured legal config can be found at all. A child that is still a repeat (or illegal)
  * after RETRIES re-mutations is replaced by a random unmeasured config, an immigrant: a small
@@ -237,13 +239,23 @@ static bool breed(tune_strategy *s, ga_state *g) {
     if (!next_population(s, g)) return false;
     g->nqueue = g->qhead = 0;
     if (!g->npop) {
-        /* nothing measured yet: the first generation is random, but half of it mutants of a
-           start config when there is one (the template's default: its neighbourhood is where
-           the template's author expects the good configs), handed out first -- the next
-           generation is bred from all of them either way */
+        /* nothing measured yet: the first generation is random, but up to a quarter of it
+           the configs that were the fastest on other workloads (transfer: what suits a
+           workload's kind of loop nest suits another's), then up to half in all mutants of
+           a start config (the template's default: its neighbourhood is where the template's
+           author expects the good configs) and of those configs in turn, handed out first
+           -- the next generation is bred from all of them either way */
         tune_config c;
+        const int np = s->params.prior_config_count, nfrom = np + s->params.has_start;
+        for (int i = 0; i < np && 4 * g->nqueue < g->pop_size; i++) {
+            c = s->params.prior_configs[i];
+            if (tune_strategy_fresh(s, &c) && !queued(s, g, &c)) g->queue[g->nqueue++] = c;
+        }
         for (int t = 0; g->nqueue < g->pop_size && t < 4 * g->pop_size; t++) {
-            bool near = 2 * g->nqueue < g->pop_size && tune_strategy_near_start(s, &c);
+            const tune_config *from = !nfrom ? NULL
+                                      : t % nfrom < np ? &s->params.prior_configs[t % nfrom]
+                                                       : &s->params.start;
+            bool near = 2 * g->nqueue < g->pop_size && from && tune_strategy_near(s, from, &c);
             if (!near && !tune_strategy_random_fresh(s, &c)) break; /* exhausted */
             if (!queued(s, g, &c)) g->queue[g->nqueue++] = c;
         }

@@ -86,8 +86,10 @@ bool tune_strategy_random_fresh(tune_strategy *s, tune_config *c);
  * ordered, so neighbours tend to perform alike), else to any other value. No-op when no knob
  * has two values. */
 void tune_strategy_mutate(tune_strategy *s, tune_config *c, double p_adjacent);
-/* A fresh mutant of params.start, one or two knobs away, into *c; false when there is no
- * start or a few draws found none fresh. */
+/* A fresh mutant of `from`, one or two knobs away, into *c; false when a few draws found
+ * none fresh. */
+bool tune_strategy_near(tune_strategy *s, const tune_config *from, tune_config *c);
+/* The same from params.start; false when there is no start. */
 bool tune_strategy_near_start(tune_strategy *s, tune_config *c);
 bool tune_config_equal(const tune_space *space, const tune_config *a, const tune_config *b);
 

@@ -46,6 +46,7 @@ typedef struct tstate {
     int64_t step_left;
     float *prior_x;           /* the "model" strategy's prior records (borrowed by it) */
     double *prior_sec;
+    tune_config *prior_cfgs;  /* the "ga" strategy's: other workloads' fastest configs */
     /* DSL templates: loop-IR features (the "model" strategy's) and pruning (every strategy's);
        NULL for a library template, which has no loops */
     tune_featurizer *feat;
@@ -280,6 +281,69 @@ static wpk_status load_prior(job *J, tstate *t, tune_strategy_params *sp, prior_
     return WPK_OK;
 }
 
+/* ---- the "ga" strategy's start from other workloads: their fastest configs ---- */
+
+#define PRIOR_PER_WORKLOAD 2  /* the fastest configs taken from each other workload */
+#define MAX_PRIOR_WORKLOADS 64
+
+typedef struct prior_best {
+    const tstate *t;
+    uint64_t wl[MAX_PRIOR_WORKLOADS];
+    double sec[MAX_PRIOR_WORKLOADS][PRIOR_PER_WORKLOAD];   /* fastest first; 0: none */
+    tune_config cfg[MAX_PRIOR_WORKLOADS][PRIOR_PER_WORKLOAD];
+    int n;
+} prior_best;
+
+/* A success of another workload of t's template whose config fits t's space (the same knobs
+ * at values legal here) among the fastest of its workload. */
+static bool on_prior_best(void *user, const tune_record *r) {
+    prior_best *B = user;
+    const tstate *t = B->t;
+    tune_config c;
+    if (strcmp(r->template_name, t->mt->task.tmpl->name) || !strcmp(r->workload, t->mt->task.key) ||
+        r->status != TUNE_OK || !(r->median > 0) ||
+        tune_config_parse(NULL, &t->space, r->config, &c) != WPK_OK)
+        return true;
+    const uint64_t h = fnv(r->workload);
+    int w = 0;
+    while (w < B->n && B->wl[w] != h) w++;
+    if (w == MAX_PRIOR_WORKLOADS) return true;
+    if (w == B->n) B->wl[B->n++] = h;
+    /* insert by time among the workload's kept few */
+    for (int i = 0; i < PRIOR_PER_WORKLOAD; i++) {
+        if (B->sec[w][i] > 0 && B->sec[w][i] <= r->median) continue;
+        for (int j = PRIOR_PER_WORKLOAD - 1; j > i; j--)
+            B->sec[w][j] = B->sec[w][j - 1], B->cfg[w][j] = B->cfg[w][j - 1];
+        B->sec[w][i] = r->median;
+        B->cfg[w][i] = c;
+        break;
+    }
+    return true;
+}
+
+/* Each other workload's fastest config first, then their runners-up, into t->prior_cfgs for
+ * the ga strategy (the "model" strategy learns from all of their records instead). */
+static wpk_status load_prior_configs(job *J, tstate *t, tune_strategy_params *sp) {
+    if (strcmp(J->opt->strategy, "ga")) return WPK_OK;
+    prior_best *B = wpk_calloc(1, sizeof *B);
+    if (!B) return wpk_error(J->ctx, WPK_ERR_NOMEM, "out of memory reading prior records");
+    B->t = t;
+    wpk_status st = tune_db_each(J->db, tune_target_fingerprint(), NULL, on_prior_best, B);
+    int n = 0;
+    if (st == WPK_OK && B->n) {
+        t->prior_cfgs = wpk_malloc(sizeof *t->prior_cfgs * (size_t)B->n * PRIOR_PER_WORKLOAD);
+        if (!t->prior_cfgs) st = wpk_error(J->ctx, WPK_ERR_NOMEM, "out of memory reading "
+                                           "prior records");
+        for (int i = 0; st == WPK_OK && i < PRIOR_PER_WORKLOAD; i++)
+            for (int w = 0; w < B->n; w++)
+                if (B->sec[w][i] > 0) t->prior_cfgs[n++] = B->cfg[w][i];
+    }
+    wpk_free(B);
+    sp->prior_configs = t->prior_cfgs;
+    sp->prior_config_count = n;
+    return st;
+}
+
 /* t's featurizer, made on first use (NULL for a library template, or out of memory: then
  * the strategies see knob values and prune nothing). */
 static tune_featurizer *featurizer_of(job *J, tstate *t) {
@@ -297,7 +361,15 @@ static wpk_status task_setup(job *J, tstate *t) {
     const tune_task *task = &t->mt->task;
     const char *target = tune_target_fingerprint();
     task->tmpl->space(task, &t->space);
-    task->tmpl->default_config(task, &t->space, &t->def);
+    if (J->opt->start) {
+        wpk_status st = tune_config_parse(J->ctx, &t->space, J->opt->start, &t->def);
+        if (st) {
+            wpk_error_prefix(J->ctx, "%s: the start config", task->key);
+            return st;
+        }
+    } else {
+        task->tmpl->default_config(task, &t->space, &t->def);
+    }
     text_of(&t->space, &t->def, t->def_text, sizeof t->def_text);
     tune_strategy_params sp;
     memset(&sp, 0, sizeof sp);
@@ -317,6 +389,7 @@ static wpk_status task_setup(job *J, tstate *t) {
     }
     prior_set P;
     wpk_status pst = load_prior(J, t, &sp, &P);
+    if (pst == WPK_OK) pst = load_prior_configs(J, t, &sp);
     if (pst == WPK_OK) t->strat = tune_strategy_create(J->ctx, J->opt->strategy, &t->space, &sp);
     /* the strategy keeps the priors' rows: they are freed with the job */
     t->prior_x = P.x;
@@ -856,6 +929,7 @@ wpk_status tune_run(wpk_context *ctx, tune_db *db, const tune_model_task *tasks,
         tune_featurizer_free(J.ts[i].feat);
         wpk_free(J.ts[i].prior_x);
         wpk_free(J.ts[i].prior_sec);
+        wpk_free(J.ts[i].prior_cfgs);
     }
     wpk_free(J.ts);
     out->seconds = now_s() - J.start;

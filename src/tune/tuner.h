@@ -34,6 +34,10 @@ typedef struct tune_options {
     int batch;                /* configs measured per batch (default 8) */
     int top;                  /* best configs re-measured alone at the end (default 3) */
     int parallel;             /* build workers; 0: automatic (tune_parallelism) */
+    const char *start;        /* a whole config (text) that takes the template default's place
+                                 for every task: measured first, the strategies' start, the
+                                 finals' control; NULL: the default. For one task's space (a
+                                 benchmark's search from a poor start) */
     tune_measure_params measure;  /* timing, timeouts, caps (.parallel is the tuner's) */
     /* progress (called from the tuning thread); NULL: none */
     void (*progress)(void *user, const tune_progress *p);
