@@ -38,8 +38,8 @@ typedef struct tune_strategy_params {
     const float *prior_features;
     const double *prior_seconds;
     int prior_count, prior_dim;
-    /* "ga": configs of this space that were the fastest on other workloads of the template
-     * (their records), best first; its first generation proposes them before anything else */
+    /* "ga", "model": configs of this space that were the fastest on other workloads of the
+     * template (their records), best first, proposed before anything else */
     const tune_config *prior_configs;
     int prior_config_count;
     /* Pruning (every strategy): a config for which legal() is false is never proposed -- the

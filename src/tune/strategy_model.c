@@ -3,8 +3,9 @@
  * few thousand candidate configs -- every neighbour of the best, mutations of the best few,
  * random ones -- and the top few unmeasured are proposed, with an epsilon share of random
  * configs so a wrong model cannot hide a region for ever. Cold start: with records of other
- * workloads (params.prior_*) the model trained on those ranks the first batch; without, the
- * first batch is mutants of params.start when given, else random. */
+ * workloads (params.prior_*) their fastest configs are proposed first and the model trained on
+ * all of them ranks the rest of the first batch; without, the first batch is mutants of
+ * params.start when given, else random. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -281,6 +282,13 @@ static int model_propose(tune_strategy *s, tune_config *out, int max) {
         m->fit_rows = m->nrows;
     }
     int n = 0, nc = 0;
+    /* other workloads' fastest configs before anything else (once: then they are taken) */
+    for (int i = 0; i < s->params.prior_config_count && n < max; i++) {
+        tune_config c = s->params.prior_configs[i];
+        int t = tune_strategy_take(s, &c);
+        if (t < 0) return n;
+        if (t > 0) out[n++] = c;
+    }
     if (m->fitted) {
         if (!ensure_scratch(m)) oom(s);
         else nc = gather(s, m);

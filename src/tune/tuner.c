@@ -46,7 +46,7 @@ typedef struct tstate {
     int64_t step_left;
     float *prior_x;           /* the "model" strategy's prior records (borrowed by it) */
     double *prior_sec;
-    tune_config *prior_cfgs;  /* the "ga" strategy's: other workloads' fastest configs */
+    tune_config *prior_cfgs;  /* ga's and model's: other workloads' fastest configs */
     /* DSL templates: loop-IR features (the "model" strategy's) and pruning (every strategy's);
        NULL for a library template, which has no loops */
     tune_featurizer *feat;
@@ -281,7 +281,7 @@ static wpk_status load_prior(job *J, tstate *t, tune_strategy_params *sp, prior_
     return WPK_OK;
 }
 
-/* ---- the "ga" strategy's start from other workloads: their fastest configs ---- */
+/* ---- the ga and model strategies' start from other workloads: their fastest configs ---- */
 
 #define PRIOR_PER_WORKLOAD 2  /* the fastest configs taken from each other workload */
 #define MAX_PRIOR_WORKLOADS 64
@@ -322,9 +322,9 @@ static bool on_prior_best(void *user, const tune_record *r) {
 }
 
 /* Each other workload's fastest config first, then their runners-up, into t->prior_cfgs for
- * the ga strategy (the "model" strategy learns from all of their records instead). */
+ * the ga and model strategies (the model also learns from all of their records). */
 static wpk_status load_prior_configs(job *J, tstate *t, tune_strategy_params *sp) {
-    if (strcmp(J->opt->strategy, "ga")) return WPK_OK;
+    if (strcmp(J->opt->strategy, "ga") && strcmp(J->opt->strategy, "model")) return WPK_OK;
     prior_best *B = wpk_calloc(1, sizeof *B);
     if (!B) return wpk_error(J->ctx, WPK_ERR_NOMEM, "out of memory reading prior records");
     B->t = t;

@@ -610,10 +610,10 @@ static void test_ga_two_knobs(wpk_context *ctx) {
     CHECK(hits == SEEDS && sum / SEEDS <= 35);
 }
 
-/* Transfer to ga: the fastest configs of other workloads (prior_configs; the tuner reads them
- * from the records) are its first proposals, in their order, and one of them one knob off
- * this workload's optimum (25% slower) brings ga to within 5% of it in well under half the
- * trials of a start from nothing. */
+/* Transfer: the fastest configs of other workloads (prior_configs; the tuner reads them from
+ * the records) are ga's and the model's first proposals, in their order, and one of them one
+ * knob off this workload's optimum (25% slower) brings ga to within 5% of it in well under
+ * half the trials of a start from nothing. */
 static void test_ga_prior_configs(wpk_context *ctx) {
     tune_space s = conv_space();
     int64_t within5;
@@ -651,6 +651,15 @@ static void test_ga_prior_configs(wpk_context *ctx) {
     printf("ga with another workload's best one knob off the optimum: %.0f trials to within 5%% "
            "(without it %.0f)\n", mean[1], mean[0]);
     CHECK(mean[1] < 0.5 * mean[0]);
+    /* the model proposes them first too, before its ranking or the start's mutants */
+    tune_strategy_params p = {.seed = 1, .budget = 80, .featurize = conv_features,
+                              .legal = conv_legal, .prior_configs = prior,
+                              .prior_config_count = 2, .start = prior[0], .has_start = true};
+    tune_strategy *st = tune_strategy_create(ctx, "model", &s, &p);
+    tune_config c[8];
+    CHECK(st && tune_strategy_propose(st, c, 8) == 8);
+    CHECK(!memcmp(&c[0], &prior[0], sizeof c[0]) && !memcmp(&c[1], &prior[1], sizeof c[1]));
+    tune_strategy_free(st);
 }
 
 /* The model's cold start from the start config alone (the tuner tells the default's result
