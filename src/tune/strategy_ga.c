@@ -3,12 +3,11 @@
  * uniform crossover, per-gene mutation, elitism; the population is sized from the space and the
  * budget; the first generation is random, but up to a quarter of it params.prior_configs (the
  * fastest configs of other workloads), and up to half in all mutants of them and of
- * params.start when given. It stops
- * (propose returns 0) when the best has not improved for STALL_GENERATIONS generations or when
- * no unmeasured legal config can be found at all. A child that is still a repeat (or illegal)
- * after RETRIES re-mutations is replaced by a random unmeasured config, an immigrant: a small
- * population (a budget of a few trials) in a heavily pruned space collapses that way long
- * before the space is used up.
+ * params.start when given. It stops (propose returns 0) when the best has not improved for
+ * STALL_GENERATIONS generations or when no unmeasured legal config can be found at all. A child
+ * that is still a repeat (or illegal) after RETRIES re-mutations is replaced by a random
+ * unmeasured config, an immigrant: a small population (a budget of a few trials) in a heavily
+ * pruned space collapses that way long before the space is used up.
  *
  * A memetic step: each generation after the first also measures a few of the best config's
  * unmeasured one-knob neighbours, any value of any knob, in a seeded random order. Mutation
