@@ -531,6 +531,26 @@ static tune_config start_near_optimum(const tune_space *s, double *best, int64_t
     return start;
 }
 
+/* Mean trials over seeds 1..8 for ga under p (its seed set per run) to reach within 5% of
+ * `best` (the cap of 2000 counted for a run that does not). */
+static double ga_mean_trials(wpk_context *ctx, const tune_space *s, tune_strategy_params p,
+                             double best) {
+    enum { CAP = 2000, BATCH = 8, SEEDS = 8 };
+    double sum = 0;
+    p.budget = CAP;
+    for (uint64_t seed = 1; seed <= SEEDS; seed++) {
+        p.seed = seed;
+        tune_strategy *st = tune_strategy_create(ctx, "ga", s, &p);
+        CHECK(st != NULL);
+        if (!st) return CAP;
+        run r = {s, CAP, BATCH, best * 1.05, NULL, NULL, 0, 0, 0, 0, false, NULL};
+        drive_to_goal(st, &r);
+        sum += r.reached_at ? r.reached_at : CAP;
+        tune_strategy_free(st);
+    }
+    return sum / SEEDS;
+}
+
 /* A start config (the template's default in the tuner): the first half of ga's first
  * generation are its mutants, one or two knobs away, and from a start near the optimum (one
  * knob off, 25% slower) ga reaches within 5% of it in far fewer trials than from a random
@@ -541,38 +561,24 @@ static void test_ga_start(wpk_context *ctx) {
     double best, t;
     const tune_config start = start_near_optimum(&s, &best, &within5);
     CHECK(true_time(&start, 1.0, &t) == TUNE_OK && t > 1.2 * best);
-    enum { CAP = 2000, BATCH = 8, SEEDS = 8 };
-    double mean[2];
-    for (int with = 0; with < 2; with++) {
-        double sum = 0;
-        for (uint64_t seed = 1; seed <= SEEDS; seed++) {
-            tune_strategy_params p = {.seed = seed, .budget = CAP, .start = start,
-                                      .has_start = with};
-            tune_strategy *st = tune_strategy_create(ctx, "ga", &s, &p);
-            CHECK(st != NULL);
-            if (with && seed == 1) {
-                /* the first generation: its first half near mutants of the start */
-                tune_config c[64];
-                int k = tune_strategy_propose(st, c, 64), near = 0;
-                for (int i = 0; i < k / 2; i++) {
-                    int diff = 0;
-                    for (int j = 0; j < s.nknobs; j++) diff += c[i].choice[j] != start.choice[j];
-                    near += diff >= 1 && diff <= 2;
-                }
-                CHECK(k >= 16 && near == k / 2);
-                tune_strategy_free(st);
-                st = tune_strategy_create(ctx, "ga", &s, &p);
-            }
-            run r = {&s, CAP, BATCH, best * 1.05, NULL, NULL, 0, 0, 0, 0, false, NULL};
-            drive_to_goal(st, &r);
-            sum += r.reached_at ? r.reached_at : CAP;
-            tune_strategy_free(st);
-        }
-        mean[with] = sum / SEEDS;
+    /* the first generation: its first half near mutants of the start */
+    tune_strategy_params p = {.seed = 1, .budget = 2000, .start = start, .has_start = true};
+    tune_strategy *st = tune_strategy_create(ctx, "ga", &s, &p);
+    tune_config c[64];
+    int k = st ? tune_strategy_propose(st, c, 64) : 0, near = 0;
+    for (int i = 0; i < k / 2; i++) {
+        int diff = 0;
+        for (int j = 0; j < s.nknobs; j++) diff += c[i].choice[j] != start.choice[j];
+        near += diff >= 1 && diff <= 2;
     }
+    CHECK(k >= 16 && near == k / 2);
+    tune_strategy_free(st);
+    const double with = ga_mean_trials(ctx, &s, p, best);
+    p.has_start = false;
+    const double without = ga_mean_trials(ctx, &s, p, best);
     printf("ga from a start one knob off the optimum: %.0f trials to within 5%% (without a "
-           "start %.0f)\n", mean[1], mean[0]);
-    CHECK(mean[1] < 0.5 * mean[0]);
+           "start %.0f)\n", with, without);
+    CHECK(with < 0.5 * without);
 }
 
 /* A start two knobs off the optimum, the loop order two values away past a slower one and the
@@ -624,42 +630,26 @@ static void test_ga_prior_configs(wpk_context *ctx) {
     double t;
     do tune_config_random(&s, &rng, &prior[0]);
     while (!conv_legal(NULL, &prior[0]) || true_time(&prior[0], 1.0, &t) != TUNE_OK);
-    enum { CAP = 2000, BATCH = 8, SEEDS = 8 };
-    double mean[2];
-    for (int with = 0; with < 2; with++) {
-        double sum = 0;
-        for (uint64_t seed = 1; seed <= SEEDS; seed++) {
-            tune_strategy_params p = {.seed = seed, .budget = CAP, .legal = conv_legal,
-                                      .prior_configs = prior, .prior_config_count = 2 * with};
-            tune_strategy *st = tune_strategy_create(ctx, "ga", &s, &p);
-            CHECK(st != NULL);
-            if (with && seed == 1) {
-                tune_config c[8];
-                CHECK(tune_strategy_propose(st, c, 8) == 8);
-                CHECK(!memcmp(&c[0], &prior[0], sizeof c[0]) &&
-                      !memcmp(&c[1], &prior[1], sizeof c[1]));
-                tune_strategy_free(st);
-                st = tune_strategy_create(ctx, "ga", &s, &p);
-            }
-            run r = {&s, CAP, BATCH, best * 1.05, NULL, NULL, 0, 0, 0, 0, false, NULL};
-            drive_to_goal(st, &r);
-            sum += r.reached_at ? r.reached_at : CAP;
-            tune_strategy_free(st);
-        }
-        mean[with] = sum / SEEDS;
-    }
-    printf("ga with another workload's best one knob off the optimum: %.0f trials to within 5%% "
-           "(without it %.0f)\n", mean[1], mean[0]);
-    CHECK(mean[1] < 0.5 * mean[0]);
-    /* the model proposes them first too, before its ranking or the start's mutants */
+    /* ga's and the model's first proposals, before the model's ranking or the start's
+       mutants */
     tune_strategy_params p = {.seed = 1, .budget = 80, .featurize = conv_features,
                               .legal = conv_legal, .prior_configs = prior,
                               .prior_config_count = 2, .start = prior[0], .has_start = true};
-    tune_strategy *st = tune_strategy_create(ctx, "model", &s, &p);
-    tune_config c[8];
-    CHECK(st && tune_strategy_propose(st, c, 8) == 8);
-    CHECK(!memcmp(&c[0], &prior[0], sizeof c[0]) && !memcmp(&c[1], &prior[1], sizeof c[1]));
-    tune_strategy_free(st);
+    for (int m = 0; m < 2; m++) {
+        tune_strategy *st = tune_strategy_create(ctx, m ? "model" : "ga", &s, &p);
+        tune_config c[8];
+        CHECK(st && tune_strategy_propose(st, c, 8) == 8);
+        CHECK(!memcmp(&c[0], &prior[0], sizeof c[0]) && !memcmp(&c[1], &prior[1], sizeof c[1]));
+        tune_strategy_free(st);
+    }
+    p.featurize = NULL;
+    p.has_start = false;
+    const double with = ga_mean_trials(ctx, &s, p, best);
+    p.prior_config_count = 0;
+    const double without = ga_mean_trials(ctx, &s, p, best);
+    printf("ga with another workload's best one knob off the optimum: %.0f trials to within 5%% "
+           "(without it %.0f)\n", with, without);
+    CHECK(with < 0.5 * without);
 }
 
 /* The model's cold start from the start config alone (the tuner tells the default's result
