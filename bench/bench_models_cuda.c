@@ -27,7 +27,7 @@
 #include "codegen/cuda/cg_cuda.h"
 #include "passes/pass.h"
 #include "runtime/cuda/cuda_rt.h"
-#include "tune/templates/program_cuda.h"
+#include "compile/cuda_program.h"
 #include "wpk.h"
 
 #ifndef WPK_GIT_COMMIT

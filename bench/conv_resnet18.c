@@ -42,11 +42,11 @@
 
 #include "base/target.h"
 #include "codegen/c/cg_c.h"
-#include "compile/kernel.h"
+#include "kernels/cpu_kernel.h"
 #include "ir/graph.h"
 #include "loop/lower.h"
 #include "ops/blocked.h"
-#include "tune/template.h"
+#include "kernels/template.h"
 
 #define MAX_SAMPLES 128
 #define SAMPLE_S 0.005

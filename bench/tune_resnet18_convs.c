@@ -60,11 +60,11 @@ int conv_resnet18_main(int argc, char **argv);
 #include <sys/resource.h>
 #include <sys/stat.h>
 
-#include "compile/kernel.h"
-#include "compile/unit.h"
+#include "kernels/cpu_kernel.h"
+#include "kernels/cpu_unit.h"
 #include "ops/blocked.h"
 #include "tune/finalists.h"
-#include "tune/target_fingerprint.h"
+#include "base/target_fingerprint.h"
 #include "tune/tuner.h"
 
 #define MAX_STRATEGIES 8

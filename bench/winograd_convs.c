@@ -35,11 +35,11 @@
 #include <x86intrin.h>
 
 #include "base/target.h"
-#include "compile/kernel.h"
-#include "compile/unit.h"
+#include "kernels/cpu_kernel.h"
+#include "kernels/cpu_unit.h"
 #include "ir/graph.h"
 #include "ops/blocked.h"
-#include "tune/template.h"
+#include "kernels/template.h"
 
 #define MAX_SAMPLES 256
 #define MAX_CONFIGS 12

@@ -3,7 +3,7 @@
 #   scripts/setup.sh build   compiler, CMake, protobuf-c, Python's onnx + numpy (for the demo model)
 #   scripts/setup.sh test    the above + onnxruntime (the oracle), clang's libFuzzer runtime,
 #                            Debian's torch/torchvision (to export the torchvision models) and
-#                            oneDNN and OpenBLAS (the vendor-library providers of src/lib, and
+#                            oneDNN and OpenBLAS (the vendor-library providers of src/kernels/vendor, and
 #                            the peers the kernel benchmarks compare against; OpenBLAS's OpenMP
 #                            build, which shares wpk's OpenMP threads)
 set -euo pipefail

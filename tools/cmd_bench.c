@@ -21,9 +21,9 @@
 #include "base/provenance.h"
 #include "base/strbuf.h"
 #include "base/target.h"
-#include "lib/lib.h"
+#include "kernels/vendor/lib.h"
 #include "tune/measure.h"
-#include "tune/target_fingerprint.h"
+#include "base/target_fingerprint.h"
 #include "wpk.h"
 
 int cmd_bench(int argc, char **argv);

@@ -12,8 +12,8 @@
 
 #include "base/context.h"
 #include "tune/report.h"
-#include "tune/target_fingerprint.h"
-#include "tune/tasks.h"
+#include "base/target_fingerprint.h"
+#include "api/tune_tasks.h"
 #include "tune/tuner.h"
 #include "wpk.h"
 
@@ -330,7 +330,7 @@ int cmd_tune(int argc, char **argv) {
                                  added == 1 ? "" : "s", import);
     }
     if (st == WPK_OK && model) st = wpk_model_load(ctx, model, &m);
-    if (st == WPK_OK && model) st = tune_tasks_extract(ctx, m, (int)opt_level, alternatives, &ts);
+    if (st == WPK_OK && model) st = api_tune_tasks_extract(ctx, m, (int)opt_level, alternatives, &ts);
     if (st == WPK_OK && model) {
         progress pr = {isatty(STDOUT_FILENO) != 0, -1};
         o.progress = on_progress;

@@ -14,7 +14,7 @@
 #include "compile/plan_io.h"
 #include "onnx/onnx_export.h"
 #include "passes/pass.h"
-#include "tune/target_fingerprint.h"
+#include "base/target_fingerprint.h"
 
 #define MAX_LISTED 8
 

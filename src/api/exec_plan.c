@@ -10,7 +10,7 @@
 #include "base/alloc.h"
 #include "base/target.h"
 #include "passes/pass.h"
-#include "tune/templates/program_cuda.h"
+#include "compile/cuda_program.h"
 
 void exec_plan_free(exec_plan *p) {
     if (!p) return;

@@ -6,8 +6,8 @@
 #include "api/exec_plan.h"
 #include "api/model.h"
 #include "base/alloc.h"
-#include "compile/kernel.h"
-#include "compile/tasks.h"
+#include "kernels/cpu_kernel.h"
+#include "kernels/graph_tasks.h"
 
 /* The model's graph specialized with symbolic dims bound to 1 (static shapes required). */
 static wpk_status specialize(wpk_context *ctx, const wpk_model *m, exec_plan **out) {

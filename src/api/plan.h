@@ -5,7 +5,7 @@
 #ifndef WPK_API_PLAN_H
 #define WPK_API_PLAN_H
 
-#include "compile/artifact.h"
+#include "runtime/artifact.h"
 #include "ir/graph.h"
 
 typedef struct api_plan {

@@ -8,11 +8,11 @@
 
 #include "base/alloc.h"
 #include "base/strbuf.h"
-#include "compile/kernel.h"
-#include "compile/tasks.h"
-#include "lib/lib.h"
+#include "kernels/cpu_kernel.h"
+#include "kernels/graph_tasks.h"
+#include "kernels/vendor/lib.h"
 #include "tune/finalists.h"
-#include "tune/target_fingerprint.h"
+#include "base/target_fingerprint.h"
 
 #define MAX_NODE_ARGS 64
 #define MAX_CANDIDATES 16

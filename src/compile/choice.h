@@ -9,7 +9,7 @@
 #define WPK_COMPILE_CHOICE_H
 
 #include "tune/records.h"
-#include "tune/template.h"
+#include "kernels/template.h"
 
 typedef enum cpu_source {
     CPU_SOURCE_REFERENCE = 0, /* no template takes the node, or provider "ref" */

@@ -15,7 +15,7 @@
 #include "base/alloc.h"
 #include "base/target.h"
 #include "compile/program.h"
-#include "compile/tasks.h"
+#include "kernels/graph_tasks.h"
 
 #define MAX_NODE_ARGS 64
 

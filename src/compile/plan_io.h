@@ -7,7 +7,7 @@
 #ifndef WPK_COMPILE_PLAN_IO_H
 #define WPK_COMPILE_PLAN_IO_H
 
-#include "compile/artifact.h"
+#include "runtime/artifact.h"
 #include "compile/cpu_compile.h"
 
 /* Append p (made for g) to w. WPK_ERR_IO when a kernel object cannot be read back from the

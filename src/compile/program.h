@@ -6,9 +6,9 @@
 
 #include "compile/choice.h"
 #include "compile/cpu_compile.h"
-#include "compile/kernel.h"
-#include "compile/unit.h"
-#include "lib/lib.h"
+#include "kernels/cpu_kernel.h"
+#include "kernels/cpu_unit.h"
+#include "kernels/vendor/lib.h"
 
 typedef enum cpu_step_kind { CPU_STEP_REF = 0, CPU_STEP_KERNEL, CPU_STEP_LIB } cpu_step_kind;
 

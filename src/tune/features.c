@@ -15,7 +15,7 @@
 #include "base/alloc.h"
 #include "base/context.h"
 #include "base/target.h"
-#include "compile/kernel.h"
+#include "kernels/cpu_kernel.h"
 
 #define LEVELS TUNE_FEATURE_LEVELS
 #define MAX_DEPTH 64      /* statements on the path to the hot loop that are looked at */

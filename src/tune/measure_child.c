@@ -21,9 +21,9 @@
 #include "base/alloc.h"
 #include "base/context.h"
 #include "codegen/c/cg_c.h"
-#include "compile/unit.h"
+#include "kernels/cpu_unit.h"
 #include "ir/ops.h"
-#include "lib/lib.h"
+#include "kernels/vendor/lib.h"
 #include "tune/measure_impl.h"
 
 /* ---- build worker ---- */

@@ -6,7 +6,7 @@
 
 #include <sys/types.h>
 
-#include "compile/kernel.h"
+#include "kernels/cpu_kernel.h"
 #include "tune/measure.h"
 
 typedef struct tune_bytes {

@@ -7,7 +7,7 @@
 
 #include <stdbool.h>
 
-#include "tune/space.h"
+#include "kernels/space.h"
 
 /* The outcome of measuring one config. */
 typedef enum tune_status {

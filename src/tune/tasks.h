@@ -1,14 +1,14 @@
-/* tasks.h -- a model's tuning tasks (issue 5): its distinct workloads (op + shapes + dtype +
+/* tasks.h -- a model's tuning tasks: its distinct workloads (op + shapes + dtype +
  * fused epilogue: the template's workload key), each with the number of nodes that pose it and
  * its share of the FLOPs, taken from the graph as a session runs it: optimized at an -O level,
  * then specialized at batch 1 (every symbolic dim bound to 1) by the session's own
  * specialization (api/exec_plan.h), and split into kernel tasks by the cpu backend's task
- * collection (compile/tasks.h), so the records the tuner stores are the ones the backend
+ * collection (kernels/graph_tasks.h), so the records the tuner stores are the ones the backend
  * looks up. */
 #ifndef WPK_TUNE_TASKS_H
 #define WPK_TUNE_TASKS_H
 
-#include "tune/template.h"
+#include "kernels/template.h"
 
 typedef struct tune_model_task {
     tune_task task;   /* task.node is borrowed from the set's specialized graph */
@@ -28,19 +28,13 @@ typedef struct tune_taskset {
     int64_t total_flops;     /* of every primary task */
     int nodes;               /* nodes of the specialized graph */
     int kernel_nodes;        /* of them, nodes a template takes (the rest: reference kernels) */
-    /* owned: what the tasks' nodes live in */
-    struct ir_graph *optimized;
-    struct exec_plan *plan;
+    /* owned: what the tasks' nodes live in, released by owner_free (set by whoever made the
+       set: api/tune_tasks.c specializes the model's graph) */
+    void *owner;
+    void (*owner_free)(void *owner);
 } tune_taskset;
 
-/* The tasks of model (borrowed; must outlive the set) at optimization level opt_level (0..3,
- * the session's default is 2): per workload its primary task and, with alternatives, one task
- * per other implementation of its first node (distinct keys only). Errors: WPK_ERR_INVALID_ARG for a level out of range, the
- * model's unsupported ops (wpk_model_check_supported), optimization and specialization errors
- * (WPK_ERR_UNSUPPORTED naming a value whose shape is not static at batch 1), WPK_ERR_NOMEM.
- * *out is the caller's (tune_taskset_free), zeroed on failure. */
-wpk_status tune_tasks_extract(wpk_context *ctx, const wpk_model *model, int opt_level,
-                              bool alternatives, tune_taskset *out);
+/* Release the tasks and their owner. */
 void tune_taskset_free(tune_taskset *t);
 
 #endif

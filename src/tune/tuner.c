@@ -12,7 +12,7 @@
 #include "base/context.h"
 #include "tune/features.h"
 #include "tune/finalists.h"
-#include "tune/target_fingerprint.h"
+#include "base/target_fingerprint.h"
 
 /* Seconds a cached build of a candidate takes before anything is known (template, lowering,
  * emitting, a cache hit): the final re-measurements' share of a time budget counts it. */

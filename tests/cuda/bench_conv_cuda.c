@@ -29,7 +29,7 @@
 #include "loop/lower.h"
 #include "runtime/cuda/cuda_rt.h"
 #include "tune/strategy.h"
-#include "tune/templates/conv2d_cuda.h"
+#include "kernels/conv2d_cuda.h"
 
 #define SAMPLES 10
 #define BATCH 8 /* configs proposed at a time */

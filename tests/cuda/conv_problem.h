@@ -13,7 +13,7 @@
 #include "ir/graph.h"
 #include "ir/ops.h"
 #include "test_data.h"
-#include "tune/templates/conv2d_cuda.h"
+#include "kernels/conv2d_cuda.h"
 
 typedef struct conv_case {
     const char *name;

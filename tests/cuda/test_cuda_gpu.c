@@ -22,7 +22,7 @@
 #include "loop/lower.h"
 #include "runtime/cuda/cuda_rt.h"
 #include "te/schedule.h"
-#include "tune/templates/conv2d_cuda.h"
+#include "kernels/conv2d_cuda.h"
 
 static rt_cuda *dev;
 static cg_cuda_compile_options copt;

@@ -24,7 +24,7 @@
 #include "ir/ops.h"
 #include "runtime/cuda/cuda_program.h"
 #include "test_data.h"
-#include "tune/templates/program_cuda.h"
+#include "compile/cuda_program.h"
 
 static char tmp_dir[64];
 

@@ -1,4 +1,4 @@
-/* test_cuda_templates.c -- every CUDA template (src/tune/templates_cuda.h) on a few shapes under
+/* test_cuda_templates.c -- every CUDA template (src/kernels/templates_cuda.h) on a few shapes under
  * a few configs, checked without a GPU: for each (template, shape, config) the kernel is
  *   - built and lowered, and run on the loop interpreter against the node's reference kernel
  *     (tolerance 1e-5 * max(1, max |want|)),
@@ -32,8 +32,8 @@
 #include "loop/interp.h"
 #include "loop/lower.h"
 #include "runtime/cuda/cuda_rt.h"
-#include "tune/templates/conv.h"
-#include "tune/templates_cuda.h"
+#include "kernels/conv.h"
+#include "kernels/templates_cuda.h"
 
 static char tmp_dir[64];
 static bool have_nvrtc, have_emu;

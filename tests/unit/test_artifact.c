@@ -17,8 +17,8 @@
 #include "base/alloc.h"
 #include "check.h"
 #include "codegen/c/cg_c.h"
-#include "compile/artifact.h"
-#include "tune/target_fingerprint.h"
+#include "runtime/artifact.h"
+#include "base/target_fingerprint.h"
 #include "wpk.h"
 
 #define MODEL "tests/fuzz/corpus/conv_relu.onnx"

@@ -17,9 +17,9 @@
 #include "base/alloc.h"
 #include "check.h"
 #include "compile/choice.h"
-#include "compile/tasks.h"
+#include "kernels/graph_tasks.h"
 #include "tune/records.h"
-#include "tune/target_fingerprint.h"
+#include "base/target_fingerprint.h"
 #include "wpk.h"
 
 #define MODEL "tests/fuzz/corpus/conv_relu.onnx"

@@ -3,7 +3,7 @@
  * pointwise convs at each image size, odd sizes), each as the layout pass's blocked ConvNCHWc
  * and as a plain NCHW Conv: the default is legal for the workload's space, builds and lowers,
  * and keeps to the rules the defaults were measured by (default_config in
- * src/tune/templates/conv2d_nchwc.c): a register tile of at most 16 accumulators (12 on
+ * src/kernels/conv2d_nchwc.c): a register tile of at most 16 accumulators (12 on
  * AVX2; 28 on blocked tensors over a reduction of 128 or more), two output rows but where an
  * odd row count would waste a row (one row of half the accumulators or fewer then spans two
  * channel blocks, or, a quarter or fewer, takes four rows and whole channel blocks per thread
@@ -22,8 +22,8 @@
 #include "ir/graph.h"
 #include "loop/lower.h"
 #include "ops/blocked.h"
-#include "tune/template.h"
-#include "tune/templates/conv.h"
+#include "kernels/template.h"
+#include "kernels/conv.h"
 
 typedef struct shape {
     const char *name;

@@ -1,4 +1,4 @@
-/* test_conv_templates.c -- the conv schedule templates (src/tune/templates) end to end: each
+/* test_conv_templates.c -- the conv schedule templates (src/kernels) end to end: each
  * template on many conv nodes (odd sizes, 1x1, 7x7, stride 2, asymmetric and SAME padding,
  * dilation, groups, depthwise with and without a channel multiplier, batch > 1, padded channel
  * blocks, weights known only at run time, blocked ConvNCHWc nodes, every epilogue part) under
@@ -16,13 +16,13 @@
 
 #include "check.h"
 #include "codegen/c/cg_c.h"
-#include "compile/kernel.h"
+#include "kernels/cpu_kernel.h"
 #include "ir/graph.h"
 #include "loop/interp.h"
 #include "loop/lower.h"
 #include "ops/blocked.h"
-#include "tune/template.h"
-#include "tune/templates/conv.h"
+#include "kernels/template.h"
+#include "kernels/conv.h"
 
 #define TOL 1e-5
 #define RANDOM_CONFIGS 3 /* per case and template, all interpreted */

@@ -11,12 +11,12 @@
 #include <time.h>
 
 #include "check.h"
-#include "compile/kernel.h"
+#include "kernels/cpu_kernel.h"
 #include "ir/graph.h"
 #include "loop/loop.h"
 #include "tune/features.h"
 #include "tune/strategy.h"
-#include "tune/template.h"
+#include "kernels/template.h"
 
 /* ---- problems: one node with its tensors ---- */
 

@@ -1,4 +1,4 @@
-/* test_lib_providers.c -- the vendor-library providers (src/lib: onednn, openblas) against the
+/* test_lib_providers.c -- the vendor-library providers (src/kernels/vendor: onednn, openblas) against the
  * reference kernels: real nodes (Conv 3x3 pad 1, 1x1, stride 2 with asymmetric pads, dilation,
  * depthwise, FusedConv with bias + residual + every activation, blocked ConvNCHWc with full,
  * padded and NCHW-input blocks and depthwise, Gemm with transA/transB/alpha/beta and C,
@@ -26,7 +26,7 @@
 #include "base/alloc.h"
 #include "check.h"
 #include "ir/graph.h"
-#include "lib/lib.h"
+#include "kernels/vendor/lib.h"
 #include "ops/blocked.h"
 
 #define TOL 1e-4

@@ -2,7 +2,7 @@
 #include <stdlib.h>
 
 #include "check.h"
-#include "tune/space.h"
+#include "kernels/space.h"
 
 int main(void) {
     wpk_context *ctx = wpk_context_create();

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "tune/target_fingerprint.h"
+#include "base/target_fingerprint.h"
 
 #define NTHREADS 8
 

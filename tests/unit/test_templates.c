@@ -1,4 +1,4 @@
-/* test_templates.c -- the non-conv schedule templates (src/tune/templates: dense, pool2d,
+/* test_templates.c -- the non-conv schedule templates (src/kernels: dense, pool2d,
  * global_pool, softmax, layernorm, elementwise) end to end. Each case is one hand-built node
  * (odd sizes, batch > 1, transposes, broadcasting bias and operands, 1-D MatMul operands,
  * pools with pads, strides, dilation, ceil_mode, count_include_pad, SAME padding and the
@@ -21,13 +21,13 @@
 
 #include "api/exec_plan.h"
 #include "check.h"
-#include "compile/kernel.h"
-#include "compile/tasks.h"
-#include "compile/unit.h"
+#include "kernels/cpu_kernel.h"
+#include "kernels/graph_tasks.h"
+#include "kernels/cpu_unit.h"
 #include "ir/graph.h"
 #include "loop/interp.h"
 #include "loop/lower.h"
-#include "tune/template.h"
+#include "kernels/template.h"
 
 #define TOL 1e-5
 #define RANDOM_CONFIGS 3

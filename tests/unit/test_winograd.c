@@ -1,4 +1,4 @@
-/* test_winograd.c -- the Winograd conv template (src/tune/templates/conv2d_winograd.c over
+/* test_winograd.c -- the Winograd conv template (src/kernels/conv2d_winograd.c over
  * te/algo/winograd.h) end to end: F(2x2,3x3), F(4x4,3x3) and F(6x6,3x3) on ResNet-sized 3x3
  * stride-1 convs (56x56 64->64, 28x28 128->128, 7x7 512->512) and odd ones (13x13, 9x11, 1x2,
  * channels that do not fill a block, batch 2, asymmetric pads, an NCHW input to a blocked
@@ -22,13 +22,13 @@
 #include "base/alloc.h"
 #include "base/target.h"
 #include "check.h"
-#include "compile/kernel.h"
+#include "kernels/cpu_kernel.h"
 #include "loop/interp.h"
-#include "compile/unit.h"
+#include "kernels/cpu_unit.h"
 #include "ir/graph.h"
 #include "ops/blocked.h"
 #include "te/algo/winograd.h"
-#include "tune/template.h"
+#include "kernels/template.h"
 
 #define TOL 1e-4
 #define RANDOM_CONFIGS 1

@@ -7,7 +7,7 @@
  * captures all of that (copies from and to the pinned staging included) into a CUDA Graph and
  * every run after it is one cuGraphLaunch -- no per-kernel launch overhead. Runs allocate
  * nothing. Depends on base and cuda_rt.h only: building a program from a graph is the
- * compiler's side (src/tune/templates/program_cuda.c). */
+ * compiler's side (src/compile/cuda_program.c). */
 #ifndef WPK_RUNTIME_CUDA_CUDA_PROGRAM_H
 #define WPK_RUNTIME_CUDA_CUDA_PROGRAM_H
 

@@ -1,0 +1,129 @@
+/* tune_tasks.c -- a model's tuning tasks: optimize a clone of its graph as a session does,
+ * specialize it at batch 1, collect its kernel tasks (see tune_tasks.h). */
+#include "api/tune_tasks.h"
+
+#include <string.h>
+
+#include "api/exec_plan.h"
+#include "api/model.h"
+#include "base/alloc.h"
+#include "base/context.h"
+#include "base/target.h"
+#include "kernels/graph_tasks.h"
+#include "passes/pass.h"
+
+/* What a task set's nodes live in: the optimized graph and its batch-1 specialization. */
+typedef struct task_owner {
+    ir_graph *optimized;
+    exec_plan *plan;
+} task_owner;
+
+static void owner_free(void *p) {
+    task_owner *o = p;
+    if (!o) return;
+    exec_plan_free(o->plan);       /* before the graph it was specialized from */
+    ir_graph_free(o->optimized);
+    wpk_free(o);
+}
+
+/* The graph at opt_level, as wpk_session_create makes it. */
+static wpk_status optimize(wpk_context *ctx, const wpk_model *model, int level, ir_graph **out) {
+    ir_graph *g = ir_graph_clone(model->g);
+    if (!g) return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory optimizing the model");
+    pass_options opt = pass_default_options();
+    opt.level = level;
+    opt.vector_floats = target_vector_floats();
+    wpk_status st = passes_run(ctx, g, &opt);
+    if (st == WPK_OK && g->ninputs != model->g->ninputs)
+        st = wpk_error(ctx, WPK_ERR_INTERNAL, "optimization changed the graph's inputs");
+    if (st) {
+        ir_graph_free(g);
+        return st;
+    }
+    *out = g;
+    return WPK_OK;
+}
+
+/* Implementations of one node at most (templates + libraries). */
+#define MAX_IMPLS 8
+
+/* After primary task p: a task for every other implementation of its node whose key no task
+ * of the set has yet. */
+static void add_alternatives(tune_taskset *set, int p, ir_tensor *vals) {
+    const tune_task *pt = &set->tasks[p].task;
+    ir_tensor *in[TUNE_MAX_ARGS * 8], *out[TUNE_MAX_ARGS * 8];
+    if (pt->node->nin > TUNE_MAX_ARGS * 8 || pt->node->nout > TUNE_MAX_ARGS * 8) return;
+    cpu_node_tensors(pt->node, vals, in, out);
+    const tune_template *impls[MAX_IMPLS];
+    int n = tune_templates_for(pt->node, in, out, impls, MAX_IMPLS);
+    for (int k = 0; k < n; k++) {
+        if (impls[k] == pt->tmpl) continue;
+        tune_task t;
+        tune_task_init(&t, impls[k], pt->node, in, out);
+        bool seen = false;
+        for (int j = 0; j < set->ntasks && !seen; j++) seen = !strcmp(set->tasks[j].task.key, t.key);
+        if (seen) continue;
+        tune_model_task *a = &set->tasks[set->ntasks++];
+        *a = set->tasks[p];
+        a->task = t;
+        a->alt_of = p;
+    }
+}
+
+wpk_status api_tune_tasks_extract(wpk_context *ctx, const wpk_model *model, int opt_level,
+                                  bool alternatives, tune_taskset *out) {
+    memset(out, 0, sizeof *out);
+    if (opt_level < 0 || opt_level > 3)
+        return wpk_error(ctx, WPK_ERR_INVALID_ARG, "optimization level %d is out of range (0 to "
+                         "3)", opt_level);
+    wpk_status st = wpk_model_check_supported(ctx, model);
+    if (st) return st;
+    task_owner *own = wpk_calloc(1, sizeof *own);
+    if (!own) return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory extracting tasks");
+    out->owner = own;
+    out->owner_free = owner_free;
+    st = optimize(ctx, model, opt_level, &own->optimized);
+    /* batch 1: the input types with symbolic dims bound to 1, as the model's inference has
+       them */
+    ir_tensor *shapes = NULL;
+    if (st == WPK_OK) {
+        shapes = wpk_calloc((size_t)model->g->ninputs + 1, sizeof *shapes);
+        if (!shapes) st = wpk_error(ctx, WPK_ERR_NOMEM, "out of memory extracting tasks");
+        for (int i = 0; shapes && i < model->g->ninputs; i++) {
+            shapes[i] = model->vals[model->g->inputs[i]];
+            shapes[i].data = NULL;
+        }
+    }
+    if (st == WPK_OK) st = exec_plan_create(ctx, own->optimized, shapes, true, &own->plan);
+    wpk_free(shapes);
+    cpu_tasks ct = {0};
+    if (st == WPK_OK) st = cpu_tasks_collect(ctx, own->plan->g, own->plan->vals, &ct);
+    int per = alternatives ? MAX_IMPLS : 1;
+    if (st == WPK_OK) {
+        out->tasks = wpk_calloc((size_t)ct.ntasks * (size_t)per + 1, sizeof *out->tasks);
+        if (!out->tasks) st = wpk_error(ctx, WPK_ERR_NOMEM, "out of memory extracting tasks");
+    }
+    if (st == WPK_OK) {
+        out->nodes = own->plan->g->nnodes;
+        for (int i = 0; i < ct.ntasks; i++) {
+            out->total_flops += ct.tasks[i].flops;
+            out->kernel_nodes += ct.tasks[i].count;
+        }
+        for (int i = 0; i < ct.ntasks; i++) {
+            int primary = out->ntasks;
+            tune_model_task *t = &out->tasks[out->ntasks++];
+            t->task = ct.tasks[i].task;
+            t->count = ct.tasks[i].count;
+            t->flops = ct.tasks[i].flops;
+            t->share = out->total_flops > 0 ? (double)t->flops / (double)out->total_flops : 0;
+            t->alt_of = -1;
+            if (alternatives) add_alternatives(out, primary, own->plan->vals);
+        }
+    }
+    cpu_tasks_free(&ct);
+    if (st) {
+        if (model->g->path) wpk_error_prefix(ctx, "%s", model->g->path);
+        tune_taskset_free(out);
+    }
+    return st;
+}

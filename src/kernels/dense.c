@@ -1,0 +1,370 @@
+/* dense.c -- the template of matrix products: Gemm (transposes, alpha, beta, C broadcast to
+ * the output), wpk::FusedGemm (its C, a residual Z, an activation), MatMul (numpy semantics:
+ * 1-D operands promoted, batch dims broadcast) and wpk::FusedMatMul (a bias per column, Z,
+ * activation), on te_matmul (te/algo/dense.h) with the epilogue as one elementwise compute.
+ *
+ * The schedule (a register-tiled GEMM, TVM's dense_pack on x86): the output is tiled into
+ * tile_m rows x tile_n columns; the tile's accumulator is a "local" stage computed at the tile
+ * loop with the reduction (k, unroll_k at a time) outside and the tile inside, rows unrolled
+ * and columns vectorized: per k, tile_m broadcasts of A times vectors of B's row. The epilogue
+ * runs as the tile is written out. With `pack` (a constant 2-D B), B is re-laid out at compile
+ * time into panels [N/tile_n, K, tile_n], so a tile's B row is contiguous whatever B's
+ * transpose. `order` puts the row tiles (0) or the column tiles (1) outermost: a B panel then
+ * stays in cache for all row tiles; `parallel` runs batch x outer tiles (0) or batch x both
+ * tile loops (1) in parallel. */
+#include <string.h>
+
+#include "te/algo/dense.h"
+#include "kernels/common.h"
+#include "kernels/conv.h"
+
+#define NAME "dense"
+#define Z_INPUT 3
+
+/* A product node read into plain numbers. */
+typedef struct mm {
+    ir_op op;
+    int nb;                      /* batch dims of the output (te shape) */
+    int64_t batch[TE_MAX_DIMS];
+    int64_t m, n, k;
+    bool ta, tb;                 /* Gemm's transposes */
+    float alpha, beta;           /* Gemm's (FusedGemm: 1) */
+    const ir_tensor *a, *b, *c, *z; /* c: Gemm/FusedGemm's C or FusedMatMul's bias; NULL absent */
+    te_act act;
+    bool packable;               /* B is a constant matrix: it can be pre-packed */
+} mm;
+
+static bool is_gemm(ir_op op) { return op == IR_OP_GEMM || op == IR_OP_FUSED_GEMM; }
+
+/* C of a Gemm broadcasts to [M, N]. */
+static bool c_fits(const ir_tensor *c, int64_t m, int64_t n) {
+    if (c->ndim > 2) return false;
+    const int64_t want[2] = {m, n};
+    for (int i = 0; i < c->ndim; i++) {
+        int64_t d = c->dims[i], w = want[2 - c->ndim + i];
+        if (d != 1 && d != w) return false;
+    }
+    return true;
+}
+
+/* Read n with its tensors (in[i] NULL for an omitted input). */
+static bool read_mm(const ir_node *n, const ir_tensor *const *in, const ir_tensor *const *out,
+                    mm *g) {
+    memset(g, 0, sizeof *g);
+    if (!n || n->nout < 1 || !out[0] || !tune_static_f32(out[0]) || n->nin < 2) return false;
+    if (n->nout > 1 && out[1]) return false;
+    g->op = n->op;
+    switch (n->op) {
+    case IR_OP_GEMM: case IR_OP_MATMUL:
+        if (n->nin > (n->op == IR_OP_GEMM ? 3 : 2)) return false;
+        break;
+    case IR_OP_FUSED_GEMM: case IR_OP_FUSED_MATMUL:
+        if (n->nin > Z_INPUT + 1) return false;
+        break;
+    default: return false;
+    }
+    g->a = in[0], g->b = in[1];
+    g->c = n->nin > 2 ? in[2] : NULL;
+    g->z = n->nin > Z_INPUT ? in[Z_INPUT] : NULL;
+    if (!tune_static_f32(g->a) || !tune_static_f32(g->b)) return false;
+    if ((g->c && !tune_static_f32(g->c)) || (g->z && !tune_static_f32(g->z))) return false;
+    const ir_tensor *a = g->a, *b = g->b;
+    g->alpha = g->beta = 1.0f;
+    if (is_gemm(n->op)) {
+        if (a->ndim != 2 || b->ndim != 2) return false;
+        g->ta = ir_attr_int(n, "transA", 0) != 0;
+        g->tb = ir_attr_int(n, "transB", 0) != 0;
+        if (n->op == IR_OP_GEMM) {
+            g->alpha = ir_attr_float(n, "alpha", 1.0f);
+            g->beta = ir_attr_float(n, "beta", 1.0f);
+        }
+        g->m = a->dims[g->ta ? 1 : 0];
+        g->k = a->dims[g->ta ? 0 : 1];
+        g->n = b->dims[g->tb ? 0 : 1];
+        if (b->dims[g->tb ? 1 : 0] != g->k) return false;
+        if (g->c && !c_fits(g->c, g->m, g->n)) return false;
+    } else {
+        if (a->ndim < 1 || b->ndim < 1) return false;
+        g->m = a->ndim == 1 ? 1 : a->dims[a->ndim - 2];
+        g->k = a->dims[a->ndim - 1];
+        g->n = b->ndim == 1 ? 1 : b->dims[b->ndim - 1];
+        if ((b->ndim == 1 ? b->dims[0] : b->dims[b->ndim - 2]) != g->k) return false;
+        int na = a->ndim > 2 ? a->ndim - 2 : 0, nbb = b->ndim > 2 ? b->ndim - 2 : 0;
+        g->nb = na > nbb ? na : nbb;
+        if (g->nb + 2 > TE_MAX_DIMS) return false;
+        for (int i = 0; i < g->nb; i++) {
+            int ia = i - (g->nb - na), ib = i - (g->nb - nbb);
+            int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
+            if (da != db && da != 1 && db != 1) return false;
+            g->batch[i] = da > db ? da : db;
+        }
+        /* FusedMatMul's bias: one value per column */
+        if (g->c && (g->c->ndim != 1 || g->c->dims[0] != g->n)) return false;
+    }
+    int64_t want = g->m * g->n;
+    for (int i = 0; i < g->nb; i++) want *= g->batch[i];
+    if (ir_numel(out[0]) != want) return false;
+    if (g->z && ir_numel(g->z) != want) return false;
+    if (n->op == IR_OP_FUSED_GEMM || n->op == IR_OP_FUSED_MATMUL) {
+        if (!tune_read_act(n, &g->act)) return false;
+    } else {
+        g->act = te_act_default(TE_ACT_NONE);
+    }
+    g->packable = b->data != NULL && (b->ndim == 2 || (b->ndim > 2 && ir_numel(b) == g->k * g->n));
+    return true;
+}
+
+static bool read_task(const tune_task *t, mm *g) {
+    const ir_tensor *in[TUNE_MAX_ARGS] = {0}, *out[TUNE_MAX_ARGS] = {&t->out[0]};
+    for (int i = 0; i < t->nin; i++) in[i] = tune_task_in(t, i);
+    for (int i = 1; i < t->nout && i < TUNE_MAX_ARGS; i++) out[i] = &t->out[i];
+    return read_mm(t->node, in, out, g);
+}
+
+static bool supports(const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+    mm g;
+    if (!n || !in || !out || n->nin > TUNE_MAX_ARGS || n->nout > TUNE_MAX_ARGS) return false;
+    const ir_tensor *ci[TUNE_MAX_ARGS] = {0}, *co[TUNE_MAX_ARGS] = {0};
+    for (int i = 0; i < n->nin; i++) ci[i] = in[i];
+    for (int i = 0; i < n->nout; i++) co[i] = out[i]; /* read_mm looks at every output */
+    return read_mm(n, ci, co, &g);
+}
+
+static void describe(tune_task *t) {
+    mm g;
+    if (!read_task(t, &g)) return;
+    tune_key_add(t, NAME ":%s,a=", t->node->op_type);
+    tune_key_dims(t, g.a);
+    tune_key_add(t, ",b=");
+    tune_key_dims(t, g.b);
+    if (g.ta) tune_key_add(t, ",ta");
+    if (g.tb) tune_key_add(t, ",tb");
+    if (g.alpha != 1.0f) tune_key_add(t, ",alpha=%g", (double)g.alpha);
+    if (g.c) {
+        tune_key_add(t, is_gemm(g.op) ? ",c=" : ",bias=");
+        tune_key_dims(t, g.c);
+        if (g.beta != 1.0f) tune_key_add(t, ",beta=%g", (double)g.beta);
+    }
+    if (g.z) tune_key_add(t, ",res");
+    tune_key_act(t, &g.act);
+    int64_t batch = 1;
+    for (int i = 0; i < g.nb; i++) batch *= g.batch[i];
+    t->flops = 2 * batch * g.m * g.n * g.k;
+}
+
+/* Values of cand up to the first that covers `limit` (at least one). */
+static void add_covering(tune_space *s, const char *name, const int64_t *cand, int n,
+                         int64_t limit) {
+    int k = 1;
+    while (k < n && cand[k - 1] < limit) k++;
+    tune_space_add(s, name, k, cand);
+}
+
+static void space(const tune_task *t, tune_space *s) {
+    memset(s, 0, sizeof *s);
+    mm g;
+    if (!read_task(t, &g)) return;
+    static const int64_t ms[] = {1, 2, 4, 6, 8}, ns[] = {8, 16, 24, 32, 48, 64};
+    static const int64_t us[] = {1, 2, 4}, flag[] = {0, 1};
+    int km = 1;
+    while (km < 5 && ms[km] <= g.m) km++;
+    tune_space_add(s, "tile_m", km, ms);
+    add_covering(s, "tile_n", ns, 6, g.n);
+    tune_space_add(s, "unroll_k", g.k >= 4 ? 3 : 1, us);
+    tune_space_add(s, "order", g.m > 1 && g.n > 8 ? 2 : 1, flag);
+    tune_space_add(s, "parallel", 2, flag);
+    tune_space_add(s, "pack", g.packable ? 2 : 1, flag);
+}
+
+static void default_config(const tune_task *t, const tune_space *s, tune_config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    mm g;
+    if (!read_task(t, &g)) return;
+    const int64_t vec = tune_vector_floats();
+    /* two vectors of columns, rows to fill about half the vector registers with accumulators */
+    tune_config_set(s, cfg, "tile_n", g.n >= 2 * vec ? 2 * vec : g.n);
+    int64_t tn = tune_value(s, cfg, "tile_n"), vecs = (tn + vec - 1) / vec;
+    int64_t rows = (vec >= 16 ? 16 : 8) / vecs;
+    tune_config_set(s, cfg, "tile_m", rows < g.m ? rows : g.m);
+    tune_config_set(s, cfg, "unroll_k", 1);
+    tune_config_set(s, cfg, "order", g.m > tune_value(s, cfg, "tile_m"));
+    tune_config_set(s, cfg, "parallel", 1);
+    tune_config_set(s, cfg, "pack", 1);
+}
+
+#define TRY(x)                                                                             \
+    do {                                                                                   \
+        wpk_status st_ = (x);                                                              \
+        if (st_) return st_;                                                               \
+    } while (0)
+
+/* A placeholder of t's data in the te shape `dims` (same elements, same order). */
+static te_tensor *ph(te_ctx *c, const char *name, const ir_tensor *t, int ndim,
+                     const int64_t *dims) {
+    te_tensor *p = te_placeholder(c, name, TE_F32, ndim, dims);
+    if (p) p->constant = t->data != NULL;
+    return p;
+}
+
+/* packed[no, k, ni] = B'(k, no*tn + ni), 0 past N; B' = b [K, N] or (tb) b [N, K]. */
+static te_tensor *pack_b(te_ctx *c, te_tensor *b, bool tb, int64_t k, int64_t n, int64_t tn) {
+    const int64_t shape[3] = {te_ceil_div(n, tn), k, tn};
+    te_iter **ax = te_compute_axes(c, 3, shape, (const char *const[]){"no", "k", "ni"});
+    if (!ax) return NULL;
+    const te_expr *col = te_algo_affine(c, te_var(c, ax[0]), tn, te_var(c, ax[2]));
+    const te_expr *safe = te_algo_clamp(c, col, INT64_MIN, n - 1), *kk = te_var(c, ax[1]);
+    const te_expr *idx[2] = {tb ? safe : kk, tb ? kk : safe};
+    const te_expr *v = te_load(c, b, 2, idx);
+    if (n % tn) v = te_select(c, te_cmp(c, TE_LT, col, te_int(c, n)), v, te_float(c, 0.0));
+    return v ? te_compute(c, "b.packed", 3, shape, ax, v) : NULL;
+}
+
+/* The epilogue over acc [batch..., M, N]: act(alpha * acc + beta * C + bias + Z). */
+static te_tensor *epilogue(te_ctx *c, const mm *g, te_tensor *acc, te_tensor *cin,
+                           te_tensor *z) {
+    const int nd = acc->ndim;
+    te_iter **ax = te_compute_axes(c, nd, acc->shape, NULL);
+    if (!ax) return NULL;
+    const te_expr *idx[TE_MAX_DIMS];
+    for (int i = 0; i < nd; i++) idx[i] = te_var(c, ax[i]);
+    const te_expr *v = te_load(c, acc, nd, idx);
+    if (g->alpha != 1.0f) v = te_mul(c, v, te_float(c, g->alpha));
+    if (cin) {
+        /* Gemm's C right-aligned against [M, N]; FusedMatMul's bias per column */
+        const te_expr *ci[2];
+        for (int i = 0; i < cin->ndim; i++) {
+            int od = nd - cin->ndim + i;
+            ci[i] = cin->shape[i] == 1 && acc->shape[od] != 1 ? te_int(c, 0) : idx[od];
+        }
+        const te_expr *cv = te_load(c, cin, cin->ndim, ci);
+        if (g->beta != 1.0f) cv = te_mul(c, cv, te_float(c, g->beta));
+        v = te_add(c, v, cv);
+    }
+    if (z) v = te_add(c, v, te_load(c, z, nd, idx));
+    v = te_activation(c, &g->act, v);
+    return v ? te_compute(c, "y", nd, acc->shape, ax, v) : NULL;
+}
+
+static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
+                        const tune_config *cfg, tune_build *out) {
+    memset(out, 0, sizeof *out);
+    mm g;
+    if (!read_task(t, &g))
+        return wpk_error(c->err, WPK_ERR_INVALID_ARG, NAME ": node '%s' is not a product this "
+                         "template takes", t->node ? t->node->name : "(null)");
+    TRY(tune_check_legal(c, NAME, t, space, s, cfg));
+    const int64_t tm = tune_value(s, cfg, "tile_m"), tn = tune_value(s, cfg, "tile_n");
+    const int64_t uk = tune_value(s, cfg, "unroll_k");
+    const bool cols_outer = tune_value(s, cfg, "order") != 0;
+    const bool par_all = tune_value(s, cfg, "parallel") != 0;
+    const bool pack = tune_value(s, cfg, "pack") != 0;
+
+    /* operands in te shapes: 1-D ones promoted ([K] -> [1, K] for A, [K, 1] for B) */
+    int64_t as[TE_MAX_DIMS], bs[TE_MAX_DIMS];
+    int ar = g.a->ndim, br = g.b->ndim;
+    memcpy(as, g.a->dims, sizeof(int64_t) * (size_t)ar);
+    memcpy(bs, g.b->dims, sizeof(int64_t) * (size_t)br);
+    if (ar == 1) as[0] = 1, as[1] = g.k, ar = 2;
+    if (br == 1) bs[0] = g.k, bs[1] = 1, br = 2;
+    te_tensor *a = ph(c, "a", g.a, ar, as);
+    if (!a) return tune_failed(c, NAME);
+    out->args[out->nargs++] = a;
+    te_tensor *b;
+    bool tb = g.tb;
+    if (pack) {
+        const int64_t pshape[3] = {te_ceil_div(g.n, tn), g.k, tn};
+        const int64_t src2[2] = {tb ? g.n : g.k, tb ? g.k : g.n};
+        te_tensor *bp = te_placeholder(c, "b", TE_F32, 3, pshape);
+        te_tensor *src = te_placeholder(c, "b.src", TE_F32, 2, src2);
+        if (!bp || !src) return tune_failed(c, NAME);
+        bp->constant = src->constant = true;
+        out->args[out->nargs++] = bp;
+        out->prepack_src[1] = src;
+        out->prepack[1] = pack_b(c, src, tb, g.k, g.n, tn);
+        /* the product reads the panels through an inline view [K, N] */
+        const int64_t vshape[2] = {g.k, g.n};
+        te_iter **ax = te_compute_axes(c, 2, vshape, (const char *const[]){"k", "n"});
+        if (!out->prepack[1] || !ax) return tune_failed(c, NAME);
+        const te_expr *vn = te_var(c, ax[1]);
+        const te_expr *idx[3] = {te_div(c, vn, te_int(c, tn)), te_var(c, ax[0]),
+                                 te_mod(c, vn, te_int(c, tn))};
+        const te_expr *v = te_load(c, bp, 3, idx);
+        b = v ? te_compute(c, "b.view", 2, vshape, ax, v) : NULL;
+        tb = false;
+    } else {
+        b = ph(c, "b", g.b, br, bs);
+        if (b) out->args[out->nargs++] = b;
+    }
+    if (!b) return tune_failed(c, NAME);
+    te_tensor *cin = NULL, *z = NULL;
+    if (g.c) {
+        cin = tune_placeholder(c, is_gemm(g.op) ? "c" : "bias", g.c);
+        if (!cin) return tune_failed(c, NAME);
+        out->args[out->nargs++] = cin;
+    }
+    te_matmul_params mp = {g.ta, tb};
+    te_algo_parts parts;
+    te_tensor *acc = te_matmul(c, "acc", a, b, &mp, NULL, &parts);
+    if (!acc) return tune_failed(c, NAME);
+    if (g.z) {
+        z = te_placeholder(c, "z", TE_F32, acc->ndim, acc->shape);
+        if (!z) return tune_failed(c, NAME);
+        out->args[out->nargs++] = z;
+    }
+    out->ninputs = out->nargs;
+    bool ep = g.alpha != 1.0f || cin || z || g.act.kind != TE_ACT_NONE;
+    te_tensor *y = ep ? epilogue(c, &g, acc, cin, z) : acc;
+    if (!y) return tune_failed(c, NAME);
+    out->args[out->nargs++] = y;
+
+    te_schedule *sc = te_schedule_create(c, &y, 1);
+    if (!sc) return tune_failed(c, NAME);
+    out->schedule = sc;
+    if (pack) TRY(te_compute_inline(te_stage_of(sc, b)));
+    if (!ep) TRY(te_cache_write(sc, y, "local", &acc));
+
+    /* the output: batch, tiles, then the tile (rows, columns) */
+    te_stage *so = te_stage_of(sc, y);
+    const int nd = y->ndim, nb = nd - 2;
+    te_iter *mo, *mi, *no, *ni;
+    TRY(te_split(so, y->axes[nb], tm, &mo, &mi));
+    TRY(te_split(so, y->axes[nb + 1], tn, &no, &ni));
+    te_iter *first = cols_outer ? no : mo, *second = cols_outer ? mo : no;
+    te_iter *order[TE_MAX_DIMS + 2];
+    int k = 0;
+    for (int i = 0; i < nb; i++) order[k++] = y->axes[i];
+    order[k++] = first;
+    order[k++] = second;
+    order[k++] = mi;
+    order[k++] = ni;
+    TRY(te_reorder(so, k, order));
+    te_iter *par = first;
+    for (int i = nb - 1; i >= 0; i--) TRY(te_fuse(so, y->axes[i], par, &par));
+    if (par_all) TRY(te_fuse(so, par, second, &par));
+    TRY(te_parallel(so, par));
+    TRY(te_vectorize(so, ni));
+    te_iter *at = par_all ? par : second;
+
+    /* the accumulator: k (unroll_k at a time) outside, the tile inside */
+    te_stage *sa = te_stage_of(sc, acc);
+    TRY(te_compute_at(sa, so, at));
+    TRY(te_set_scope(sa, "local"));
+    te_iter *rk = acc->body->raxes[0], *ko = rk, *ki = NULL;
+    if (uk > 1) TRY(te_split(sa, rk, uk, &ko, &ki));
+    te_iter *aorder[4] = {ko, ki, acc->axes[nb], acc->axes[nb + 1]};
+    if (ki) TRY(te_reorder(sa, 4, aorder));
+    else TRY(te_reorder(sa, 3, (te_iter *[]){ko, acc->axes[nb], acc->axes[nb + 1]}));
+    if (ki) TRY(te_unroll(sa, ki));
+    TRY(te_unroll(sa, acc->axes[nb]));
+    TRY(te_vectorize(sa, acc->axes[nb + 1]));
+    return WPK_OK;
+}
+
+const tune_template tune_dense = {
+    .name = NAME,
+    .supports = supports,
+    .describe = describe,
+    .space = space,
+    .default_config = default_config,
+    .build = build,
+};

@@ -1,0 +1,201 @@
+/* injective_cuda.c -- the CUDA templates of the ops whose outputs are independent elements:
+ * elementwise_cuda (unary activations and math, broadcasting binary ops), pool2d_cuda (NCHW
+ * MaxPool / AveragePool) and global_pool_cuda (GlobalAveragePool / GlobalMaxPool).
+ *
+ * The algorithm is the CPU template's (elementwise.c, pool.c): the same tensor expressions,
+ * built by its build() and then given a fresh schedule of the same output -- Halide's split of
+ * algorithm from schedule: the CPU schedule those builds applied (parallel loops, vectors) is
+ * dropped, every algorithmic choice (padding, broadcasts, the average's divisor, ONNX's
+ * semantics) is kept, and the node readers exist once.
+ *
+ * The GPU schedule: the output's axes fused into one index space laid over the grid,
+ *     f = (block * per_thread + u) * threads + thread
+ * so that the threads of a warp touch consecutive elements in every one of the `per_thread`
+ * unrolled steps (coalesced); elementwise_cuda with `vec` 4 makes each element a float4 group
+ * of four consecutive ones instead (the generator proves the 16-byte alignment or writes lanes).
+ * Every other compute is inlined except reductions (a pooling window, a global pool's plane),
+ * which become a per-thread accumulator computed at the thread's element: registers. */
+#include <stdio.h>
+#include <string.h>
+
+#include "kernels/common.h"
+#include "kernels/conv.h"
+#include "kernels/templates_cuda.h"
+
+typedef struct borrowed {
+    const char *name;               /* the CUDA template's */
+    const tune_template *cpu;       /* whose algorithm it schedules */
+    bool vec;                       /* offers the float4 knob (no reductions) */
+} borrowed;
+
+static bool is_pool2d_nchw(const ir_node *n) {
+    return n && (n->op == IR_OP_MAX_POOL || n->op == IR_OP_AVERAGE_POOL);
+}
+
+static const borrowed B_ELEMENTWISE = {"elementwise_cuda", &tune_elementwise, true};
+static const borrowed B_POOL2D = {"pool2d_cuda", &tune_pool2d, false};
+static const borrowed B_GLOBAL_POOL = {"global_pool_cuda", &tune_global_pool, false};
+
+static bool b_supports(const borrowed *b, const ir_node *n, ir_tensor *const *in,
+                       ir_tensor *const *out) {
+    if (!n || n->nout != 1) return false;
+    /* the blocked layout's pools (NCHWc) are the CPU's */
+    if (b == &B_POOL2D && !is_pool2d_nchw(n)) return false;
+    return b->cpu->supports(n, in, out);
+}
+
+/* The CPU template's key with this template's name in front: "pool2d_cuda:MaxPool,x=...". */
+static void b_describe(const borrowed *b, tune_task *t) {
+    b->cpu->describe(t);
+    const char *colon = strchr(t->key, ':');
+    char key[sizeof t->key + 32];
+    snprintf(key, sizeof key, "%s:%s", b->name, colon ? colon + 1 : t->key);
+    /* truncated at the key's size, as tune_key_add does */
+    memcpy(t->key, key, sizeof t->key - 1);
+    t->key[sizeof t->key - 1] = '\0';
+}
+
+static int64_t out_elems(const tune_task *t) { return ir_numel(&t->out[0]); }
+
+/* vec 4 only where the innermost dim holds whole groups of four (so a group never straddles a
+ * row of a broadcast input) */
+static bool can_vec(const borrowed *b, const tune_task *t) {
+    const ir_tensor *y = &t->out[0];
+    return b->vec && y->ndim >= 1 && y->dims[y->ndim - 1] % 4 == 0;
+}
+
+static void b_space(const borrowed *b, const tune_task *t, tune_space *s) {
+    memset(s, 0, sizeof *s);
+    static const int64_t threads[] = {32, 64, 128, 256, 512, 1024}, per[] = {1, 2, 4};
+    static const int64_t vecs[] = {1, 4};
+    const int64_t n = out_elems(t);
+    int k = 1;
+    while (k < 6 && threads[k - 1] < n) k++;
+    tune_space_add(s, "threads", k, threads);
+    int kp = 1;
+    while (kp < 3 && per[kp] * 32 <= n) kp++;
+    tune_space_add(s, "per_thread", kp, per);
+    tune_space_add(s, "vec", can_vec(b, t) ? 2 : 1, vecs);
+}
+
+/* 256 threads (fewer for small outputs), one element each: enough blocks to fill the SMs for
+ * all but the smallest outputs; float4 where the shape allows. */
+static void b_default(const borrowed *b, const tune_task *t, const tune_space *s,
+                      tune_config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    const int64_t n = out_elems(t);
+    const bool v = can_vec(b, t) && n >= 4096;
+    tune_config_set(s, cfg, "vec", v ? 4 : 1);
+    int64_t th = 256;
+    while (th > 32 && th * (v ? 4 : 1) / 2 >= n) th /= 2;
+    tune_config_set(s, cfg, "threads", th);
+    tune_config_set(s, cfg, "per_thread", 1);
+}
+
+#define TRY(x)                                                                             \
+    do {                                                                                   \
+        wpk_status st_ = (x);                                                              \
+        if (st_) return st_;                                                               \
+    } while (0)
+
+static wpk_status b_build(const borrowed *b, void (*space_fn)(const tune_task *, tune_space *),
+                          te_ctx *c, const tune_task *t, const tune_space *s,
+                          const tune_config *cfg, tune_build *out) {
+    memset(out, 0, sizeof *out);
+    if (!t->node || t->nout != 1)
+        return wpk_error(c->err, WPK_ERR_INVALID_ARG, "%s: node '%s' is not one this template "
+                         "takes", b->name, t->node ? t->node->name : "(null)");
+    TRY(tune_check_legal(c, b->name, t, space_fn, s, cfg));
+    const int64_t threads = tune_value(s, cfg, "threads");
+    const int64_t per = tune_value(s, cfg, "per_thread"), vec = tune_value(s, cfg, "vec");
+
+    /* the algorithm: the CPU template's build at its default config (no pre-packing there) */
+    tune_space cs;
+    tune_config cc;
+    b->cpu->space(t, &cs);
+    b->cpu->default_config(t, &cs, &cc);
+    TRY(b->cpu->build(c, t, &cs, &cc, out));
+    for (int i = 0; i < TUNE_MAX_ARGS; i++)
+        if (out->prepack[i])
+            return wpk_error(c->err, WPK_ERR_INTERNAL, "%s: the algorithm of '%s' pre-packs input "
+                             "%d, which this template does not handle", b->name, b->cpu->name, i);
+    if (out->nargs != out->ninputs + 1)
+        return wpk_error(c->err, WPK_ERR_INVALID_ARG, "%s: %d outputs", b->name,
+                         out->nargs - out->ninputs);
+    return tune_cuda_schedule_flat(c, b->name, out->args[out->nargs - 1], threads, per, vec,
+                                   &out->schedule);
+}
+
+wpk_status tune_cuda_schedule_flat(te_ctx *c, const char *tmpl, te_tensor *y, int64_t threads,
+                                   int64_t per, int64_t vec, te_schedule **out) {
+    *out = NULL;
+    /* a fresh schedule of y: whatever schedule built it before is not this one */
+    te_schedule *sc = te_schedule_create(c, &y, 1);
+    if (!sc) return tune_failed(c, tmpl);
+    *out = sc;
+    te_stage *so = te_stage_of(sc, y);
+    te_iter *f = y->axes[0], *v = NULL;
+    if (vec > 1) {
+        TRY(te_split(so, y->axes[y->ndim - 1], vec, &f, &v));
+        if (y->ndim > 1) {
+            TRY(te_reorder(so, 2, (te_iter *[]){y->axes[y->ndim - 2], f}));
+            te_iter *last = f;
+            f = y->axes[0];
+            for (int d = 1; d < y->ndim - 1; d++) TRY(te_fuse(so, f, y->axes[d], &f));
+            TRY(te_fuse(so, f, last, &f));
+        }
+    } else {
+        for (int d = 1; d < y->ndim; d++) TRY(te_fuse(so, f, y->axes[d], &f));
+    }
+    te_iter *fo, *th, *bl, *u;
+    TRY(te_split(so, f, threads, &fo, &th));
+    TRY(te_split(so, fo, per, &bl, &u));
+    TRY(te_reorder(so, 3, (te_iter *[]){bl, th, u}));
+    TRY(te_bind(so, bl, "blockIdx.x"));
+    TRY(te_bind(so, th, "threadIdx.x"));
+    if (per > 1) TRY(te_unroll(so, u));
+    if (v) TRY(te_vectorize(so, v));
+
+    /* every other stage: inlined, or a reduction accumulated in the thread's registers */
+    for (int i = 0; i < sc->nstages; i++) {
+        te_stage *st = sc->stages[i];
+        if (st == so) continue;
+        if (st->tensor->body && st->tensor->body->kind == TE_REDUCE) {
+            if (v)
+                return wpk_error(c->err, WPK_ERR_INVALID_ARG, "%s: vec=4 with a reduction "
+                                 "('%s')", tmpl, st->tensor->name);
+            TRY(te_compute_at(st, so, u));
+            TRY(te_set_scope(st, "local"));
+        } else {
+            TRY(te_compute_inline(st));
+        }
+    }
+    return WPK_OK;
+}
+
+/* One template's entry points over its `borrowed` description. */
+#define BORROWED_TEMPLATE(var, desc, label)                                                  \
+    static bool var##_supports(const ir_node *n, ir_tensor *const *in, ir_tensor *const *o) { \
+        return b_supports(&desc, n, in, o);                                                 \
+    }                                                                                       \
+    static void var##_describe(tune_task *t) { b_describe(&desc, t); }                      \
+    static void var##_space(const tune_task *t, tune_space *s) { b_space(&desc, t, s); }    \
+    static void var##_default(const tune_task *t, const tune_space *s, tune_config *cfg) {  \
+        b_default(&desc, t, s, cfg);                                                        \
+    }                                                                                       \
+    static wpk_status var##_build(te_ctx *c, const tune_task *t, const tune_space *s,       \
+                                  const tune_config *cfg, tune_build *out) {                \
+        return b_build(&desc, var##_space, c, t, s, cfg, out);                              \
+    }                                                                                       \
+    const tune_template var = {                                                             \
+        .name = label,                                                                      \
+        .supports = var##_supports,                                                         \
+        .describe = var##_describe,                                                         \
+        .space = var##_space,                                                               \
+        .default_config = var##_default,                                                    \
+        .build = var##_build,                                                               \
+    }
+
+BORROWED_TEMPLATE(tune_elementwise_cuda, B_ELEMENTWISE, "elementwise_cuda");
+BORROWED_TEMPLATE(tune_pool2d_cuda, B_POOL2D, "pool2d_cuda");
+BORROWED_TEMPLATE(tune_global_pool_cuda, B_GLOBAL_POOL, "global_pool_cuda");

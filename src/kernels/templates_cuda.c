@@ -1,0 +1,43 @@
+/* templates_cuda.c -- the registry of the CUDA target's schedule templates (templates_cuda.h):
+ * a table in order of preference, separate from the CPU's (templates.c). */
+#include "kernels/templates_cuda.h"
+
+#include <string.h>
+
+static const tune_template *const registry[] = {
+    &tune_conv2d_cuda,
+    &tune_dense_cuda,
+    &tune_pool2d_cuda,
+    &tune_global_pool_cuda,
+    &tune_softmax_cuda,
+    &tune_elementwise_cuda,
+    &tune_concat_cuda,
+    &tune_transpose_cuda,
+    &tune_reduce_mean_cuda,
+    &tune_slice_cuda,
+    NULL,
+};
+
+const tune_template *const *tune_templates_cuda(void) { return registry; }
+
+const tune_template *tune_template_cuda_for(const ir_node *n, ir_tensor *const *in,
+                                            ir_tensor *const *out) {
+    for (int i = 0; registry[i]; i++)
+        if (registry[i]->supports(n, in, out)) return registry[i];
+    return NULL;
+}
+
+const tune_template *tune_template_cuda_find(const char *name) {
+    for (int i = 0; name && registry[i]; i++)
+        if (!strcmp(registry[i]->name, name)) return registry[i];
+    return NULL;
+}
+
+bool tune_cuda_legal(const tune_task *t, const tune_space *s, const tune_config *cfg) {
+    if (!t || !t->tmpl) return false;
+    if (t->tmpl == &tune_conv2d_cuda) return tune_conv2d_cuda_legal(t, s, cfg);
+    if (t->tmpl == &tune_dense_cuda) return tune_dense_cuda_legal(t, s, cfg);
+    for (int k = 0; k < s->nknobs; k++)
+        if (cfg->choice[k] < 0 || cfg->choice[k] >= s->knobs[k].nvalues) return false;
+    return true;
+}

@@ -1,0 +1,68 @@
+/* templates_cuda.h -- the CUDA target's schedule templates and their registry (templates_cuda.c),
+ * kept apart from the CPU registry (templates.c) so that the cpu backend never picks a GPU
+ * template and the CUDA target never a CPU one. Each template emits one CUDA kernel per node
+ * through the loop IR and src/codegen/cuda, with its loops bound to blockIdx / threadIdx.
+ *
+ *   conv2d_cuda       Conv / wpk::FusedConv (conv2d_cuda.h: Woodpecker-DL's knobs)
+ *   dense_cuda        Gemm / wpk::FusedGemm, 2-D MatMul / wpk::FusedMatMul: a tiled GEMM with
+ *                     register tiles and shared-memory staging (dense_cuda.c)
+ *   pool2d_cuda       MaxPool / AveragePool on NCHW (injective_cuda.c)
+ *   global_pool_cuda  GlobalAveragePool / GlobalMaxPool (injective_cuda.c)
+ *   elementwise_cuda  the unary activations and math functions, broadcasting Add/Sub/Mul/Div/Pow
+ *                     (injective_cuda.c)
+ *   softmax_cuda      Softmax, one row per thread (softmax_cuda.c)
+ *   concat_cuda, transpose_cuda, slice_cuda, reduce_mean_cuda   Concat (up to
+ *                     TUNE_MAX_ARGS inputs), Transpose, Slice and ReduceMean with constant
+ *                     parameters (movement_cuda.c)
+ */
+#ifndef WPK_TUNE_TEMPLATES_CUDA_H
+#define WPK_TUNE_TEMPLATES_CUDA_H
+
+#include "kernels/template.h"
+#include "kernels/conv2d_cuda.h"
+
+extern const tune_template tune_dense_cuda;
+extern const tune_template tune_pool2d_cuda;
+extern const tune_template tune_global_pool_cuda;
+extern const tune_template tune_elementwise_cuda;
+extern const tune_template tune_softmax_cuda;
+extern const tune_template tune_concat_cuda;
+extern const tune_template tune_transpose_cuda;
+extern const tune_template tune_reduce_mean_cuda;
+extern const tune_template tune_slice_cuda;
+
+/* Every CUDA template, NULL-terminated, in order of preference (declared in conv2d_cuda.h too,
+ * where it was first). */
+const tune_template *const *tune_templates_cuda(void);
+/* The CUDA template for node n (the first that supports it), or NULL: the node has no generated
+ * GPU kernel (the CUDA target then needs a library kernel for it, or refuses the model). */
+const tune_template *tune_template_cuda_for(const ir_node *n, ir_tensor *const *in,
+                                            ir_tensor *const *out);
+/* The CUDA template called name ("dense_cuda"), or NULL. */
+const tune_template *tune_template_cuda_find(const char *name);
+
+/* The flat GPU schedule of an injective output y (injective_cuda.c), for templates that write
+ * their own algorithm: a fresh schedule of y whose axes are fused into one index space over the
+ * grid, `threads` per block, `per` elements per thread (coalesced: thread t of step u handles
+ * block * per * threads + u * threads + t), `vec` > 1 making each element a group of vec
+ * consecutive ones along the last axis (vectorized); every other compute inlined, reductions
+ * accumulated per thread in registers. *out (the schedule) is set even on failure, with the
+ * primitive's message on c (tmpl names the template). */
+wpk_status tune_cuda_schedule_flat(te_ctx *c, const char *tmpl, te_tensor *y, int64_t threads,
+                                   int64_t per, int64_t vec, te_schedule **out);
+
+/* Limits every CUDA template keeps to (a block's threads, one thread's accumulators, the static
+ * shared memory a block may take without opting in): configs beyond them are
+ * WPK_ERR_INVALID_ARG from build and false from the templates' legality checks. */
+#define CUDA_MAX_THREADS 1024
+#define CUDA_MAX_ACCUM 64
+#define CUDA_MAX_SHARED (48 * 1024)
+
+/* Whether a config of a CUDA template fits those limits before building (the pruning a search
+ * strategy applies, tune_strategy_params.legal): conv2d_cuda's and dense_cuda's own checks, true
+ * for the others' configs that lie in their space. */
+bool tune_cuda_legal(const tune_task *t, const tune_space *s, const tune_config *cfg);
+/* dense_cuda's part of it. */
+bool tune_dense_cuda_legal(const tune_task *t, const tune_space *s, const tune_config *cfg);
+
+#endif
