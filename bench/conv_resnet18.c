@@ -46,7 +46,7 @@
 #include "ir/graph.h"
 #include "loop/lower.h"
 #include "ops/blocked.h"
-#include "kernels/template.h"
+#include "kernels/provider.h"
 
 #define MAX_SAMPLES 128
 #define SAMPLE_S 0.005
@@ -227,7 +227,7 @@ static void wpk_conv_build(wpk_conv *k, const problem *pb, bool blocked, const c
     k->y = alloc64(sizeof(float) * (size_t)ir_numel(&ty));
     k->bufs[k->nbufs++] = k->y;
     ir_tensor *in[] = {&tx, &tw, &tb}, *out[] = {&ty};
-    const tune_template *t = tune_template_for(n, in, out);
+    const kernel_provider *t = kernel_provider_for(n, in, out);
     if (!t) die(c->name, "no template takes this conv");
     tune_task task;
     tune_task_init(&task, t, n, in, out);

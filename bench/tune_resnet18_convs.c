@@ -90,7 +90,7 @@ typedef struct conv_task {
 } conv_task;
 
 /* t's node as a task of template tm (t.mt's weights), or false when tm does not take it. */
-static bool conv_task_as(conv_task *t, const tune_template *tm, tune_model_task *out) {
+static bool conv_task_as(conv_task *t, const kernel_provider *tm, tune_model_task *out) {
     ir_tensor *in[] = {&t->x, &t->w, &t->b}, *outs[] = {&t->y};
     if (!tm->supports(t->mt.task.node, in, outs)) return false;
     *out = t->mt;
@@ -123,15 +123,15 @@ static void conv_task_init(conv_task *t, const conv_spec *c, bool blocked, wpk_c
         t->y = (ir_tensor){WPK_DTYPE_FLOAT32, 4, {1, c->k, oh, oh}, NULL};
     }
     ir_tensor *in[] = {&t->x, &t->w, &t->b}, *out[] = {&t->y};
-    const tune_template *tm = tune_template_for(n, in, out);
+    const kernel_provider *tm = kernel_provider_for(n, in, out);
     if (!tm) die(c->name, "no template takes this conv");
     tune_task_init(&t->mt.task, tm, n, in, out);
     t->mt.count = 1;
     t->mt.flops = t->mt.task.flops;
     t->mt.share = 1;
     t->mt.alt_of = -1;
-    const tune_template *impls[8];
-    int ni = tune_templates_for(n, in, out, impls, 8);
+    const kernel_provider *impls[8];
+    int ni = kernel_providers_for(n, in, out, impls, 8);
     for (int i = 0; i < ni && !t->has_alt; i++)
         if (impls[i] != tm && !impls[i]->lib) /* oneDNN is the peer, not a candidate */
             t->has_alt = conv_task_as(t, impls[i], &t->alt);
@@ -683,7 +683,7 @@ static void strategies_tune(const opts *o, wpk_context *ctx, strat_job *J) {
         strat_conv *c = &J->convs[J->nconv++];
         conv_task_init(&c->t, &CONVS[ci], false, ctx);
         c->mt = c->t.mt;
-        const tune_template *tm = o->compare_impl ? tune_template_find(o->compare_impl) : NULL;
+        const kernel_provider *tm = o->compare_impl ? kernel_provider_find(o->compare_impl) : NULL;
         if (o->compare_impl && (!tm || !conv_task_as(&c->t, tm, &c->mt)))
             die(o->compare_impl, "is not a template that takes this conv");
         tune_space sp;

@@ -39,7 +39,7 @@
 #include "kernels/cpu_unit.h"
 #include "ir/graph.h"
 #include "ops/blocked.h"
-#include "kernels/template.h"
+#include "kernels/provider.h"
 
 #define MAX_SAMPLES 256
 #define MAX_CONFIGS 12
@@ -146,7 +146,7 @@ static void kernel_build(kernel *k, const problem *p, const char *tmpl, const ch
                          int index, wpk_context *ctx) {
     memset(k, 0, sizeof *k);
     tune_task task;
-    tune_task_init(&task, tune_template_find(tmpl), p->node, p->in, p->out);
+    tune_task_init(&task, kernel_provider_find(tmpl), p->node, p->in, p->out);
     if (cpu_kernel_build(ctx, &task, index, config, NULL, &k->k))
         die("cpu_kernel_build", wpk_context_error(ctx));
     snprintf(k->label, sizeof k->label, "%s %s", tmpl, k->k.config);

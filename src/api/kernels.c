@@ -73,13 +73,13 @@ wpk_status wpk_model_lower(wpk_context *ctx, const wpk_model *m, const char *nod
                        "specialized as the cpu backend compiles it; `wpk info --graph` after "
                        "`wpk optimize` lists the names)", node);
     ir_tensor *in[64], *outs[64];
-    const tune_template *t = NULL;
+    const kernel_provider *t = NULL;
     if (st == WPK_OK && (n->nin > 64 || n->nout > 64))
         st = wpk_error(ctx, WPK_ERR_INVALID_ARG, "node '%s' (%s) has too many tensors for a "
                        "kernel", node, n->op_type);
     if (st == WPK_OK) {
         cpu_node_tensors(n, p->vals, in, outs);
-        t = tune_template_for(n, in, outs);
+        t = kernel_provider_for(n, in, outs);
         if (!t)
             st = wpk_error(ctx, WPK_ERR_INVALID_ARG, "node '%s' (%s): no template takes it; it "
                            "runs its reference kernel", node, n->op_type);

@@ -54,8 +54,8 @@ static void add_alternatives(tune_taskset *set, int p, ir_tensor *vals) {
     ir_tensor *in[TUNE_MAX_ARGS * 8], *out[TUNE_MAX_ARGS * 8];
     if (pt->node->nin > TUNE_MAX_ARGS * 8 || pt->node->nout > TUNE_MAX_ARGS * 8) return;
     cpu_node_tensors(pt->node, vals, in, out);
-    const tune_template *impls[MAX_IMPLS];
-    int n = tune_templates_for(pt->node, in, out, impls, MAX_IMPLS);
+    const kernel_provider *impls[MAX_IMPLS];
+    int n = kernel_providers_for(pt->node, in, out, impls, MAX_IMPLS);
     for (int k = 0; k < n; k++) {
         if (impls[k] == pt->tmpl) continue;
         tune_task t;

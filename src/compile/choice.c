@@ -158,7 +158,7 @@ static bool best_record(wpk_context *ctx, const cpu_choose_options *o, const tun
     return found;
 }
 
-static bool wanted(const tune_template *t, const char *provider) {
+static bool wanted(const kernel_provider *t, const char *provider) {
     if (is_auto(provider)) return true;
     if (!strcmp(provider, "generated")) return !t->lib;
     return t->lib && !strcmp(t->lib->name, provider);
@@ -171,7 +171,7 @@ static bool wanted(const tune_template *t, const char *provider) {
  * trials taken minutes apart. */
 static bool fastest_record(wpk_context *ctx, const cpu_choose_options *o, const ir_node *n,
                            ir_tensor *const *in, ir_tensor *const *out,
-                           const tune_template *const *cand, int ncand, const char *provider,
+                           const kernel_provider *const *cand, int ncand, const char *provider,
                            cpu_choice *c) {
     struct {
         tune_task task;
@@ -243,10 +243,10 @@ static bool config_fits(const tune_task *t, const char *config) {
 /* Node k's choice into c; false when it runs its reference kernel. */
 static bool choose_node(wpk_context *ctx, const cpu_choose_options *o, const ir_node *n,
                         ir_tensor *const *in, ir_tensor *const *out, cpu_choice *c) {
-    const tune_template *cand[MAX_CANDIDATES];
-    int ncand = tune_templates_for(n, in, out, cand, MAX_CANDIDATES);
+    const kernel_provider *cand[MAX_CANDIDATES];
+    int ncand = kernel_providers_for(n, in, out, cand, MAX_CANDIDATES);
     if (ncand == 0 || (o->provider && !strcmp(o->provider, "ref"))) return false;
-    const tune_template *primary = NULL;
+    const kernel_provider *primary = NULL;
     for (int i = 0; i < ncand && !primary; i++)
         if (!cand[i]->lib) primary = cand[i];
     /* a library forced where it does not take the node: the generated choice */
@@ -280,7 +280,7 @@ static bool choose_node(wpk_context *ctx, const cpu_choose_options *o, const ir_
         }
     }
     /* no records: the primary template's default, or the forced library's first config */
-    const tune_template *t = NULL;
+    const kernel_provider *t = NULL;
     if (!is_auto(provider) && strcmp(provider, "generated"))
         for (int i = 0; i < ncand && !t; i++)
             if (wanted(cand[i], provider)) t = cand[i];
@@ -356,7 +356,7 @@ bool cpu_choice_fallback(cpu_choice *c) {
         in[i] = c->task.in[i].dtype != WPK_DTYPE_UNDEFINED ? &c->task.in[i] : NULL;
     for (int i = 0; i < c->task.nout; i++)
         out[i] = c->task.out[i].dtype != WPK_DTYPE_UNDEFINED ? &c->task.out[i] : NULL;
-    const tune_template *primary = tune_template_for(c->task.node, in, out);
+    const kernel_provider *primary = kernel_provider_for(c->task.node, in, out);
     if (!primary || (primary == c->task.tmpl && !c->config[0])) return false;
     tune_task t;
     tune_task_init(&t, primary, c->task.node, in, out);

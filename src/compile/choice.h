@@ -1,5 +1,5 @@
 /* choice.h -- which implementation each node of a specialized graph runs: among the node's
- * candidates (tune_templates_for: DSL templates, alternatives, vendor libraries), the one whose
+ * candidates (kernel_providers_for: DSL templates, alternatives, vendor libraries), the one whose
  * tuning records hold the smallest median ("tuned"), else the one whose records of the same node
  * at batch 1 do ("tuned-b1"; a template whose buffers grow with the batch then runs image by
  * image, as measured), else the primary template's default config ("default"), else its reference kernel ("reference"); a provider named by the user narrows the
@@ -9,7 +9,7 @@
 #define WPK_COMPILE_CHOICE_H
 
 #include "tune/records.h"
-#include "kernels/template.h"
+#include "kernels/provider.h"
 
 typedef enum cpu_source {
     CPU_SOURCE_REFERENCE = 0, /* no template takes the node, or provider "ref" */

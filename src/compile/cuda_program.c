@@ -159,7 +159,7 @@ static wpk_status kernel_step(builder *b, int k) {
         in[i] = n->in[i] >= 0 ? &g->values[n->in[i]].t : NULL;
     for (int i = 0; i < n->nout && i < MAX_NODE_ARGS; i++)
         out[i] = n->out[i] >= 0 ? &g->values[n->out[i]].t : NULL;
-    const tune_template *t = tune_template_cuda_for(n, in, out);
+    const kernel_provider *t = kernel_provider_cuda_for(n, in, out);
     tune_task task;
     tune_task_init(&task, t, n, in, out);
     tune_space s;
@@ -278,7 +278,7 @@ wpk_status tune_cuda_program_build(wpk_context *ctx, const ir_graph *g, const me
             in[i] = n->in[i] >= 0 ? &g->values[n->in[i]].t : NULL;
         for (int i = 0; fits && i < n->nout; i++)
             o[i] = n->out[i] >= 0 ? &g->values[n->out[i]].t : NULL;
-        if (fits && tune_template_cuda_for(n, in, o)) continue;
+        if (fits && kernel_provider_cuda_for(n, in, o)) continue;
         sb_printf(&missing, "%s'%s' (%s)", nmissing ? ", " : "", n->name, n->op_type);
         nmissing++;
     }

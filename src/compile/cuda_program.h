@@ -14,7 +14,7 @@
 #include "codegen/cuda/cg_cuda.h"
 #include "passes/memory_plan.h"
 #include "runtime/cuda/cuda_program.h"
-#include "kernels/template.h"
+#include "kernels/provider.h"
 
 typedef struct tune_cuda_program_options {
     int sm;                  /* the target GPU's SM version (0: 90) */

@@ -217,7 +217,7 @@ static wpk_status read_kernels(wpk_context *ctx, const char *what, artifact_read
         cpu_kernel *k = &p->kernels[i];
         snprintf(k->name, sizeof k->name, "%s", name);
         snprintf(k->config, sizeof k->config, "%s", config);
-        k->tmpl = tune_template_find(tmpl);
+        k->tmpl = kernel_provider_find(tmpl);
         k->ninputs = (int)nin;
         k->noutputs = (int)nout;
         k->nscratch = (int)nscr;

@@ -8,7 +8,7 @@
 #define WPK_TUNE_TEMPLATES_COMMON_H
 
 #include "te/algo/epilogue.h"
-#include "kernels/template.h"
+#include "kernels/provider.h"
 
 /* float32 with every dim at least 1 (0-d counts: one element). */
 bool tune_static_f32(const ir_tensor *t);
@@ -56,11 +56,11 @@ wpk_status tune_schedule_flat(te_stage *st, te_iter *outer, int64_t nouter, te_i
 /* Threads a parallel loop may use here (target_cores()). */
 int tune_threads(void);
 
-extern const tune_template tune_dense;
-extern const tune_template tune_pool2d;
-extern const tune_template tune_global_pool;
-extern const tune_template tune_softmax;
-extern const tune_template tune_layernorm;
-extern const tune_template tune_elementwise;
+extern const kernel_provider tune_dense;
+extern const kernel_provider tune_pool2d;
+extern const kernel_provider tune_global_pool;
+extern const kernel_provider tune_softmax;
+extern const kernel_provider tune_layernorm;
+extern const kernel_provider tune_elementwise;
 
 #endif

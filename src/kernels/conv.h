@@ -6,7 +6,7 @@
 #define WPK_TUNE_TEMPLATES_CONV_H
 
 #include "te/algo/conv2d_nchwc.h"
-#include "kernels/template.h"
+#include "kernels/provider.h"
 
 /* One 2-D conv node: Conv, wpk::FusedConv, or wpk::ConvNCHWc (the layout pass's blocked conv). */
 typedef struct tune_conv {
@@ -52,9 +52,9 @@ int64_t tune_value(const tune_space *s, const tune_config *cfg, const char *name
 /* Lanes of the widest float vector the code generator uses on this machine (16, 8 or 4). */
 int tune_vector_floats(void);
 
-extern const tune_template tune_conv2d_nchwc;
-extern const tune_template tune_conv2d_nchw;
+extern const kernel_provider tune_conv2d_nchwc;
+extern const kernel_provider tune_conv2d_nchw;
 /* Winograd F(2x2,3x3) / F(4x4,3x3): an alternative for 3x3 stride-1 convs (conv2d_winograd.c) */
-extern const tune_template tune_conv2d_winograd;
+extern const kernel_provider tune_conv2d_winograd;
 
 #endif

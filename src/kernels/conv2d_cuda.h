@@ -4,7 +4,7 @@
 #ifndef WPK_TUNE_TEMPLATES_CONV2D_CUDA_H
 #define WPK_TUNE_TEMPLATES_CONV2D_CUDA_H
 
-#include "kernels/template.h"
+#include "kernels/provider.h"
 
 /* Knobs (names as tune_config_print writes them):
  *   thread_x, thread_y, thread_z  threads of a block along output columns, rows, channels
@@ -26,10 +26,10 @@
 #define CONV2D_CUDA_MAX_SHARED (48 * 1024)
 #define CONV2D_CUDA_MAX_ACCUM 64
 
-extern const tune_template tune_conv2d_cuda;
+extern const kernel_provider tune_conv2d_cuda;
 
 /* The CUDA templates, NULL-terminated (the registry: src/kernels/templates_cuda.c). */
-const tune_template *const *tune_templates_cuda(void);
+const kernel_provider *const *kernel_providers_cuda(void);
 
 /* Bytes of shared memory a config of this task stages per reduction step (0 with shared off);
  * -1 when the task is not one this template takes. */

@@ -474,7 +474,7 @@ static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
     return WPK_OK;
 }
 
-const tune_template tune_conv2d_nchwc = {
+const kernel_provider tune_conv2d_nchwc = {
     .name = NAME,
     .supports = supports,
     .describe = describe,

@@ -5,13 +5,13 @@
 #define WPK_COMPILE_KERNEL_H
 
 #include "codegen/c/cg_c.h"
-#include "kernels/template.h"
+#include "kernels/provider.h"
 
 #define CPU_MAX_SCRATCH 8
 #define CPU_MAX_KERNEL_ARGS (TUNE_MAX_ARGS * 2 + CPU_MAX_SCRATCH)
 
 typedef struct cpu_kernel {
-    const tune_template *tmpl;
+    const kernel_provider *tmpl;
     char name[32];              /* the kernel's C symbol: "k<index>" */
     char config[256];           /* the config's text form */
     int ninputs, noutputs;      /* arguments taken from the node's tensors */
@@ -46,7 +46,7 @@ ir_tensor cpu_tensor_at_one_image(const ir_tensor *t, int64_t images);
  * dim of every tensor computed at run time whose leading dim is `images` set to 1), and
  * called once per image by the function k->name, each such argument advanced by one image.
  * For kernels chosen from batch-1 records whose buffers grow with the batch (see
- * tune_template.batch_buffers): they run as they were measured. */
+ * kernel_provider.batch_buffers): they run as they were measured. */
 wpk_status cpu_kernel_build_per_image(wpk_context *ctx, const tune_task *task, int index,
                                       const char *config, int64_t images,
                                       const cpu_build_options *opt, cpu_kernel *k);
@@ -68,7 +68,7 @@ wpk_status cpu_kernel_lower(te_ctx *c, const tune_task *task, const char *config
                             loop_func **out);
 
 /* The config text for `config` (NULL: default; partial text: the default with the named knobs
- * replaced, and a knob the template added since (tune_template.unnamed) at the value configs
+ * replaced, and a knob the template added since (kernel_provider.unnamed) at the value configs
  * were measured with before it) in s, as tune_config. WPK_ERR_INVALID_ARG naming the knob or
  * value. */
 wpk_status cpu_config_resolve(wpk_context *ctx, const tune_task *task, const tune_space *s,

@@ -360,7 +360,7 @@ static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
     return WPK_OK;
 }
 
-const tune_template tune_dense = {
+const kernel_provider tune_dense = {
     .name = NAME,
     .supports = supports,
     .describe = describe,

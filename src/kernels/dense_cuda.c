@@ -389,7 +389,7 @@ static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
     return WPK_OK;
 }
 
-const tune_template tune_dense_cuda = {
+const kernel_provider tune_dense_cuda = {
     .name = NAME,
     .supports = supports,
     .describe = describe,

@@ -305,7 +305,7 @@ static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
                               tune_value(s, cfg, "parallel") != 0);
 }
 
-const tune_template tune_elementwise = {
+const kernel_provider tune_elementwise = {
     .name = NAME,
     .supports = supports,
     .describe = describe,

@@ -50,7 +50,7 @@ wpk_status cpu_tasks_collect(wpk_context *ctx, const ir_graph *g, const ir_tenso
         /* the templates only read vals: the cast drops nothing they rely on */
         cpu_node_tensors(n, (ir_tensor *)vals, in, outs);
         if (!known(n, in, outs)) continue;
-        const tune_template *t = tune_template_for(n, in, outs);
+        const kernel_provider *t = kernel_provider_for(n, in, outs);
         if (!t) continue;
         cpu_task *ct = &out->tasks[out->ntasks];
         tune_task_init(&ct->task, t, n, in, outs);

@@ -1,12 +1,12 @@
 /* tasks.h -- the kernel tasks of a specialized graph: for each node, the schedule template that
- * implements it (tune_template_for) and the workload it poses, with identical workloads
+ * implements it (kernel_provider_for) and the workload it poses, with identical workloads
  * counted once; the nodes no template takes run their reference kernels. What `wpk space`
  * prints and what the cpu backend compiles. */
 #ifndef WPK_COMPILE_TASKS_H
 #define WPK_COMPILE_TASKS_H
 
 #include "base/strbuf.h"
-#include "kernels/template.h"
+#include "kernels/provider.h"
 
 typedef struct cpu_task {
     tune_task task;   /* of the first node posing it; task.node is borrowed from the graph */

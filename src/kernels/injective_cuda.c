@@ -24,7 +24,7 @@
 
 typedef struct borrowed {
     const char *name;               /* the CUDA template's */
-    const tune_template *cpu;       /* whose algorithm it schedules */
+    const kernel_provider *cpu;       /* whose algorithm it schedules */
     bool vec;                       /* offers the float4 knob (no reductions) */
 } borrowed;
 
@@ -187,7 +187,7 @@ wpk_status tune_cuda_schedule_flat(te_ctx *c, const char *tmpl, te_tensor *y, in
                                   const tune_config *cfg, tune_build *out) {                \
         return b_build(&desc, var##_space, c, t, s, cfg, out);                              \
     }                                                                                       \
-    const tune_template var = {                                                             \
+    const kernel_provider var = {                                                             \
         .name = label,                                                                      \
         .supports = var##_supports,                                                         \
         .describe = var##_describe,                                                         \

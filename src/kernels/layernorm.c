@@ -165,7 +165,7 @@ static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
     return WPK_OK;
 }
 
-const tune_template tune_layernorm = {
+const kernel_provider tune_layernorm = {
     .name = NAME,
     .supports = supports,
     .describe = describe,

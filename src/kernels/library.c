@@ -14,12 +14,12 @@
 
 #define MAX_LIBS 8
 
-static tune_template templates[MAX_LIBS];
-static const tune_template *list[MAX_LIBS + 1];
+static kernel_provider templates[MAX_LIBS];
+static const kernel_provider *list[MAX_LIBS + 1];
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 /* The provider behind template t (the table is parallel to lib_providers()). */
-static const lib_provider *provider_of(const tune_template *t) { return t->lib; }
+static const lib_provider *provider_of(const kernel_provider *t) { return t->lib; }
 
 static void task_tensors(const tune_task *task, ir_tensor **in, ir_tensor **out) {
     tune_task *m = (tune_task *)task;
@@ -40,13 +40,13 @@ static bool (*const supports_fns[MAX_LIBS])(const ir_node *, ir_tensor *const *,
                                             ir_tensor *const *) = {
     supports_0, supports_1, supports_2, supports_3, supports_4, supports_5, supports_6, supports_7};
 
-static const tune_template *template_of(const tune_task *task) { return task->tmpl; }
+static const kernel_provider *template_of(const tune_task *task) { return task->tmpl; }
 
 static void describe(tune_task *task) {
-    const tune_template *self = template_of(task);
+    const kernel_provider *self = template_of(task);
     ir_tensor *in[TUNE_MAX_ARGS] = {0}, *out[TUNE_MAX_ARGS] = {0};
     task_tensors(task, in, out);
-    const tune_template *dsl = tune_template_for(task->node, in, out);
+    const kernel_provider *dsl = kernel_provider_for(task->node, in, out);
     if (dsl) {
         tune_task inner;
         tune_task_init(&inner, dsl, task->node, in, out);
@@ -91,7 +91,7 @@ static void init(void) {
     const lib_provider *const *libs = lib_providers();
     int k = 0;
     for (int i = 0; libs[i] && k < MAX_LIBS; i++, k++) {
-        templates[k] = (tune_template){
+        templates[k] = (kernel_provider){
             .name = libs[i]->name,
             .supports = supports_fns[k],
             .describe = describe,
@@ -105,7 +105,7 @@ static void init(void) {
     list[k] = NULL;
 }
 
-const tune_template *const *tune_library_templates(void) {
+const kernel_provider *const *kernel_library_providers(void) {
     pthread_once(&once, init);
     return list;
 }

@@ -4,9 +4,9 @@
 #ifndef WPK_TUNE_TEMPLATES_LIBRARY_H
 #define WPK_TUNE_TEMPLATES_LIBRARY_H
 
-#include "kernels/template.h"
+#include "kernels/provider.h"
 
 /* One template per built-in provider, in lib_providers() order, NULL-terminated. */
-const tune_template *const *tune_library_templates(void);
+const kernel_provider *const *kernel_library_providers(void);
 
 #endif

@@ -134,7 +134,7 @@ static wpk_status concat_build(te_ctx *c, const tune_task *t, const tune_space *
     return flat_schedule(c, "concat_cuda", s, cfg, out);
 }
 
-const tune_template tune_concat_cuda = {
+const kernel_provider tune_concat_cuda = {
     .name = "concat_cuda",
     .supports = concat_supports,
     .describe = concat_describe,
@@ -199,7 +199,7 @@ static wpk_status transpose_build(te_ctx *c, const tune_task *t, const tune_spac
     return flat_schedule(c, "transpose_cuda", s, cfg, out);
 }
 
-const tune_template tune_transpose_cuda = {
+const kernel_provider tune_transpose_cuda = {
     .name = "transpose_cuda",
     .supports = transpose_supports,
     .describe = transpose_describe,
@@ -309,7 +309,7 @@ static wpk_status mean_build(te_ctx *c, const tune_task *t, const tune_space *s,
     return flat_schedule(c, "reduce_mean_cuda", s, cfg, out);
 }
 
-const tune_template tune_reduce_mean_cuda = {
+const kernel_provider tune_reduce_mean_cuda = {
     .name = "reduce_mean_cuda",
     .supports = mean_supports,
     .describe = mean_describe,
@@ -428,7 +428,7 @@ static wpk_status slice_build(te_ctx *c, const tune_task *t, const tune_space *s
     return flat_schedule(c, "slice_cuda", s, cfg, out);
 }
 
-const tune_template tune_slice_cuda = {
+const kernel_provider tune_slice_cuda = {
     .name = "slice_cuda",
     .supports = slice_supports,
     .describe = slice_describe,

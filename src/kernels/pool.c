@@ -321,7 +321,7 @@ static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
     return WPK_OK;
 }
 
-const tune_template tune_pool2d = {
+const kernel_provider tune_pool2d = {
     .name = NAME,
     .supports = supports,
     .describe = describe,
@@ -408,7 +408,7 @@ static wpk_status g_build(te_ctx *c, const tune_task *t, const tune_space *s,
     return te_set_scope(te_stage_of(sc, acc), "local");
 }
 
-const tune_template tune_global_pool = {
+const kernel_provider tune_global_pool = {
     .name = NAME,
     .supports = g_supports,
     .describe = g_describe,

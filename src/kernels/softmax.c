@@ -156,7 +156,7 @@ static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
     return WPK_OK;
 }
 
-const tune_template tune_softmax = {
+const kernel_provider tune_softmax = {
     .name = NAME,
     .supports = supports,
     .describe = describe,

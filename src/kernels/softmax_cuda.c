@@ -151,7 +151,7 @@ static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
     return WPK_OK;
 }
 
-const tune_template tune_softmax_cuda = {
+const kernel_provider tune_softmax_cuda = {
     .name = NAME,
     .supports = supports,
     .describe = describe,

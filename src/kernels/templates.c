@@ -2,17 +2,17 @@
  * preference, the first that supports a node gets it, and the task a node poses. */
 #include <string.h>
 
-#include "kernels/template.h"
+#include "kernels/provider.h"
 #include "kernels/common.h"
 #include "kernels/conv.h"
 #include "kernels/library.h"
 
 /* Specialized templates before the general ones that also take their nodes: the blocked conv
  * is preferred wherever it applies, the NCHW direct conv takes the rest. */
-static const tune_template *const registry[] = {
+static const kernel_provider *const registry[] = {
     &tune_conv2d_nchwc,
     &tune_conv2d_nchw,
-    /* an alternative for the nodes the two above take, never the first (tune_templates_for) */
+    /* an alternative for the nodes the two above take, never the first (kernel_providers_for) */
     &tune_conv2d_winograd,
     &tune_dense,
     &tune_pool2d,
@@ -23,36 +23,36 @@ static const tune_template *const registry[] = {
     NULL,
 };
 
-const tune_template *const *tune_templates(void) { return registry; }
+const kernel_provider *const *kernel_providers(void) { return registry; }
 
-int tune_templates_for(const ir_node *n, ir_tensor *const *in, ir_tensor *const *out,
-                       const tune_template **list, int max) {
+int kernel_providers_for(const ir_node *n, ir_tensor *const *in, ir_tensor *const *out,
+                       const kernel_provider **list, int max) {
     int k = 0;
     for (int i = 0; registry[i] && k < max; i++)
         if (registry[i]->supports(n, in, out)) list[k++] = registry[i];
-    const tune_template *const *libs = tune_library_templates();
+    const kernel_provider *const *libs = kernel_library_providers();
     for (int i = 0; libs[i] && k < max; i++)
         if (libs[i]->supports(n, in, out)) list[k++] = libs[i];
     return k;
 }
 
-const tune_template *tune_template_find(const char *name) {
+const kernel_provider *kernel_provider_find(const char *name) {
     for (int i = 0; registry[i]; i++)
         if (!strcmp(registry[i]->name, name)) return registry[i];
-    const tune_template *const *libs = tune_library_templates();
+    const kernel_provider *const *libs = kernel_library_providers();
     for (int i = 0; libs[i]; i++)
         if (!strcmp(libs[i]->name, name)) return libs[i];
     return NULL;
 }
 
-const tune_template *tune_template_for(const ir_node *n, ir_tensor *const *in,
+const kernel_provider *kernel_provider_for(const ir_node *n, ir_tensor *const *in,
                                        ir_tensor *const *out) {
     for (int i = 0; registry[i]; i++)
         if (registry[i]->supports(n, in, out)) return registry[i];
     return NULL;
 }
 
-void tune_task_init(tune_task *task, const tune_template *t, const ir_node *n,
+void tune_task_init(tune_task *task, const kernel_provider *t, const ir_node *n,
                     ir_tensor *const *in, ir_tensor *const *out) {
     memset(task, 0, sizeof *task);
     task->tmpl = t;

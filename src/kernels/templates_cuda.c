@@ -4,7 +4,7 @@
 
 #include <string.h>
 
-static const tune_template *const registry[] = {
+static const kernel_provider *const registry[] = {
     &tune_conv2d_cuda,
     &tune_dense_cuda,
     &tune_pool2d_cuda,
@@ -18,16 +18,16 @@ static const tune_template *const registry[] = {
     NULL,
 };
 
-const tune_template *const *tune_templates_cuda(void) { return registry; }
+const kernel_provider *const *kernel_providers_cuda(void) { return registry; }
 
-const tune_template *tune_template_cuda_for(const ir_node *n, ir_tensor *const *in,
+const kernel_provider *kernel_provider_cuda_for(const ir_node *n, ir_tensor *const *in,
                                             ir_tensor *const *out) {
     for (int i = 0; registry[i]; i++)
         if (registry[i]->supports(n, in, out)) return registry[i];
     return NULL;
 }
 
-const tune_template *tune_template_cuda_find(const char *name) {
+const kernel_provider *kernel_provider_cuda_find(const char *name) {
     for (int i = 0; name && registry[i]; i++)
         if (!strcmp(registry[i]->name, name)) return registry[i];
     return NULL;

@@ -18,28 +18,28 @@
 #ifndef WPK_TUNE_TEMPLATES_CUDA_H
 #define WPK_TUNE_TEMPLATES_CUDA_H
 
-#include "kernels/template.h"
+#include "kernels/provider.h"
 #include "kernels/conv2d_cuda.h"
 
-extern const tune_template tune_dense_cuda;
-extern const tune_template tune_pool2d_cuda;
-extern const tune_template tune_global_pool_cuda;
-extern const tune_template tune_elementwise_cuda;
-extern const tune_template tune_softmax_cuda;
-extern const tune_template tune_concat_cuda;
-extern const tune_template tune_transpose_cuda;
-extern const tune_template tune_reduce_mean_cuda;
-extern const tune_template tune_slice_cuda;
+extern const kernel_provider tune_dense_cuda;
+extern const kernel_provider tune_pool2d_cuda;
+extern const kernel_provider tune_global_pool_cuda;
+extern const kernel_provider tune_elementwise_cuda;
+extern const kernel_provider tune_softmax_cuda;
+extern const kernel_provider tune_concat_cuda;
+extern const kernel_provider tune_transpose_cuda;
+extern const kernel_provider tune_reduce_mean_cuda;
+extern const kernel_provider tune_slice_cuda;
 
 /* Every CUDA template, NULL-terminated, in order of preference (declared in conv2d_cuda.h too,
  * where it was first). */
-const tune_template *const *tune_templates_cuda(void);
+const kernel_provider *const *kernel_providers_cuda(void);
 /* The CUDA template for node n (the first that supports it), or NULL: the node has no generated
  * GPU kernel (the CUDA target then needs a library kernel for it, or refuses the model). */
-const tune_template *tune_template_cuda_for(const ir_node *n, ir_tensor *const *in,
+const kernel_provider *kernel_provider_cuda_for(const ir_node *n, ir_tensor *const *in,
                                             ir_tensor *const *out);
 /* The CUDA template called name ("dense_cuda"), or NULL. */
-const tune_template *tune_template_cuda_find(const char *name);
+const kernel_provider *kernel_provider_cuda_find(const char *name);
 
 /* The flat GPU schedule of an injective output y (injective_cuda.c), for templates that write
  * their own algorithm: a fresh schedule of y whose axes are fused into one index space over the

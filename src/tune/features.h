@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "loop/loop.h"
-#include "kernels/template.h"
+#include "kernels/provider.h"
 
 /* What the features are measured against. */
 typedef struct tune_machine {

@@ -36,7 +36,7 @@
 
 #include "base/strbuf.h"
 #include "tune/strategy.h"
-#include "kernels/template.h"
+#include "kernels/provider.h"
 
 #define TUNE_MAX_SAMPLES 128
 /* Candidates in flight in one batch (a longer batch is measured in pieces this long). */

@@ -8,7 +8,7 @@
 #ifndef WPK_TUNE_TASKS_H
 #define WPK_TUNE_TASKS_H
 
-#include "kernels/template.h"
+#include "kernels/provider.h"
 
 typedef struct tune_model_task {
     tune_task task;   /* task.node is borrowed from the set's specialized graph */
@@ -17,7 +17,7 @@ typedef struct tune_model_task {
     double share;     /* flops / the set's total (0..1) */
     int alt_of;       /* -1: the workload's primary implementation (the template the cpu
                          backend runs without records); else the index of that task, of which
-                         this is another implementation (tune_templates_for: Winograd, a
+                         this is another implementation (kernel_providers_for: Winograd, a
                          vendor library), measured so that the backend can choose */
 } tune_model_task;
 

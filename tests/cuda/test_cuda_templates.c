@@ -356,7 +356,7 @@ static void nvrtc_check(wpk_context *ctx, const char *src, const char *kname, co
 static bool run_config(wpk_context *ctx, const node_case *nc, problem2 *p, const tune_task *task,
                        const tune_space *sp, const tune_config *cfg, const char *label, int idx,
                        bool must_build, bool emulate) {
-    const tune_template *tm = task->tmpl;
+    const kernel_provider *tm = task->tmpl;
     strbuf cs = {0};
     tune_config_print(sp, cfg, &cs);
     char what[512];
@@ -446,7 +446,7 @@ static void test_cases(wpk_context *ctx) {
         }
         ir_tensor view[MAX_IN], *in[MAX_IN];
         task_tensors(&p, nc, view, in);
-        const tune_template *tm = tune_template_cuda_for(p.node, in, p.out);
+        const kernel_provider *tm = kernel_provider_cuda_for(p.node, in, p.out);
         if (!tm || strcmp(tm->name, nc->tmpl)) {
             fprintf(stderr, "%s: template %s, expected %s\n", nc->name, tm ? tm->name : "none",
                     nc->tmpl);
@@ -454,8 +454,8 @@ static void test_cases(wpk_context *ctx) {
             problem2_free(&p);
             continue;
         }
-        for (int k = 0; tune_templates_cuda()[k]; k++)
-            if (tune_templates_cuda()[k] == tm && k < 32) seen[k] = true;
+        for (int k = 0; kernel_providers_cuda()[k]; k++)
+            if (kernel_providers_cuda()[k] == tm && k < 32) seen[k] = true;
         tune_task task;
         tune_task_init(&task, tm, p.node, in, p.out);
         CHECK(strncmp(task.key, tm->name, strlen(tm->name)) == 0 &&
@@ -482,9 +482,9 @@ static void test_cases(wpk_context *ctx) {
         problem2_free(&p);
     }
     /* every template but the conv's (tests/unit/test_codegen_cuda.c) was exercised */
-    for (int k = 0; tune_templates_cuda()[k]; k++)
-        if (tune_templates_cuda()[k] != &tune_conv2d_cuda && (k >= 32 || !seen[k])) {
-            fprintf(stderr, "no case for %s\n", tune_templates_cuda()[k]->name);
+    for (int k = 0; kernel_providers_cuda()[k]; k++)
+        if (kernel_providers_cuda()[k] != &tune_conv2d_cuda && (k >= 32 || !seen[k])) {
+            fprintf(stderr, "no case for %s\n", kernel_providers_cuda()[k]->name);
             CHECK(!"a case per CUDA template");
         }
 }
@@ -492,17 +492,17 @@ static void test_cases(wpk_context *ctx) {
 /* ---- the registries, declined nodes, configs beyond the limits ---- */
 
 static void test_registry(wpk_context *ctx) {
-    const tune_template *const *cuda = tune_templates_cuda();
+    const kernel_provider *const *cuda = kernel_providers_cuda();
     int n = 0;
     for (; cuda[n]; n++) {
         CHECK(strstr(cuda[n]->name, "_cuda") != NULL && cuda[n]->build && !cuda[n]->lib);
-        CHECK(tune_template_cuda_find(cuda[n]->name) == cuda[n]);
+        CHECK(kernel_provider_cuda_find(cuda[n]->name) == cuda[n]);
         /* the cpu backend never picks a GPU template */
-        CHECK(tune_template_find(cuda[n]->name) == NULL);
-        for (int k = 0; tune_templates()[k]; k++) CHECK(tune_templates()[k] != cuda[n]);
+        CHECK(kernel_provider_find(cuda[n]->name) == NULL);
+        for (int k = 0; kernel_providers()[k]; k++) CHECK(kernel_providers()[k] != cuda[n]);
     }
     CHECK(n == 10);
-    CHECK(tune_template_cuda_find("dense") == NULL && tune_template_cuda_find(NULL) == NULL);
+    CHECK(kernel_provider_cuda_find("dense") == NULL && kernel_provider_cuda_find(NULL) == NULL);
 
     /* declined: a batched MatMul, a blocked pool, an NCHWc conv's neighbours are the CPU's */
     const node_case batched = {"batched matmul", "MatMul", "", 13, 2,
@@ -510,7 +510,7 @@ static void test_registry(wpk_context *ctx) {
     problem2 p;
     if (problem2_init(&p, &batched, ctx)) {
         CHECK(!tune_dense_cuda.supports(p.node, p.in, p.out));
-        CHECK(tune_template_cuda_for(p.node, p.in, p.out) == NULL);
+        CHECK(kernel_provider_cuda_for(p.node, p.in, p.out) == NULL);
     }
     problem2_free(&p);
 

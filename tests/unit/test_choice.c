@@ -61,8 +61,8 @@ static void find_candidates(wpk_context *ctx, cands *c) {
         ir_tensor *in[8], *out[8];
         const ir_node *n = &p->g->nodes[0];
         cpu_node_tensors(n, p->vals, in, out);
-        const tune_template *list[8];
-        c->n = tune_templates_for(n, in, out, list, 8);
+        const kernel_provider *list[8];
+        c->n = kernel_providers_for(n, in, out, list, 8);
         for (int i = 0; i < c->n; i++) {
             tune_task_init(&c->task[i], list[i], n, in, out);
             tune_space s;

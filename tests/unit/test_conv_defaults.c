@@ -22,7 +22,7 @@
 #include "ir/graph.h"
 #include "loop/lower.h"
 #include "ops/blocked.h"
-#include "kernels/template.h"
+#include "kernels/provider.h"
 #include "kernels/conv.h"
 
 typedef struct shape {
@@ -126,7 +126,7 @@ static void check_default(wpk_context *ctx, const shape *s, bool blocked) {
     node_case nc;
     bool made = make_node(ctx, s, blocked, &nc);
     CHECK(made);
-    const tune_template *t = &tune_conv2d_nchwc;
+    const kernel_provider *t = &tune_conv2d_nchwc;
     if (!made || !t->supports(nc.node, nc.in, nc.out)) {
         fprintf(stderr, "%s (%s): conv2d_nchwc does not take it\n", s->name,
                 blocked ? "ConvNCHWc" : "Conv");

@@ -21,7 +21,7 @@
 #include "loop/interp.h"
 #include "loop/lower.h"
 #include "ops/blocked.h"
-#include "kernels/template.h"
+#include "kernels/provider.h"
 #include "kernels/conv.h"
 
 #define TOL 1e-5
@@ -44,7 +44,7 @@ typedef struct conv_case {
     float alpha, lo, hi;     /* LeakyRelu alpha; Clip bounds */
     int64_t block;           /* ConvNCHWc: lanes of X (1: NCHW) ... */
     int64_t oblock;          /* ... and of the output */
-    const char *expect;      /* the template tune_template_for picks */
+    const char *expect;      /* the template kernel_provider_for picks */
 } conv_case;
 
 static const conv_case CASES[] = {
@@ -226,7 +226,7 @@ static bool close_enough(const problem *p, const float *got, const char *what) {
 }
 
 /* Build cfg, pre-pack, lower; run interpreted (and compiled when `compile`). */
-static void run_config(wpk_context *ctx, const conv_case *cc, problem *p, const tune_template *t,
+static void run_config(wpk_context *ctx, const conv_case *cc, problem *p, const kernel_provider *t,
                        const tune_task *task, const tune_space *sp, const tune_config *cfg,
                        bool compile, const char *label) {
     strbuf cs = {0};
@@ -328,12 +328,12 @@ static void test_case(wpk_context *ctx, int index, const conv_case *cc, uint64_t
     bool ok = problem_init(&p, cc, ctx);
     CHECK(ok);
     if (!ok) return;
-    const tune_template *chosen = tune_template_for(p.node, p.in, p.out);
+    const kernel_provider *chosen = kernel_provider_for(p.node, p.in, p.out);
     CHECK(chosen && !strcmp(chosen->name, cc->expect));
     if (!chosen || strcmp(chosen->name, cc->expect))
         fprintf(stderr, "%s: template %s, expected %s\n", cc->name, chosen ? chosen->name : "none",
                 cc->expect);
-    for (const tune_template *const *t = tune_templates(); *t; t++) {
+    for (const kernel_provider *const *t = kernel_providers(); *t; t++) {
         if (!(*t)->supports(p.node, p.in, p.out)) continue;
         tune_task task;
         tune_task_init(&task, *t, p.node, p.in, p.out);
@@ -367,7 +367,7 @@ static void test_registry(wpk_context *ctx) {
     problem p;
     const conv_case *cc = &CASES[1];
     CHECK(problem_init(&p, cc, ctx));
-    const tune_template *t = tune_template_for(p.node, p.in, p.out);
+    const kernel_provider *t = kernel_provider_for(p.node, p.in, p.out);
     CHECK(t != NULL);
     if (!t) return;
     tune_task task;
@@ -379,7 +379,7 @@ static void test_registry(wpk_context *ctx) {
     CHECK(task.node == p.node && task.nin == 4 && task.nout == 1);
     /* a Relu node is no conv */
     int k = ir_graph_add_node(p.g, "relu", "Relu", "", 17, 1, 1);
-    CHECK(tune_template_for(&p.g->nodes[k], p.in, p.out) == NULL);
+    CHECK(kernel_provider_for(&p.g->nodes[k], p.in, p.out) == NULL);
     problem_free(&p);
 }
 
@@ -395,7 +395,7 @@ static void test_must_fail(wpk_context *ctx) {
     problem p, q;
     CHECK(problem_init(&p, &CASES[0], ctx));  /* 9x11 output */
     CHECK(problem_init(&q, &CASES[3], ctx));  /* 1x1: a 6x5 output */
-    for (const tune_template *const *t = tune_templates(); *t; t++) {
+    for (const kernel_provider *const *t = kernel_providers(); *t; t++) {
         if (!(*t)->supports(p.node, p.in, p.out)) continue;
         tune_task task, small;
         tune_task_init(&task, *t, p.node, p.in, p.out);

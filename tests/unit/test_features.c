@@ -16,7 +16,7 @@
 #include "loop/loop.h"
 #include "tune/features.h"
 #include "tune/strategy.h"
-#include "kernels/template.h"
+#include "kernels/provider.h"
 
 /* ---- problems: one node with its tensors ---- */
 
@@ -53,7 +53,7 @@ static bool conv_problem(problem *p, const char *tmpl, int64_t c, int64_t k, int
     p->t[3] = (ir_tensor){WPK_DTYPE_FLOAT32, 4, {1, k, hw, hw}, NULL};
     p->in[0] = &p->t[0], p->in[1] = &p->t[1], p->in[2] = &p->t[2];
     p->out[0] = &p->t[3];
-    const tune_template *t = tune_template_find(tmpl);
+    const kernel_provider *t = kernel_provider_find(tmpl);
     if (!t || !t->supports(n, p->in, p->out)) return false;
     tune_task_init(&p->task, t, n, p->in, p->out);
     return true;
@@ -70,7 +70,7 @@ static bool matmul_problem(problem *p, int64_t m, int64_t kk, int64_t nn) {
     p->t[3] = (ir_tensor){WPK_DTYPE_FLOAT32, 2, {m, nn}, NULL};
     p->in[0] = &p->t[0], p->in[1] = &p->t[1];
     p->out[0] = &p->t[3];
-    const tune_template *t = tune_template_find("dense");
+    const kernel_provider *t = kernel_provider_find("dense");
     if (!t || !t->supports(n, p->in, p->out)) return false;
     tune_task_init(&p->task, t, n, p->in, p->out);
     return true;
@@ -324,7 +324,7 @@ static void test_templates(wpk_context *ctx) {
 
     /* a library template has no loops */
     tune_task lib = pc.task;
-    tune_template fake = *pc.task.tmpl;
+    kernel_provider fake = *pc.task.tmpl;
     fake.build = NULL;
     lib.tmpl = &fake;
     CHECK(tune_featurizer_create(ctx, &lib, NULL) == NULL);

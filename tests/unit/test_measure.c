@@ -53,7 +53,7 @@ static void fixture_init(fixture *f) {
     f->b = (ir_tensor){WPK_DTYPE_FLOAT32, 1, {16}, f->bdata};
     f->y = (ir_tensor){WPK_DTYPE_FLOAT32, 4, {1, 16, 10, 10}, NULL};
     ir_tensor *in[] = {&f->x, &f->w, &f->b}, *out[] = {&f->y};
-    const tune_template *t = tune_template_for(n, in, out);
+    const kernel_provider *t = kernel_provider_for(n, in, out);
     CHECK(t != NULL);
     if (t) tune_task_init(&f->task, t, &f->g->nodes[k], in, out);
 }
@@ -486,8 +486,8 @@ static void test_cold(wpk_context *ctx) {
     fixture f;
     fixture_init(&f);
     ir_tensor *in[] = {&f.x, &f.w, &f.b}, *out[] = {&f.y};
-    const tune_template *list[8];
-    int nt = tune_templates_for(&f.task.node[0], in, out, list, 8);
+    const kernel_provider *list[8];
+    int nt = kernel_providers_for(&f.task.node[0], in, out, list, 8);
     for (int ti = 0; ti < nt; ti++) {
         tune_task task;
         tune_task_init(&task, list[ti], f.task.node, in, out);

@@ -126,7 +126,7 @@ int main(int argc, char **argv) {
     ir_tensor wt = {WPK_DTYPE_FLOAT32, 4, {16, 16, 1, 1}, w};
     ir_tensor y = {WPK_DTYPE_FLOAT32, 4, {1, 16, 8, 8}, NULL};
     ir_tensor *in[] = {&x, &wt}, *out[] = {&y};
-    const tune_template *t = tune_template_for(&g->nodes[k], in, out);
+    const kernel_provider *t = kernel_provider_for(&g->nodes[k], in, out);
     CHECK(t != NULL);
     if (!t) CHECK_DONE();
     tune_task task;

@@ -27,7 +27,7 @@
 #include "ir/graph.h"
 #include "loop/interp.h"
 #include "loop/lower.h"
-#include "kernels/template.h"
+#include "kernels/provider.h"
 
 #define TOL 1e-5
 #define RANDOM_CONFIGS 3
@@ -392,7 +392,7 @@ static uint64_t seed_of(void) {
 }
 
 static void test_case(wpk_context *ctx, const tcase *tc, int pi, problem *p, uint64_t *rng) {
-    const tune_template *t = tune_template_for(p->node, p->in, p->out);
+    const kernel_provider *t = kernel_provider_for(p->node, p->in, p->out);
     if (!t || !tc->expect || strcmp(t->name, tc->expect)) {
         fprintf(stderr, "%s: template %s, expected %s\n", tc->name, t ? t->name : "none",
                 tc->expect ? tc->expect : "none");
@@ -435,21 +435,21 @@ static void test_declines(wpk_context *ctx) {
     two.nout = 2;
     two.out = outs;
     ir_tensor *o2[2] = {p.out[0], &idx};
-    CHECK(tune_template_for(&two, p.in, o2) == NULL);
+    CHECK(kernel_provider_for(&two, p.in, o2) == NULL);
     problem_free(&p);
     /* Clip whose bounds are known only at run time */
     const tcase *clip = NULL;
     for (int i = 0; i < NCASES; i++)
         if (!strcmp(CASES[i].op, "Clip")) clip = &CASES[i];
     CHECK(clip && problem_init(&p, clip, ctx));
-    CHECK(tune_template_for(p.node, p.in, p.out) != NULL);
+    CHECK(kernel_provider_for(p.node, p.in, p.out) != NULL);
     p.t[2].data = NULL;
-    CHECK(tune_template_for(p.node, p.in, p.out) == NULL);
+    CHECK(kernel_provider_for(p.node, p.in, p.out) == NULL);
     problem_free(&p);
     /* a dim not known statically */
     CHECK(problem_init(&p, &CASES[0], ctx));
     p.t[0].dims[0] = -1;
-    CHECK(tune_template_for(p.node, p.in, p.out) == NULL);
+    CHECK(kernel_provider_for(p.node, p.in, p.out) == NULL);
     problem_free(&p);
 }
 
@@ -472,7 +472,7 @@ static void test_keys(wpk_context *ctx) {
     };
     for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
         CHECK(problem_init(&p, &CASES[want[k].i], ctx));
-        const tune_template *t = tune_template_for(p.node, p.in, p.out);
+        const kernel_provider *t = kernel_provider_for(p.node, p.in, p.out);
         tune_task task;
         if (t) tune_task_init(&task, t, p.node, p.in, p.out);
         CHECK(t && !strcmp(task.key, want[k].key));
@@ -488,7 +488,7 @@ static void test_must_fail(wpk_context *ctx) {
     problem p, q;
     CHECK(problem_init(&p, &CASES[1], ctx));  /* N = 45 */
     CHECK(problem_init(&q, &CASES[6], ctx));  /* N = 64, M = 2 */
-    const tune_template *t = tune_template_for(p.node, p.in, p.out);
+    const kernel_provider *t = kernel_provider_for(p.node, p.in, p.out);
     CHECK(t != NULL);
     if (!t) return;
     tune_task task, other;

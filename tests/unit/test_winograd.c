@@ -28,7 +28,7 @@
 #include "ir/graph.h"
 #include "ops/blocked.h"
 #include "te/algo/winograd.h"
-#include "kernels/template.h"
+#include "kernels/provider.h"
 
 #define TOL 1e-4
 #define RANDOM_CONFIGS 1
@@ -198,7 +198,7 @@ static built kernels[MAX_KERNELS];
 static int nkernels;
 static double worst[7]; /* by m */
 
-static const tune_template *winograd(void) { return tune_template_find("conv2d_winograd"); }
+static const kernel_provider *winograd(void) { return kernel_provider_find("conv2d_winograd"); }
 
 /* images > 1: built for one image and run once per image (cpu_kernel_build_per_image, what a
  * plan does with a config from batch-1 records), on the whole batch's tensors. */
@@ -295,10 +295,10 @@ static uint64_t seed_of(void) {
 
 /* The registry: Winograd is one of the node's implementations, never its first. */
 static void check_registry(const problem *p) {
-    const tune_template *first = tune_template_for(p->node, p->in, p->out);
+    const kernel_provider *first = kernel_provider_for(p->node, p->in, p->out);
     CHECK(first && first != winograd());
-    const tune_template *list[16];
-    int n = tune_templates_for(p->node, p->in, p->out, list, 16), at = -1;
+    const kernel_provider *list[16];
+    int n = kernel_providers_for(p->node, p->in, p->out, list, 16), at = -1;
     for (int i = 0; i < n; i++)
         if (list[i] == winograd()) at = i;
     CHECK(at > 0 && list[0] == first);

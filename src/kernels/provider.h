@@ -1,8 +1,8 @@
 /* template.h -- schedule templates: for one kind of op, the algorithm (a tensor expression) plus
  * a schedule parameterized by knobs, and the task (workload) a graph node poses to it. Each
  * template is a provider in DESIGN.md's sense: supports / space / build. */
-#ifndef WPK_TUNE_TEMPLATE_H
-#define WPK_TUNE_TEMPLATE_H
+#ifndef WPK_KERNELS_PROVIDER_H
+#define WPK_KERNELS_PROVIDER_H
 
 #include "ir/graph.h"
 #include "te/schedule.h"
@@ -13,7 +13,7 @@
 /* A workload: what one node asks for, independent of how it runs. Two nodes with the same key
  * share tuning records and compiled kernels. */
 typedef struct tune_task {
-    const struct tune_template *tmpl;
+    const struct kernel_provider *tmpl;
     char key[512];               /* "conv2d_nchwc:n1,c64,h56,w56,k64,r3,s3,st1,1,pd1,1,1,1,dl1,1,g1,ep=relu+res" */
     int64_t flops;               /* for GFLOP/s and the task scheduler's weights */
     const ir_node *node;         /* borrowed: the node it came from (attributes) */
@@ -36,7 +36,7 @@ typedef struct tune_build {
     te_tensor *prepack_src[TUNE_MAX_ARGS];
 } tune_build;
 
-typedef struct tune_template {
+typedef struct kernel_provider {
     const char *name;
     /* Whether this template implements node n with these input/output shapes (static shapes,
      * float32). */
@@ -63,26 +63,26 @@ typedef struct tune_template {
     /* Knobs added to the space after records were stored, as "knob=value,...": a config that
      * does not name one was measured with this value, not with today's default (NULL: none). */
     const char *unnamed;
-} tune_template;
+} kernel_provider;
 
 /* The template for node n (first in the registry that supports it), or NULL: that node runs on
  * its reference kernel. in/out: the node's tensors with static shapes. */
-const tune_template *tune_template_for(const ir_node *n, ir_tensor *const *in, ir_tensor *const *out);
+const kernel_provider *kernel_provider_for(const ir_node *n, ir_tensor *const *in, ir_tensor *const *out);
 /* Every template that implements node n, at most max into out, in order of preference: the
- * DSL templates of the registry (the first is tune_template_for's), then alternatives such as
+ * DSL templates of the registry (the first is kernel_provider_for's), then alternatives such as
  * Winograd convolution, then the vendor libraries' templates (src/kernels/vendor). Each poses its own
  * task (its own workload key: a library's key is "<library>|" + the key the first DSL template
  * gives, or "<library>|<op>:<shapes>" where none takes the node), measured and recorded like
  * any other, so which implementation a node runs is one measured choice among them. Returns
  * how many. */
-int tune_templates_for(const ir_node *n, ir_tensor *const *in, ir_tensor *const *out,
-                       const tune_template **list, int max);
+int kernel_providers_for(const ir_node *n, ir_tensor *const *in, ir_tensor *const *out,
+                       const kernel_provider **list, int max);
 /* The template called name ("conv2d_nchwc", "onednn"), or NULL. */
-const tune_template *tune_template_find(const char *name);
+const kernel_provider *kernel_provider_find(const char *name);
 /* Fill a task for node n and template t. */
-void tune_task_init(tune_task *task, const tune_template *t, const ir_node *n, ir_tensor *const *in,
+void tune_task_init(tune_task *task, const kernel_provider *t, const ir_node *n, ir_tensor *const *in,
                     ir_tensor *const *out);
 /* All registered templates, NULL-terminated (the registry is a table in templates.c). */
-const tune_template *const *tune_templates(void);
+const kernel_provider *const *kernel_providers(void);
 
 #endif
