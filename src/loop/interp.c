@@ -378,7 +378,7 @@ static wpk_status exec(interp *I, const loop_stmt *s) {
         wpk_free(data);
         return st;
     }
-    case LOOP_SEQ:
+    case LOOP_SEQ: /* a barrier has no statements: threads run one after another here */
         for (int i = 0; i < s->nstmts; i++)
             if ((st = exec(I, s->stmts[i]))) return st;
         return WPK_OK;

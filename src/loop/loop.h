@@ -48,6 +48,9 @@ struct loop_stmt {
     const loop_stmt *else_body;     /* IF (may be NULL) */
     const loop_stmt **stmts;        /* SEQ */
     int nstmts;
+    /* SEQ of no statements: a GPU block barrier (loop/sync.c places them, after every other
+     * pass). A SEQ so that what knows no barriers sees the empty statement. */
+    bool barrier;
 };
 
 /* A kernel: void name(void *const *args), args[i] pointing at buffer args[i]'s data. */
@@ -71,6 +74,10 @@ const loop_stmt *loop_store(te_ctx *c, const loop_buffer *b, const te_expr *inde
                             const te_expr *value);
 const loop_stmt *loop_alloc(te_ctx *c, const loop_buffer *b, const loop_stmt *body);
 const loop_stmt *loop_seq(te_ctx *c, int n, const loop_stmt *const *stmts);
+/* Every thread of a GPU block waits here until all have arrived, and sees what the others wrote
+ * to shared memory before (CUDA's __syncthreads). Sequential execution needs nothing. */
+const loop_stmt *loop_barrier(te_ctx *c);
+bool loop_is_barrier(const loop_stmt *s);
 
 /* Deterministic text of the loops ("for (x_3, 0, 56) parallel {" ...), for goldens and
  * `wpk lower`. */

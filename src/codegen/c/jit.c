@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "base/alloc.h"
-#include "base/hash.h"
+#include "codegen/kcache.h"
 
 extern char **environ;
 
@@ -192,60 +192,6 @@ static wpk_status toolchain_identity(wpk_context *ctx, const char *cc, char *ver
     return WPK_OK;
 }
 
-/* mkdir -p */
-static bool make_dirs(const char *path) {
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s", path) >= (int)sizeof tmp) return false;
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = '\0';
-        if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return false;
-        *p = '/';
-    }
-    if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return false;
-    struct stat st;
-    return stat(tmp, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-static wpk_status cache_dir(wpk_context *ctx, char *dir, size_t cap) {
-    const char *env = getenv("WPK_CACHE_DIR");
-    const char *xdg = getenv("XDG_CACHE_HOME");
-    const char *home = getenv("HOME");
-    int n;
-    if (env && *env)
-        n = snprintf(dir, cap, "%s", env);
-    else if (xdg && *xdg)
-        n = snprintf(dir, cap, "%s/wpk/kernels", xdg);
-    else if (home && *home)
-        n = snprintf(dir, cap, "%s/.cache/wpk/kernels", home);
-    else
-        return wpk_error(ctx, WPK_ERR_IO,
-                         "kernel cache: no WPK_CACHE_DIR, XDG_CACHE_HOME or HOME to put it in");
-    if (n < 0 || (size_t)n >= cap)
-        return wpk_error(ctx, WPK_ERR_IO, "kernel cache: directory name too long");
-    if (!make_dirs(dir))
-        return wpk_error(ctx, WPK_ERR_IO, "kernel cache: cannot create directory '%s': %s (set "
-                         "WPK_CACHE_DIR to a writable one)", dir, strerror(errno));
-    return WPK_OK;
-}
-
-static bool write_file(const char *path, const char *text) {
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
-    if (fd < 0) return false;
-    size_t len = strlen(text), done = 0;
-    while (done < len) {
-        ssize_t n = write(fd, text + done, len - done);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-            close(fd);
-            unlink(path);
-            return false;
-        }
-        done += (size_t)n;
-    }
-    return close(fd) == 0;
-}
-
 /* A kernel object brings in the OpenMP runtime when the process had not loaded it. Unloading
  * the kernel would then unload the runtime under its idle worker threads, which crash; so the
  * first time a runtime is seen loaded it gets a reference that is never dropped. */
@@ -278,15 +224,6 @@ static wpk_status load(wpk_context *ctx, const char *path, cg_module **out, bool
     return WPK_OK;
 }
 
-/* Keep the compiler's own words, trimmed: the start (the first error is the cause), bounded. */
-static void trim_message(const char *text, char *dst, size_t cap) {
-    size_t n = strlen(text);
-    while (n > 0 && (text[n - 1] == '\n' || text[n - 1] == ' ' || text[n - 1] == '\r')) n--;
-    bool cut = n > MSG_COMPILER_TAIL;
-    if (cut) n = MSG_COMPILER_TAIL;
-    snprintf(dst, cap, "%.*s%s", (int)n, text, cut ? "\n[...]" : "");
-}
-
 /* Compile `src_path` into `so_path`. */
 static wpk_status run_compiler(wpk_context *ctx, const char *cc, const char *src_path,
                                const char *so_path, const char *keep_path) {
@@ -313,7 +250,7 @@ static wpk_status run_compiler(wpk_context *ctx, const char *cc, const char *src
     }
     if (code != 0) {
         char msg[MSG_COMPILER_TAIL + 16];
-        trim_message(out.s ? out.s : "", msg, sizeof msg);
+        cg_cache_trim(out.s ? out.s : "", MSG_COMPILER_TAIL, msg, sizeof msg);
         /* the source stays for whoever reads the message */
         bool kept = rename(src_path, keep_path) == 0;
         sb_free(&out);
@@ -332,22 +269,14 @@ wpk_status cg_c_compile(wpk_context *ctx, const char *source, cg_module **out) {
     char version[256], cpu[4096], dir[3072];
     wpk_status st = toolchain_identity(ctx, cc, version, sizeof version, cpu, sizeof cpu);
     if (st != WPK_OK) return st;
-    st = cache_dir(ctx, dir, sizeof dir);
+    st = cg_cache_dir(ctx, "", "kernel cache", dir, sizeof dir);
     if (st != WPK_OK) return st;
 
     /* the key: every input that changes the object */
-    wpk_sha256 h;
-    wpk_sha256_init(&h);
-    const char *parts[] = {KEY_VERSION, cc, version, cpu};
-    for (size_t i = 0; i < sizeof parts / sizeof *parts; i++)
-        wpk_sha256_update(&h, parts[i], strlen(parts[i]) + 1);
-    for (int i = 0; i < N_CC_FLAGS; i++)
-        wpk_sha256_update(&h, CC_FLAGS[i], strlen(CC_FLAGS[i]) + 1);
-    wpk_sha256_update(&h, source, strlen(source));
-    uint8_t digest[32];
+    const char *parts[4 + N_CC_FLAGS] = {KEY_VERSION, cc, version, cpu};
+    for (int i = 0; i < N_CC_FLAGS; i++) parts[4 + i] = CC_FLAGS[i];
     char key[65];
-    wpk_sha256_final(&h, digest);
-    wpk_sha256_hex(digest, key);
+    cg_cache_key(parts, 4 + N_CC_FLAGS, source, key);
 
     char so_path[3200], src_path[3200], tmp_so[3300], tmp_src[3300], keep[3300];
     snprintf(so_path, sizeof so_path, "%s/%s.so", dir, key);
@@ -365,13 +294,10 @@ wpk_status cg_c_compile(wpk_context *ctx, const char *source, cg_module **out) {
     }
 
     /* unique temporaries: the pid separates processes, the counter threads */
-    static long serial;
-    pthread_mutex_lock(&lock);
-    long id = serial++;
-    pthread_mutex_unlock(&lock);
+    long id = cg_cache_serial();
     snprintf(tmp_src, sizeof tmp_src, "%s/%s.%ld.%ld.tmp.c", dir, key, (long)getpid(), id);
     snprintf(tmp_so, sizeof tmp_so, "%s/%s.%ld.%ld.tmp.so", dir, key, (long)getpid(), id);
-    if (!write_file(tmp_src, source))
+    if (!cg_cache_write(tmp_src, source, strlen(source)))
         return wpk_error(ctx, WPK_ERR_IO, "kernel cache: cannot write '%s': %s", tmp_src,
                          strerror(errno));
     st = run_compiler(ctx, cc, tmp_src, tmp_so, keep);

@@ -5,8 +5,10 @@
 #define WPK_CODEGEN_CUDA_EMIT_CUDA_H
 
 #include "codegen/cuda/cg_cuda.h"
+#include "codegen/printer.h"
+#include "loop/sync.h"
 
-#define MAX_SHARED_BUFS 64   /* barrier bookkeeping is a 64-bit mask per statement */
+#define MAX_SHARED_BUFS LOOP_SYNC_MAX_SHARED
 #define LIN_MAX 24           /* terms of a linear index */
 #define MEMO_MAX 64          /* float4 temporaries of one statement */
 
@@ -14,16 +16,8 @@
 enum { AX_NONE = -1, AX_TX, AX_TY, AX_TZ, AX_BX, AX_BY, AX_BZ, AX_COUNT };
 static inline bool is_thread(int ax) { return ax >= AX_TX && ax <= AX_TZ; }
 
-typedef struct binding {
-    const te_iter *it;
-    te_type t;
-    bool nonneg;          /* provably >= 0 */
-    int64_t mult;         /* provably a multiple of this (0: the value 0) */
-    int axis;             /* a bound loop's axis, else AX_NONE */
-    bool ranged;          /* lo..hi known (loops of constant range) */
-    int64_t lo, hi;
-    const te_expr *value; /* a scalar let's value: linear forms see through it */
-} binding;
+/* A variable in scope; `axis` is a bound loop's (AX_*), else AX_NONE. */
+typedef cg_binding binding;
 
 /* A per-thread tile: a stack buffer allocated outside the thread-bound loops whose every
  * element belongs to one thread. dim d of an access splits into a thread part (one bound axis
@@ -44,24 +38,14 @@ typedef struct memo {
     int temp;
 } memo;
 
-/* The emitter: one kernel's emission, its bindings, launch dims and barrier state. */
+/* The CUDA dialect's state: the printer first, so that its hooks get back here; launch dims,
+ * shared memory offsets, per-thread tiles and hoisted float4 loads. */
 typedef struct em {
-    wpk_context *ctx;
-    const loop_func *f;
+    cg_printer p;
     const cg_cuda_options *opt;
-    wpk_status st;
-    strbuf body;
-    int indent;
-    int ntemps;
     bool idx32;              /* I64 is emitted as int */
     unsigned helpers;
     int64_t dim[AX_COUNT];   /* launch dims (0: unbound) */
-    binding *vars;
-    int nvars, cap_vars;
-    const loop_buffer **bufs; /* visible: arguments, then enclosing allocations */
-    int nbufs, cap_bufs;
-    const loop_buffer **stored;
-    int nstored, cap_stored;
     const loop_buffer *shared[MAX_SHARED_BUFS];
     int64_t shared_off[MAX_SHARED_BUFS];
     int nshared;
@@ -70,8 +54,6 @@ typedef struct em {
     int nplans, cap_plans;
     int thread_depth;        /* enclosing thread-bound loops */
     unsigned thread_axes;    /* their axes, as bits */
-    int guarded;             /* inside a branch that may not run: no hoisted loads */
-    uint64_t pend_r, pend_w; /* shared buffers read / written since the last barrier */
     memo memos[MEMO_MAX];
     int nmemos;
 } em;
@@ -101,12 +83,8 @@ typedef struct homes {
 } homes;
 
 /* emit_cuda.c */
-void cg_cuda_fail(em *m, wpk_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-binding *cg_cuda_lookup(em *m, const te_iter *it);
-bool cg_cuda_push_var(em *m, binding b);
-/* A loop's binding: its range when constant, its axis when bound; a let's: its value. */
+/* A loop's binding: its range when constant, its axis when bound. */
 binding cg_cuda_loop_binding(em *m, const loop_stmt *s);
-binding cg_cuda_let_binding(em *m, const loop_stmt *s);
 
 /* tile_cuda.c */
 /* e * scale added to L (lets seen through); false when e is not linear in loop variables. */

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "base/alloc.h"
-#include "base/hash.h"
+#include "codegen/kcache.h"
 
 #define KEY_VERSION "wpk-cg_cuda-1"  /* bump when the image layout or the options change */
 #define MSG_LOG_MAX 3000             /* of NVRTC's log, what goes into the status message */
@@ -160,55 +160,6 @@ int cg_cuda_nvrtc_version(void) {
 
 /* ---- the cache ---- */
 
-static bool make_dirs(const char *path) {
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s", path) >= (int)sizeof tmp) return false;
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = '\0';
-        if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return false;
-        *p = '/';
-    }
-    if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return false;
-    struct stat st;
-    return stat(tmp, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-static wpk_status cache_dir(wpk_context *ctx, char *dir, size_t cap) {
-    const char *env = getenv("WPK_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME");
-    const char *home = getenv("HOME");
-    int n;
-    if (env && *env) n = snprintf(dir, cap, "%s/cuda", env);
-    else if (xdg && *xdg) n = snprintf(dir, cap, "%s/wpk/kernels/cuda", xdg);
-    else if (home && *home) n = snprintf(dir, cap, "%s/.cache/wpk/kernels/cuda", home);
-    else
-        return wpk_error(ctx, WPK_ERR_IO, "CUDA kernel cache: no WPK_CACHE_DIR, XDG_CACHE_HOME "
-                         "or HOME to put it in");
-    if (n < 0 || (size_t)n >= cap)
-        return wpk_error(ctx, WPK_ERR_IO, "CUDA kernel cache: directory name too long");
-    if (!make_dirs(dir))
-        return wpk_error(ctx, WPK_ERR_IO, "CUDA kernel cache: cannot create directory '%s': %s "
-                         "(set WPK_CACHE_DIR to a writable one)", dir, strerror(errno));
-    return WPK_OK;
-}
-
-static bool write_file(const char *path, const void *data, size_t len) {
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
-    if (fd < 0) return false;
-    size_t done = 0;
-    while (done < len) {
-        ssize_t n = write(fd, (const char *)data + done, len - done);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-            close(fd);
-            unlink(path);
-            return false;
-        }
-        done += (size_t)n;
-    }
-    return close(fd) == 0;
-}
-
 /* The whole file, or false. A cached image is checked for its kind on read: a PTX must end in
  * its NUL and start with text, a cubin with the ELF magic; anything else counts as damaged. */
 static bool read_image(const char *path, bool cubin, cg_cuda_image *img) {
@@ -237,14 +188,6 @@ static bool read_image(const char *path, bool cubin, cg_cuda_image *img) {
     img->data = buf;
     img->size = len;
     return true;
-}
-
-static void trim_log(const char *text, char *dst, size_t cap) {
-    size_t n = strlen(text);
-    while (n > 0 && (text[n - 1] == '\n' || text[n - 1] == ' ' || text[n - 1] == '\r')) n--;
-    bool cut = n > MSG_LOG_MAX;
-    if (cut) n = MSG_LOG_MAX;
-    snprintf(dst, cap, "%.*s%s", (int)n, text, cut ? "\n[...]" : "");
 }
 
 /* The SM NVRTC is asked for: the requested one when it supports it, else (PTX only) the newest
@@ -283,11 +226,11 @@ static wpk_status run_nvrtc(wpk_context *ctx, const char *source, int sm, bool c
             nv.log(prog, log) == 0)
             log[n] = '\0';
         char msg[MSG_LOG_MAX + 16];
-        trim_log(log ? log : "", msg, sizeof msg);
+        cg_cache_trim(log ? log : "", MSG_LOG_MAX, msg, sizeof msg);
         wpk_free(log);
         nv.destroy(&prog);
         /* the source stays for whoever reads the message */
-        bool kept = keep_path && write_file(keep_path, failed_source, strlen(failed_source));
+        bool kept = keep_path && cg_cache_write(keep_path, failed_source, strlen(failed_source));
         if (!kept && keep_path && errno == EEXIST) kept = true;
         return wpk_error(ctx, WPK_ERR_INTERNAL, "NVRTC %d.%d failed (%s, %s) on %s:\n%s", nv.major,
                          nv.minor, nv.error_string(r), arch, kept ? keep_path : "the kernel source",
@@ -325,19 +268,14 @@ wpk_status cg_cuda_compile(wpk_context *ctx, const char *source, const cg_cuda_c
         return wpk_error(ctx, WPK_ERR_UNSUPPORTED, "NVRTC %d.%d cannot compile for sm_%d",
                          nv.major, nv.minor, want);
     char dir[3072];
-    if ((st = cache_dir(ctx, dir, sizeof dir))) return st;
+    if ((st = cg_cache_dir(ctx, "/cuda", "CUDA kernel cache", dir, sizeof dir))) return st;
 
     char ident[128];
     snprintf(ident, sizeof ident, "%s nvrtc %d.%d %s_%d%s", KEY_VERSION, nv.major, nv.minor,
              opt->cubin ? "sm" : "compute", sm, opt->line_info ? " lineinfo" : "");
-    wpk_sha256 h;
-    wpk_sha256_init(&h);
-    wpk_sha256_update(&h, ident, strlen(ident) + 1);
-    wpk_sha256_update(&h, source, strlen(source));
-    uint8_t digest[32];
+    const char *ident_part = ident;
     char key[65];
-    wpk_sha256_final(&h, digest);
-    wpk_sha256_hex(digest, key);
+    cg_cache_key(&ident_part, 1, source, key);
     const char *ext = opt->cubin ? "cubin" : "ptx";
     char path[3200], src_path[3200], keep[3300], tmp[3400];
     snprintf(path, sizeof path, "%s/%s.%s", dir, key, ext);
@@ -354,12 +292,9 @@ wpk_status cg_cuda_compile(wpk_context *ctx, const char *source, const cg_cuda_c
     out->cubin = opt->cubin;
     out->sm = sm;
     /* unique temporaries, then rename: readers see the old file or the new, never half */
-    static long serial;
-    pthread_mutex_lock(&lock);
-    long id = serial++;
-    pthread_mutex_unlock(&lock);
+    long id = cg_cache_serial();
     snprintf(tmp, sizeof tmp, "%s/%s.%ld.%ld.tmp", dir, key, (long)getpid(), id);
-    if (!write_file(tmp, out->data, out->size) || rename(tmp, path) != 0) {
+    if (!cg_cache_write(tmp, out->data, out->size) || rename(tmp, path) != 0) {
         int err = errno;
         unlink(tmp);
         cg_cuda_image_free(out);
@@ -367,7 +302,7 @@ wpk_status cg_cuda_compile(wpk_context *ctx, const char *source, const cg_cuda_c
                          strerror(err));
     }
     snprintf(tmp, sizeof tmp, "%s/%s.%ld.%ld.tmp.cu", dir, key, (long)getpid(), id);
-    if (write_file(tmp, source, strlen(source))) {
+    if (cg_cache_write(tmp, source, strlen(source))) {
         if (rename(tmp, src_path) != 0) unlink(tmp);
     }
     return WPK_OK;

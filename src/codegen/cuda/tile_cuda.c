@@ -26,7 +26,7 @@ bool cg_cuda_linearize(em *m, const te_expr *e, int64_t scale, linform *L, int d
     case TE_INT:
         return !__builtin_mul_overflow(e->i, scale, &t) && !__builtin_add_overflow(L->k, t, &L->k);
     case TE_VAR: {
-        binding *b = cg_cuda_lookup(m, e->var);
+        binding *b = cg_lookup(&m->p, e->var);
         if (!b) return false;
         if (b->value) return cg_cuda_linearize(m, b->value, scale, L, depth + 1);
         return lin_add_term(L, e->var, scale);
@@ -76,7 +76,7 @@ bool cg_cuda_split_index(em *m, const loop_buffer *b, const linform *L, const ho
     const binding *bd[LIN_MAX];
     int64_t k = L->k;
     for (int i = 0; i < L->n; i++) {
-        bd[i] = cg_cuda_lookup(m, L->var[i]);
+        bd[i] = cg_lookup(&m->p, L->var[i]);
         S->dim_of[i] = -1;
         if (L->coef[i] == 0) continue;
         if (!bd[i] || !bd[i]->ranged) {
@@ -177,7 +177,7 @@ static void tile_access(em *m, tile_scan *T, const te_expr *index, bool write) {
         int64_t shape[LOOP_MAX_DIMS], stride[LOOP_MAX_DIMS];
         int nd = dims_of(T->buf, shape, stride);
         for (int i = 0; i < L.n; i++) {
-            const binding *bd = cg_cuda_lookup(m, L.var[i]);
+            const binding *bd = cg_lookup(&m->p, L.var[i]);
             if (L.coef[i] == 0 || !bd || !is_thread(bd->axis) || !bd->ranged || bd->lo == bd->hi)
                 continue;
             int d = home_of(L.coef[i], nd, shape, stride);
@@ -230,25 +230,25 @@ static void tile_expr(em *m, tile_scan *T, const te_expr *e) {
 }
 
 static void tile_stmt(em *m, tile_scan *T, const loop_stmt *s) {
-    if (!s || !T->ok || m->st != WPK_OK) return;
+    if (!s || !T->ok || m->p.st != WPK_OK) return;
     switch (s->kind) {
     case LOOP_FOR: {
         tile_expr(m, T, s->min);
         tile_expr(m, T, s->extent);
         binding b = cg_cuda_loop_binding(m, s);
-        if (!cg_cuda_push_var(m, b)) return;
+        if (!cg_push_var(&m->p, b)) return;
         unsigned saved = m->thread_axes;
         if (is_thread(b.axis)) m->thread_axes |= 1u << b.axis;
         tile_stmt(m, T, s->body);
         m->thread_axes = saved;
-        m->nvars--;
+        m->p.nvars--;
         return;
     }
     case LOOP_LET:
         tile_expr(m, T, s->value);
-        if (!cg_cuda_push_var(m, cg_cuda_let_binding(m, s))) return;
+        if (!cg_push_var(&m->p, cg_let_binding(&m->p, s))) return;
         tile_stmt(m, T, s->body);
-        m->nvars--;
+        m->p.nvars--;
         return;
     case LOOP_IF:
         tile_expr(m, T, s->cond);
@@ -272,18 +272,18 @@ bool cg_cuda_plan_tile(em *m, const loop_stmt *alloc, priv_plan *p) {
     const loop_buffer *b = alloc->buffer;
     tile_scan T = {.buf = b, .ok = true, .why = ""};
     for (int a = 0; a < AX_COUNT; a++) T.H.dim[a] = -1;
-    int nvars = m->nvars;
+    int nvars = m->p.nvars;
     unsigned axes = m->thread_axes;
     for (T.phase = 0; T.phase < 2 && T.ok; T.phase++) {
         tile_stmt(m, &T, alloc->body);
-        m->nvars = nvars;
+        m->p.nvars = nvars;
         m->thread_axes = axes;
     }
     memset(p, 0, sizeof *p);
     for (int d = 0; d < LOOP_MAX_DIMS; d++) p->axis[d] = AX_NONE;
     p->buf = b;
     p->size = b->size;
-    if (m->st != WPK_OK) return false;
+    if (m->p.st != WPK_OK) return false;
     int nd = b->ndim > 0 ? b->ndim : 1;
     /* an axis of one thread (block dim 1) picks nothing: writes inside its loops are fine */
     for (int a = AX_TX; a <= AX_TZ; a++)
@@ -316,7 +316,7 @@ bool cg_cuda_plan_tile(em *m, const loop_stmt *alloc, priv_plan *p) {
     } else if (T.ok) {
         T.why = "a thread-bound loop writes it at indices no thread axis picks";
     }
-    cg_cuda_fail(m, WPK_ERR_UNSUPPORTED,
+    cg_fail(&m->p, WPK_ERR_UNSUPPORTED,
          "local buffer '%s' is allocated outside the thread-bound loops and its elements cannot "
          "be kept per thread (%s): compute it at the innermost thread loop, or in shared scope",
          b->name, T.why);

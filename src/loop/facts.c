@@ -1,12 +1,61 @@
-/* loop_facts.c -- what the C emitter proves about the loop IR before it writes a construct
- * that depends on it (see loop_facts.h). */
-#include "codegen/c/loop_facts.h"
+/* facts.c -- what can be proven about loop IR before code that relies on it is written (see
+ * facts.h). */
+#include "loop/facts.h"
 
-/* At most this many vector variables stand for one allocation. Why variables at all: gcc 12
- * keeps a register tile's array in registers too, but copies all of it between two register
- * sets on every trip of the reduction loop around the tile (16 FMAs and 32 moves for a
- * 16-accumulator tile), and spills tiles of more than 16. */
-#define PROMOTE_MAX_VECTORS 64
+#include <stdint.h>
+
+/* ---- index expressions ---- */
+
+static bool var_nonneg(const loop_fact_scope *sc, const te_iter *it) {
+    const loop_var_fact *f = sc->lookup(sc->self, it);
+    return f && f->nonneg;
+}
+
+bool loop_nonneg(const loop_fact_scope *sc, const te_expr *e) {
+    int64_t v;
+    switch (e->kind) {
+    case TE_INT: return e->i >= 0;
+    case TE_VAR: return var_nonneg(sc, e->var);
+    case TE_ADD: case TE_MUL: case TE_MIN: return loop_nonneg(sc, e->a) && loop_nonneg(sc, e->b);
+    case TE_MAX: return loop_nonneg(sc, e->a) || loop_nonneg(sc, e->b);
+    case TE_DIV: return loop_nonneg(sc, e->a) && te_is_const_int(e->b, &v) && v > 0;
+    case TE_MOD: return te_is_const_int(e->b, &v) && v > 0; /* floor mod takes the divisor's sign */
+    case TE_SELECT: return loop_nonneg(sc, e->b) && loop_nonneg(sc, e->c);
+    case TE_RAMP: return loop_nonneg(sc, e->a) && loop_nonneg(sc, e->b);
+    case TE_BROADCAST: return loop_nonneg(sc, e->a);
+    case TE_CAST: return e->a->type.scalar != TE_F32 && loop_nonneg(sc, e->a);
+    default: return false;
+    }
+}
+
+int64_t loop_gcd(int64_t a, int64_t b) {
+    if (a < 0) a = -a;
+    if (b < 0) b = -b;
+    while (b) {
+        int64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+int64_t loop_multiple(const loop_fact_scope *sc, const te_expr *e) {
+    switch (e->kind) {
+    case TE_INT: return e->i < 0 ? -e->i : e->i;
+    case TE_VAR: {
+        const loop_var_fact *f = sc->lookup(sc->self, e->var);
+        return f ? f->mult : 1;
+    }
+    case TE_ADD: case TE_SUB: return loop_gcd(loop_multiple(sc, e->a), loop_multiple(sc, e->b));
+    case TE_MUL: {
+        int64_t x = loop_multiple(sc, e->a), y = loop_multiple(sc, e->b);
+        if (x == 0 || y == 0) return 0;
+        if (x > INT32_MAX || y > INT32_MAX) return 1; /* no overflow; small facts suffice */
+        return x * y;
+    }
+    default: return 1;
+    }
+}
 
 /* ---- omp simd: independent iterations ---- */
 
@@ -99,7 +148,7 @@ static void scan_body_loads(simd_scan *sc, const loop_stmt *s) {
     }
 }
 
-bool cg_c_simd_safe(const loop_stmt *loop) {
+bool loop_simd_safe(const loop_stmt *loop) {
     simd_scan sc = {.var = loop->var, .ok = true};
     scan_stores(&sc, loop->body);
     scan_body_loads(&sc, loop->body);
@@ -152,9 +201,9 @@ static bool promotable(const loop_stmt *s, const loop_buffer *b, int *lanes) {
     return false;
 }
 
-int cg_c_vector_slots(const loop_stmt *alloc) {
+int loop_vector_slots(const loop_stmt *alloc, int max_vectors) {
     const loop_buffer *b = alloc->buffer;
     int lanes = 0;
     if (b->dtype == TE_BOOL || !promotable(alloc->body, b, &lanes) || !lanes) return 0;
-    return b->size % lanes == 0 && b->size / lanes <= PROMOTE_MAX_VECTORS ? lanes : 0;
+    return b->size % lanes == 0 && b->size / lanes <= max_vectors ? lanes : 0;
 }
