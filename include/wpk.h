@@ -1,4 +1,6 @@
-/* wpk.h -- Woodpecker's public C API: load an ONNX model, inspect it, run it.
+/* wpk.h -- Woodpecker's public C API: load an ONNX model, inspect it, run it, compile it into a
+ * plan. The types it shares with the runtime (status, dtype, context, tensor view, profile) and
+ * the runtime's own API (wpk_plan_*) are in wpk_runtime.h, included here.
  *
  * Every call that can fail returns a wpk_status and leaves a message naming the cause
  * and place (file, node, op, attribute) on the wpk_context it was given; read it with
@@ -9,65 +11,14 @@
 #ifndef WPK_H
 #define WPK_H
 
-#include <stddef.h>
-#include <stdint.h>
+#include "wpk_runtime.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-typedef enum wpk_status {
-    WPK_OK = 0,
-    WPK_ERR_INVALID_ARG,  /* a bad argument: wrong input name, shape or dtype, bad option */
-    WPK_ERR_IO,           /* a file could not be opened, read or written */
-    WPK_ERR_PARSE,        /* the bytes are not what they claim to be (not an ONNX model, bad .npy) */
-    WPK_ERR_MODEL,        /* a well-formed model that is inconsistent (bad attribute, dangling edge) */
-    WPK_ERR_UNSUPPORTED,  /* valid ONNX that Woodpecker does not implement (op, dtype, opset) */
-    WPK_ERR_NOMEM,        /* an allocation failed */
-    WPK_ERR_INTERNAL      /* a bug in Woodpecker */
-} wpk_status;
-
-/* Element types, numbered as ONNX's TensorProto.DataType. */
-typedef enum wpk_dtype {
-    WPK_DTYPE_UNDEFINED = 0,
-    WPK_DTYPE_FLOAT32 = 1,
-    WPK_DTYPE_UINT8 = 2,
-    WPK_DTYPE_INT8 = 3,
-    WPK_DTYPE_INT32 = 6,
-    WPK_DTYPE_INT64 = 7,
-    WPK_DTYPE_BOOL = 9,
-    WPK_DTYPE_FLOAT64 = 11
-} wpk_dtype;
-
-#define WPK_MAX_DIMS 8
-
-typedef enum wpk_log_level { WPK_LOG_ERROR, WPK_LOG_WARN, WPK_LOG_INFO, WPK_LOG_DEBUG } wpk_log_level;
-
-typedef void (*wpk_log_fn)(void *user, wpk_log_level level, const char *message);
-
-typedef struct wpk_context wpk_context;
 typedef struct wpk_model wpk_model;
 typedef struct wpk_session wpk_session;
-
-/* A borrowed view of a tensor: shape, dtype and data owned by someone else. */
-typedef struct wpk_tensor_view {
-    const char *name;          /* borrowed; valid while the owning model/session lives */
-    wpk_dtype dtype;
-    int ndim;
-    int64_t dims[WPK_MAX_DIMS]; /* -1 for a dim that is symbolic in the model */
-    const char *dim_names[WPK_MAX_DIMS]; /* symbolic dim names ("N"), NULL where the dim is fixed */
-    const void *data;          /* NULL where the view only describes (model inputs) */
-} wpk_tensor_view;
-
-/* ---- context: error messages and logging ---- */
-
-/* Create a context. Returns NULL only when out of memory. */
-wpk_context *wpk_context_create(void);
-void wpk_context_free(wpk_context *ctx);
-/* The message of the last failed call on ctx ("" if none). Borrowed until the next call. */
-const char *wpk_context_error(const wpk_context *ctx);
-/* Route log lines (warnings, info) to fn; NULL silences them. user is passed back as is. */
-void wpk_context_set_log(wpk_context *ctx, wpk_log_fn fn, void *user, wpk_log_level max_level);
 
 /* ---- model: a loaded, checked ONNX graph ---- */
 
@@ -206,20 +157,6 @@ wpk_status wpk_session_run(wpk_session *session);
 /* Output i of the last run; the view's data is borrowed until the next run or free. */
 wpk_status wpk_session_output(wpk_session *session, int i, wpk_tensor_view *out);
 
-/* One node of the last run's profile (a session created with params.profile). */
-typedef struct wpk_node_profile {
-    const char *node;      /* borrowed until the session is freed */
-    const char *op;        /* "Conv", "wpk::FusedConv" */
-    const char *provider;  /* "generated", "onednn", "openblas", "ref" */
-    const char *impl;      /* the template or library and its config:
-                              "conv2d_nchwc tile_ow=8,..." / "onednn algo=direct" / "" */
-    const char *source;    /* "tuned" (best of its records), "tuned-b1" (no records of this
-                              workload: the best of the same node's at batch 1), "default" (no
-                              records: the default config), "forced" (params.provider),
-                              "reference" */
-    double ms;             /* wall time of the node in the last run */
-} wpk_node_profile;
-
 /* The per-node profile of the last run, in execution order: *out borrowed until the next run
  * or free, *n entries. WPK_ERR_INVALID_ARG when the session does not profile or has not run. */
 wpk_status wpk_session_profile(wpk_session *session, const wpk_node_profile **out, int *n);
@@ -255,13 +192,6 @@ wpk_status wpk_session_create_from_plan(wpk_context *ctx, const char *path,
 int wpk_session_num_inputs(const wpk_session *session);
 int wpk_session_num_outputs(const wpk_session *session);
 wpk_tensor_view wpk_session_input_info(const wpk_session *session, int i);
-
-/* ---- utilities ---- */
-
-const char *wpk_status_name(wpk_status status);
-const char *wpk_dtype_name(wpk_dtype dtype);
-size_t wpk_dtype_size(wpk_dtype dtype);
-const char *wpk_version(void);
 
 #ifdef __cplusplus
 }

@@ -1,12 +1,11 @@
 /* compile.c -- wpk_compile: a model optimized, specialized to a batch, its kernels chosen from
- * the records, built, pre-packed and memory-planned, written as one .wpk artifact; and reading
- * such an artifact's body back (api/plan.h) for wpk_session_create_from_plan. */
+ * the records, built, pre-packed and memory-planned, written as one .wpk artifact holding a
+ * runtime plan (compile/plan_io.h), which libwpk_runtime runs without this compiler. */
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "api/model.h"
-#include "api/plan.h"
 #include "api/session.h"
 #include "base/alloc.h"
 #include "base/strbuf.h"
@@ -105,22 +104,11 @@ static wpk_status check_untuned(wpk_context *ctx, const exec_plan *p, int strict
     return st;
 }
 
-static wpk_status write_plan(wpk_context *ctx, const char *path, const uint8_t *graph,
-                             size_t graph_len, const wpk_compile_params *cp, const char *records,
-                             const exec_plan *p) {
+static wpk_status write_plan(wpk_context *ctx, const char *path, const wpk_compile_params *cp,
+                             const char *records, const exec_plan *p, const ir_graph *named) {
     artifact_writer w = {0};
-    aw_bytes(&w, graph, graph_len);
-    aw_u32(&w, (uint32_t)cp->opt_level);
-    aw_u32(&w, (uint32_t)cp->batch);
-    aw_str(&w, cp->provider ? cp->provider : "");
-    aw_str(&w, records);
-    aw_u32(&w, (uint32_t)p->ninputs);
-    for (int i = 0; i < p->ninputs; i++) {
-        aw_u32(&w, (uint32_t)p->key[i].dtype);
-        aw_u32(&w, (uint32_t)p->key[i].ndim);
-        for (int d = 0; d < p->key[i].ndim; d++) aw_i64(&w, p->key[i].dims[d]);
-    }
-    wpk_status st = cpu_program_save(ctx, p->cpu, p->g, &w);
+    plan_meta meta = {cp->opt_level, cp->batch, cp->provider ? cp->provider : "", records};
+    wpk_status st = cpu_program_save(ctx, p->cpu, p->g, p->vals, &p->mem, named, &meta, &w);
     if (st == WPK_OK) st = artifact_write(ctx, path, tune_target_fingerprint(), &w);
     aw_free(&w);
     return st;
@@ -140,8 +128,8 @@ wpk_status wpk_compile(wpk_context *ctx, const wpk_model *model, const wpk_compi
     if (!path || !*path) return wpk_error(ctx, WPK_ERR_INVALID_ARG, "no output path for the plan");
     wpk_status st = wpk_model_check_supported(ctx, model);
     if (st) return st;
-    /* the graph goes through its ONNX bytes before anything is specialized, so the plan is
-       made from exactly the graph a loader will read back */
+    /* the graph goes through its ONNX bytes before anything is specialized, as a model read
+       from a file would: the kernels chosen are those a session on `wpk optimize`'s output gets */
     ir_graph *g = NULL;
     uint8_t *bytes = NULL;
     size_t len = 0;
@@ -168,54 +156,11 @@ wpk_status wpk_compile(wpk_context *ctx, const wpk_model *model, const wpk_compi
         st = wpk_error(ctx, WPK_ERR_UNSUPPORTED, "the graph's shapes depend on data computed "
                        "while it runs: it cannot be compiled into a plan");
     if (st == WPK_OK) st = check_untuned(ctx, p, cp.strict);
-    if (st == WPK_OK) st = write_plan(ctx, path, bytes, len, &cp, records, p);
+    if (st == WPK_OK) st = write_plan(ctx, path, &cp, records, p, m->g);
     if (st && model->g->path) wpk_error_prefix(ctx, "%s", model->g->path);
     wpk_session_free(s);
     wpk_model_free(m);
     wpk_free(bytes);
     ir_graph_free(g);
     return st;
-}
-
-wpk_status api_plan_read(wpk_context *ctx, const char *path, api_plan *out) {
-    memset(out, 0, sizeof *out);
-    artifact_reader r;
-    wpk_status st = artifact_read(ctx, path, tune_target_fingerprint(), &out->file, &r, NULL, 0);
-    if (st) return st;
-    const void *graph = ar_bytes(&r, &out->graph_len);
-    out->graph = graph;
-    out->opt_level = (int)ar_u32(&r);
-    out->batch = (int)ar_u32(&r);
-    out->provider = ar_str(&r);
-    out->records = ar_str(&r);
-    uint32_t nin = ar_count(&r, 1u << 16, 8);
-    out->ninputs = (int)nin;
-    out->shapes = r.bad ? NULL : wpk_calloc((size_t)nin + 1, sizeof *out->shapes);
-    if (!r.bad && !out->shapes) {
-        api_plan_free(out);
-        return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory reading %s", path);
-    }
-    for (uint32_t i = 0; !r.bad && i < nin; i++) {
-        ir_tensor *t = &out->shapes[i];
-        t->dtype = (wpk_dtype)ar_u32(&r);
-        uint32_t nd = ar_u32(&r);
-        if (nd > WPK_MAX_DIMS || wpk_dtype_size(t->dtype) == 0) r.bad = true;
-        t->ndim = r.bad ? 0 : (int)nd;
-        for (int d = 0; d < t->ndim; d++) {
-            t->dims[d] = ar_i64(&r);
-            if (t->dims[d] < 0 || t->dims[d] > ((int64_t)1 << 40)) r.bad = true;
-        }
-    }
-    if (r.bad) {
-        api_plan_free(out);
-        return wpk_error(ctx, WPK_ERR_PARSE, "%s: the plan is damaged (its header sections)", path);
-    }
-    out->program = r;
-    return WPK_OK;
-}
-
-void api_plan_free(api_plan *p) {
-    wpk_free(p->file);
-    wpk_free(p->shapes);
-    memset(p, 0, sizeof *p);
 }

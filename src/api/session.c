@@ -1,15 +1,15 @@
 /* session.c -- wpk_session: the model's graph optimized once at create, specialized and
- * memory-planned per set of input shapes (a small cache of plans), run from one workspace. */
+ * memory-planned per set of input shapes (a small cache of plans), run from one workspace; or
+ * a compiled plan run by the runtime (wpk_plan, include/wpk_runtime.h), which has no model. */
 #include <omp.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "api/exec_plan.h"
 #include "api/model.h"
-#include "api/plan.h"
 #include "api/session.h"
-#include "compile/plan_io.h"
+#include "kernels/step_runners.h"
+#include "kernels/vendor/lib_runners.h"
 #include "base/alloc.h"
 #include "compile/choice.h"
 #include "base/target.h"
@@ -37,10 +37,9 @@ struct wpk_session {
     size_t ws_size;
     int threads;            /* params.threads, or the default (target_default_threads) */
     char *records, *provider; /* copies of params' strings (which point at them) */
-    wpk_model *own_model;   /* a plan's session: the model read from the plan (model points at
-                               it); NULL otherwise */
+    wpk_plan *rt;           /* a plan's session: the runtime's plan (model and the rest unset);
+                               NULL otherwise */
     char *plan_path;        /* a plan's session: its file, for messages */
-    ir_tensor *plan_shapes; /* a plan's session: the input shapes it was compiled for */
 };
 
 wpk_session_params wpk_session_default_params(void) {
@@ -127,7 +126,7 @@ wpk_status wpk_session_create(wpk_context *ctx, const wpk_model *model,
 void wpk_session_free(wpk_session *s) {
     if (!s) return;
     for (int i = 0; i < s->nplans; i++) exec_plan_free(s->plans[i]);
-    for (int i = 0; s->in && i < s->model->g->ninputs; i++) wpk_free(s->in[i].data);
+    for (int i = 0; s->in && s->model && i < s->model->g->ninputs; i++) wpk_free(s->in[i].data);
     wpk_free(s->in);
     wpk_free(s->in_cap);
     wpk_free(s->bound);
@@ -135,9 +134,8 @@ void wpk_session_free(wpk_session *s) {
     ir_graph_free(s->g);
     wpk_free(s->records);
     wpk_free(s->provider);
-    wpk_model_free(s->own_model);
+    wpk_plan_free(s->rt);
     wpk_free(s->plan_path);
-    wpk_free(s->plan_shapes);
     wpk_free(s);
 }
 
@@ -150,6 +148,7 @@ static void type_text(const ir_tensor *t, const char *const *names, char *buf, s
 
 wpk_status wpk_session_set_input(wpk_session *s, const char *name, wpk_dtype dtype,
                                  const int64_t *dims, int ndim, const void *data) {
+    if (s->rt) return wpk_plan_set_input(s->rt, name, dtype, dims, ndim, data);
     const ir_graph *g = s->model->g;
     wpk_context *ctx = s->ctx;
     wpk_clear_error(ctx);
@@ -228,16 +227,6 @@ static wpk_status adopt(wpk_session *s, exec_plan *p) {
     return WPK_OK;
 }
 
-static void shapes_text(const ir_tensor *t, int n, char *buf, size_t size) {
-    strbuf b = {0};
-    for (int i = 0; i < n; i++) {
-        if (i) sb_puts(&b, ", ");
-        ir_print_type(&t[i], NULL, &b);
-    }
-    snprintf(buf, size, "%s", b.s ? b.s : "");
-    sb_free(&b);
-}
-
 /* The plan for the bound input shapes: from the cache, or specialized now. */
 static wpk_status find_plan(wpk_session *s, exec_plan **out) {
     for (int i = 0; i < s->nplans; i++)
@@ -255,20 +244,10 @@ static wpk_status find_plan(wpk_session *s, exec_plan **out) {
         tune_db *db = NULL;
         st = exec_plan_records_open(s->ctx, s->params.records, &db);
         if (st == WPK_OK) {
-            /* a compiled plan's session re-specializes only with a compiler at hand */
-            cpu_options opt = {s->threads, s->params.provider, db, s->plan_path != NULL};
+            cpu_options opt = {s->threads, s->params.provider, db, false};
             st = exec_plan_compile(s->ctx, p, &opt);
         }
         tune_db_close(db);
-        if (st == WPK_ERR_UNSUPPORTED && s->plan_path && s->nplans > 0) {
-            char want[512], got[512];
-            shapes_text(s->plans[s->nplans - 1]->key, s->model->g->ninputs, want, sizeof want);
-            shapes_text(s->in, s->model->g->ninputs, got, sizeof got);
-            char why[1024];
-            snprintf(why, sizeof why, "%s", wpk_context_error(s->ctx));
-            st = wpk_error(s->ctx, WPK_ERR_UNSUPPORTED, "the plan was compiled for inputs %s; "
-                           "inputs %s need its kernels compiled again, and %s", want, got, why);
-        }
     }
     if (st == WPK_OK && s->params.backend == WPK_BACKEND_CUDA)
         st = exec_plan_compile_cuda(s->ctx, p);
@@ -294,8 +273,13 @@ wpk_status session_prepare(wpk_session *s, exec_plan **out) {
 int session_threads(const wpk_session *s) { return s->threads; }
 
 wpk_status wpk_session_run(wpk_session *s) {
-    const ir_graph *g = s->model->g;
     wpk_clear_error(s->ctx);
+    if (s->rt) {
+        wpk_status st = wpk_plan_run(s->rt);
+        if (st) wpk_error_prefix(s->ctx, "%s", s->plan_path);
+        return st;
+    }
+    const ir_graph *g = s->model->g;
     omp_set_num_threads(s->threads);
     s->last = NULL;
     exec_plan *p = NULL;
@@ -310,6 +294,7 @@ wpk_status wpk_session_run(wpk_session *s) {
 }
 
 wpk_status wpk_session_output(wpk_session *s, int i, wpk_tensor_view *out) {
+    if (s->rt) return wpk_plan_output(s->rt, i, out);
     const ir_graph *g = s->model->g;
     if (i < 0 || i >= g->noutputs)
         return wpk_error(s->ctx, WPK_ERR_INVALID_ARG, "output index %d is out of range (%d outputs)",
@@ -331,6 +316,7 @@ wpk_status wpk_session_profile(wpk_session *s, const wpk_node_profile **out, int
     if (!s->params.profile)
         return wpk_error(s->ctx, WPK_ERR_INVALID_ARG, "the session was created without "
                          "params.profile: nothing is timed");
+    if (s->rt) return wpk_plan_profile(s->rt, out, n);
     if (!s->last || !s->last->profile)
         return wpk_error(s->ctx, WPK_ERR_INVALID_ARG, "the session has not run");
     *out = s->last->profile;
@@ -338,14 +324,17 @@ wpk_status wpk_session_profile(wpk_session *s, const wpk_node_profile **out, int
     return WPK_OK;
 }
 
-int wpk_session_num_inputs(const wpk_session *s) { return s->model->g->ninputs; }
-int wpk_session_num_outputs(const wpk_session *s) { return s->model->g->noutputs; }
+int wpk_session_num_inputs(const wpk_session *s) {
+    return s->rt ? wpk_plan_num_inputs(s->rt) : s->model->g->ninputs;
+}
+
+int wpk_session_num_outputs(const wpk_session *s) {
+    return s->rt ? wpk_plan_num_outputs(s->rt) : s->model->g->noutputs;
+}
 
 wpk_tensor_view wpk_session_input_info(const wpk_session *s, int i) {
-    wpk_tensor_view v = wpk_model_input(s->model, i);
-    /* a plan's session: the dims it was compiled for (symbolic ones keep their names) */
-    for (int d = 0; s->plan_shapes && d < v.ndim; d++) v.dims[d] = s->plan_shapes[i].dims[d];
-    return v;
+    /* a plan's: the dims it was compiled for, symbolic ones with their names */
+    return s->rt ? wpk_plan_input_info(s->rt, i) : wpk_model_input(s->model, i);
 }
 
 wpk_status wpk_session_create_from_plan(wpk_context *ctx, const char *path,
@@ -353,66 +342,22 @@ wpk_status wpk_session_create_from_plan(wpk_context *ctx, const char *path,
     *out = NULL;
     wpk_clear_error(ctx);
     wpk_session_params given = params ? *params : wpk_session_default_params();
-    api_plan pl;
-    wpk_status st = api_plan_read(ctx, path, &pl);
-    if (st) return st;
-    wpk_model *m = NULL;
-    wpk_session *s = NULL;
-    exec_plan *p = NULL;
-    st = api_model_from_buffer(ctx, pl.graph, pl.graph_len, path, &m);
-    if (st == WPK_ERR_NOMEM) {
-        /* keep it */
-    } else if (st) {
-        /* the checksum held, so the bytes are as written: a graph this wpk cannot read back */
-        char why[2048];
-        snprintf(why, sizeof why, "%s", wpk_context_error(ctx));
-        st = wpk_error(ctx, WPK_ERR_PARSE, "%s: the plan's graph does not load: %s", path, why);
-    }
-    if (st == WPK_OK && m->g->ninputs != pl.ninputs)
-        st = wpk_error(ctx, WPK_ERR_PARSE, "%s: the plan is damaged: %d input shapes for %d "
-                       "inputs", path, pl.ninputs, m->g->ninputs);
-    for (int i = 0; st == WPK_OK && i < pl.ninputs; i++) {
-        const ir_value *v = &m->g->values[m->g->inputs[i]];
-        bool ok = v->t.dtype == pl.shapes[i].dtype && v->t.ndim == pl.shapes[i].ndim;
-        for (int d = 0; ok && d < v->t.ndim; d++)
-            ok = v->t.dims[d] < 0 || v->t.dims[d] == pl.shapes[i].dims[d];
-        if (!ok)
-            st = wpk_error(ctx, WPK_ERR_PARSE, "%s: the plan is damaged: input '%s' does not "
-                           "have the shape it was compiled for", path, v->name);
-    }
-    if (st == WPK_OK) {
-        /* the plan's own choices; threads and profiling are the caller's */
-        wpk_session_params sp = wpk_session_default_params();
-        sp.backend = WPK_BACKEND_CPU;
-        sp.opt_level = 0;
-        sp.threads = given.threads;
-        sp.profile = given.profile;
-        sp.provider = pl.provider[0] ? pl.provider : NULL;
-        char records[4096];
-        exec_plan_records_path(pl.records[0] ? pl.records : "", records, sizeof records);
-        struct stat sb;
-        sp.records = records[0] && stat(records, &sb) == 0 ? records : "";
-        st = wpk_session_create(ctx, m, &sp, &s);
-    }
-    if (st == WPK_OK) {
-        s->own_model = m;
-        m = NULL;
-        s->plan_shapes = wpk_calloc((size_t)pl.ninputs + 1, sizeof *s->plan_shapes);
-        if (!(s->plan_path = wpk_strdup(path)) || !s->plan_shapes)
-            st = wpk_error(ctx, WPK_ERR_NOMEM, "out of memory loading %s", path);
-        else memcpy(s->plan_shapes, pl.shapes, sizeof *pl.shapes * (size_t)pl.ninputs);
-    }
-    if (st == WPK_OK) st = exec_plan_create(ctx, s->g, pl.shapes, true, &p);
-    if (st == WPK_OK)
-        st = cpu_program_load(ctx, path, &pl.program, p->g, p->vals, &p->mem, s->threads, &p->cpu);
-    if (st == WPK_OK && s->params.profile) st = exec_plan_enable_profile(ctx, p);
-    if (st == WPK_OK) {
-        st = adopt(s, p);
-        p = NULL;
-    }
-    exec_plan_free(p);
-    wpk_model_free(m);
-    api_plan_free(&pl);
+    /* the plan's own choices; threads and profiling are the caller's */
+    wpk_plan_params pp = wpk_plan_default_params();
+    pp.threads = given.threads;
+    pp.profile = given.profile;
+    step_runners_register();
+    lib_runners_register();
+    wpk_session *s = wpk_calloc(1, sizeof *s);
+    if (!s) return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory loading %s", path);
+    s->ctx = ctx;
+    s->params = wpk_session_default_params();
+    s->params.backend = WPK_BACKEND_CPU;
+    s->params.threads = given.threads;
+    s->params.profile = given.profile;
+    wpk_status st = (s->plan_path = wpk_strdup(path))
+                        ? wpk_plan_load(ctx, path, &pp, &s->rt)
+                        : wpk_error(ctx, WPK_ERR_NOMEM, "out of memory loading %s", path);
     if (st) {
         wpk_session_free(s);
         return st;

@@ -2,7 +2,7 @@
 #ifndef WPK_BASE_CONTEXT_H
 #define WPK_BASE_CONTEXT_H
 
-#include "wpk.h"
+#include "wpk_runtime.h"
 
 #define WPK_ERR_MSG_MAX 4096
 

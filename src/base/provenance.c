@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "wpk.h"
+#include "wpk_runtime.h"
 
 #ifndef WPK_GIT_COMMIT
 #define WPK_GIT_COMMIT "unknown"

@@ -1,26 +1,22 @@
-/* plan_io.c -- a cpu_program saved into a compiled plan and loaded back without a compiler (see
- * plan_io.h). Layout: the kernel objects, the kernels (symbol, object, argument layout), then
- * one record per node (what it runs, why, and its packed weights). */
-#define _GNU_SOURCE /* dladdr, memfd_create */
+/* plan_io.c -- a cpu_program written as a runtime plan (see plan_io.h): the tensor table, the
+ * constants blob, the modules, then one step per node. */
+#define _GNU_SOURCE /* dladdr */
 #include "compile/plan_io.h"
 
+#include <assert.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "base/alloc.h"
 #include "compile/program.h"
+#include "kernels/step_runners.h"
 
 #define MAX_OBJECTS 64
-#define MAX_STEP_PACKED TUNE_MAX_ARGS
-/* far beyond any plan, small enough that sizes computed from them cannot overflow */
-#define MAX_BYTES ((int64_t)1 << 40)
+#define MAX_NODE_ARGS 64
 
-/* ---- saving ---- */
+static int64_t align64(int64_t n) { return (n + 63) / 64 * 64; }
 
 static const char *object_of(cg_kernel_fn fn) {
     Dl_info info;
@@ -29,7 +25,7 @@ static const char *object_of(cg_kernel_fn fn) {
     return dladdr(addr, &info) && info.dli_fname ? info.dli_fname : NULL;
 }
 
-static wpk_status put_file(wpk_context *ctx, const char *path, artifact_writer *w) {
+static wpk_status read_whole(wpk_context *ctx, const char *path, rt_module *m) {
     FILE *f = fopen(path, "rb");
     if (!f) return wpk_error(ctx, WPK_ERR_IO, "kernel object '%s': %s", path, strerror(errno));
     uint8_t *buf = NULL;
@@ -51,279 +47,229 @@ static wpk_status put_file(wpk_context *ctx, const char *path, artifact_writer *
     }
     bool err = ferror(f);
     fclose(f);
-    if (!err) aw_bytes(w, buf, len);
-    wpk_free(buf);
-    return err ? wpk_error(ctx, WPK_ERR_IO, "kernel object '%s': read error", path) : WPK_OK;
+    if (err) {
+        wpk_free(buf);
+        return wpk_error(ctx, WPK_ERR_IO, "kernel object '%s': read error", path);
+    }
+    m->data = buf;
+    m->len = len;
+    return WPK_OK;
+}
+
+/* What the writer builds, beside the plan it fills. */
+typedef struct builder {
+    rt_plan plan;
+    const char *objects[MAX_OBJECTS];
+    uint8_t *blob;
+    int64_t blob_len;
+    int ntensors, cap_tensors;
+    uint8_t **payloads;     /* per step, wpk_malloc'd */
+} builder;
+
+static int add_tensor(builder *b, const char *name, wpk_dtype dtype, int64_t numel,
+                      rt_place place, int64_t offset) {
+    assert(b->ntensors < b->cap_tensors);
+    rt_tensor_desc *d = &b->plan.tensors[b->ntensors];
+    d->name = name;
+    d->dtype = dtype;
+    d->ndim = 1;
+    d->dims[0] = numel;
+    d->place = place;
+    d->offset = offset;
+    return b->ntensors++;
+}
+
+/* One tensor per value of g, in value order (tensor v is value v): constants in the blob,
+ * activations at their workspace offsets, views of a constant on its bytes. */
+static void value_tensors(builder *b, const ir_graph *g, const ir_tensor *vals,
+                          const memory_plan *mem, int64_t *const_at) {
+    for (int v = 0; v < g->nvalues; v++) {
+        rt_tensor_desc *d = &b->plan.tensors[v];
+        d->name = g->values[v].name;
+        d->dtype = vals[v].dtype;
+        d->ndim = vals[v].ndim;
+        memcpy(d->dims, vals[v].dims, sizeof d->dims);
+        int r = mem->root[v];
+        if (const_at[v] >= 0) {
+            d->place = RT_PLACE_CONST;
+            d->offset = const_at[v];
+        } else if (mem->offset[v] >= 0) {
+            d->place = RT_PLACE_WORKSPACE;
+            d->offset = mem->offset[v];
+        } else if (r >= 0 && const_at[r] >= 0) {
+            d->place = RT_PLACE_CONST;
+            d->offset = const_at[r];
+        }
+    }
+    b->ntensors = g->nvalues;
+}
+
+static wpk_status module_of(wpk_context *ctx, builder *b, const cpu_kernel *k, int *out) {
+    const char *path = object_of(k->fn);
+    if (!path)
+        return wpk_error(ctx, WPK_ERR_INTERNAL, "kernel %s: no object file behind it", k->name);
+    int o = 0;
+    while (o < b->plan.nmodules && strcmp(b->objects[o], path)) o++;
+    if (o == b->plan.nmodules) {
+        if (o == MAX_OBJECTS)
+            return wpk_error(ctx, WPK_ERR_INTERNAL, "more than %d kernel objects", MAX_OBJECTS);
+        wpk_status st = read_whole(ctx, path, &b->plan.modules[o]);
+        if (st) return st;
+        b->objects[o] = path;
+        b->plan.nmodules++;
+    }
+    *out = o;
+    return WPK_OK;
+}
+
+/* Node k's generated kernel: its present inputs (packed ones as their packed bytes, added to
+ * the blob), outputs, then scratch above the planned workspace. */
+static wpk_status kernel_step(wpk_context *ctx, builder *b, const cpu_program *p,
+                              const ir_graph *g, int k, int64_t scratch_base, rt_step *s,
+                              int32_t *args) {
+    const ir_node *n = &g->nodes[k];
+    const cpu_step *cs = &p->steps[k];
+    const cpu_kernel *kn = &p->kernels[cs->kernel];
+    wpk_status st = module_of(ctx, b, kn, &s->module);
+    if (st) return st;
+    s->symbol = kn->name;
+    int present[MAX_NODE_ARGS], np = 0, a = 0;
+    for (int i = 0; i < n->nin && np < MAX_NODE_ARGS; i++)
+        if (n->in[i] >= 0) present[np++] = n->in[i];
+    for (int i = 0; i < kn->ninputs; i++, a++) {
+        args[a] = present[i];
+        if (i >= TUNE_MAX_ARGS || kn->pack_numel[i] <= 0) continue;
+        size_t bytes = sizeof(float) * (size_t)kn->pack_numel[i];
+        int64_t at = align64(b->blob_len);
+        memcpy(b->blob + at, cs->argv[a], bytes);
+        b->blob_len = at + (int64_t)bytes;
+        args[a] = add_tensor(b, arena_strdup(&b->plan.mem, n->name), WPK_DTYPE_FLOAT32,
+                             kn->pack_numel[i], RT_PLACE_CONST, at);
+    }
+    for (int i = 0; i < n->nout; i++)
+        if (n->out[i] >= 0) args[a++] = n->out[i];
+    for (int i = 0; i < kn->nscratch; i++, a++)
+        args[a] = add_tensor(b, "scratch", WPK_DTYPE_UINT8, kn->scratch_bytes - kn->scratch_off[i],
+                             RT_PLACE_WORKSPACE, scratch_base + kn->scratch_off[i]);
+    s->nargs = a;
+    return WPK_OK;
+}
+
+/* A reference or library step: the node's inputs then outputs, the node as payload. */
+static wpk_status node_step(wpk_context *ctx, builder *b, const cpu_program *p, const ir_graph *g,
+                            int k, rt_step *s, int32_t *args) {
+    const ir_node *n = &g->nodes[k];
+    const cpu_step *cs = &p->steps[k];
+    int a = 0;
+    for (int i = 0; i < n->nin; i++) args[a++] = n->in[i];
+    for (int i = 0; i < n->nout; i++) args[a++] = n->out[i];
+    s->nargs = a;
+    s->module = -1;
+    s->symbol = "";
+    size_t len = 0;
+    wpk_status st = step_payload_encode(ctx, n, cs->kind == CPU_STEP_LIB ? cs->lib_config : 0,
+                                        &b->payloads[k], &len);
+    s->payload = b->payloads[k];
+    s->payload_len = len;
+    return st;
+}
+
+static void builder_free(builder *b) {
+    for (int m = 0; m < b->plan.nmodules; m++) wpk_free((void *)b->plan.modules[m].data);
+    for (int k = 0; b->payloads && k < b->plan.nsteps; k++) wpk_free(b->payloads[k]);
+    wpk_free(b->payloads);
+    wpk_free(b->blob);
+    rt_plan_free(&b->plan);
 }
 
 wpk_status cpu_program_save(wpk_context *ctx, const cpu_program *p, const ir_graph *g,
-                            artifact_writer *w) {
-    /* the objects the kernels live in: one per unit compiled */
-    const char *objects[MAX_OBJECTS];
-    int nobj = 0;
-    int *obj_of = wpk_calloc((size_t)p->nkernels + 1, sizeof *obj_of);
-    if (!obj_of) return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory saving the plan");
-    int nsaved = 0;
-    for (int i = 0; i < p->nkernels; i++) {
-        obj_of[i] = -1;
-        if (!p->kernels[i].fn) continue;
-        const char *path = object_of(p->kernels[i].fn);
-        if (!path) {
-            wpk_free(obj_of);
-            return wpk_error(ctx, WPK_ERR_INTERNAL, "kernel %s: no object file behind it",
-                             p->kernels[i].name);
-        }
-        int o = 0;
-        while (o < nobj && strcmp(objects[o], path)) o++;
-        if (o == nobj) {
-            if (nobj == MAX_OBJECTS) {
-                wpk_free(obj_of);
-                return wpk_error(ctx, WPK_ERR_INTERNAL, "more than %d kernel objects",
-                                 MAX_OBJECTS);
-            }
-            objects[nobj++] = path;
-        }
-        obj_of[i] = o;
-        nsaved++;
+                            const ir_tensor *vals, const memory_plan *mem, const ir_graph *named,
+                            const plan_meta *meta, artifact_writer *w) {
+    builder b;
+    memset(&b, 0, sizeof b);
+    rt_plan *pl = &b.plan;
+    pl->opt_level = meta->opt_level;
+    pl->batch = meta->batch;
+    pl->provider = meta->provider;
+    pl->records = meta->records;
+    pl->threads = p->threads;
+    /* sizes first: extra tensors (packed weights, scratch), the blob, the arguments */
+    int64_t *const_at = wpk_calloc((size_t)g->nvalues + 1, sizeof *const_at);
+    int extra = 0;
+    size_t nargs = 0;
+    int64_t blob = 0;
+    for (int v = 0; const_at && v < g->nvalues; v++) {
+        const_at[v] = -1;
+        if (!g->values[v].is_const || !g->values[v].t.data) continue;
+        const_at[v] = align64(blob);
+        blob = const_at[v] + (int64_t)ir_nbytes(&vals[v]);
     }
+    for (int k = 0; k < g->nnodes; k++) {
+        const cpu_step *cs = &p->steps[k];
+        nargs += (size_t)(g->nodes[k].nin + g->nodes[k].nout);
+        if (cs->kind != CPU_STEP_KERNEL) continue;
+        const cpu_kernel *kn = &p->kernels[cs->kernel];
+        extra += kn->nscratch;
+        nargs += (size_t)kn->nscratch;
+        for (int i = 0; i < kn->ninputs && i < TUNE_MAX_ARGS; i++)
+            if (kn->pack_numel[i] > 0) {
+                extra++;
+                blob = align64(blob) + (int64_t)sizeof(float) * kn->pack_numel[i];
+            }
+    }
+    b.cap_tensors = g->nvalues + extra;
+    pl->tensors = arena_alloc(&pl->mem, sizeof *pl->tensors * (size_t)(b.cap_tensors + 1));
+    pl->modules = arena_alloc(&pl->mem, sizeof *pl->modules * MAX_OBJECTS);
+    pl->steps = arena_alloc(&pl->mem, sizeof *pl->steps * (size_t)(g->nnodes + 1));
+    pl->inputs = arena_alloc(&pl->mem, sizeof *pl->inputs * (size_t)(g->ninputs + 1));
+    pl->outputs = arena_alloc(&pl->mem, sizeof *pl->outputs * (size_t)(g->noutputs + 1));
+    int32_t *args = arena_alloc(&pl->mem, sizeof *args * (nargs + 1));
+    b.blob = wpk_calloc((size_t)blob + 1, 1);
+    b.payloads = wpk_calloc((size_t)g->nnodes + 1, sizeof *b.payloads);
     wpk_status st = WPK_OK;
-    aw_u32(w, (uint32_t)p->threads);
-    aw_u32(w, (uint32_t)nobj);
-    for (int o = 0; st == WPK_OK && o < nobj; o++) st = put_file(ctx, objects[o], w);
-    aw_u32(w, (uint32_t)p->nkernels);
-    aw_u32(w, (uint32_t)nsaved);
-    for (int i = 0; st == WPK_OK && i < p->nkernels; i++) {
-        const cpu_kernel *k = &p->kernels[i];
-        if (obj_of[i] < 0) continue;
-        aw_u32(w, (uint32_t)i);
-        aw_u32(w, (uint32_t)obj_of[i]);
-        aw_str(w, k->name);
-        aw_str(w, k->tmpl ? k->tmpl->name : "");
-        aw_str(w, k->config);
-        aw_u32(w, (uint32_t)k->ninputs);
-        aw_u32(w, (uint32_t)k->noutputs);
-        aw_u32(w, (uint32_t)k->nscratch);
-        for (int s = 0; s < k->nscratch; s++) aw_i64(w, k->scratch_off[s]);
-        aw_i64(w, k->scratch_bytes);
-        for (int a = 0; a < TUNE_MAX_ARGS; a++) aw_i64(w, k->pack_numel[a]);
+    if (!const_at || !pl->tensors || !pl->modules || !pl->steps || !pl->inputs || !pl->outputs ||
+        !args || !b.blob || !b.payloads)
+        st = wpk_error(ctx, WPK_ERR_NOMEM, "out of memory writing the plan");
+    if (st == WPK_OK) {
+        for (int v = 0; v < g->nvalues; v++)
+            if (const_at[v] >= 0) memcpy(b.blob + const_at[v], g->values[v].t.data, ir_nbytes(&vals[v]));
+        for (int v = 0; v < g->nvalues; v++)
+            if (const_at[v] >= 0) b.blob_len = const_at[v] + (int64_t)ir_nbytes(&vals[v]);
+        value_tensors(&b, g, vals, mem, const_at);
     }
-    wpk_free(obj_of);
-    aw_u32(w, (uint32_t)g->nnodes);
-    for (int n = 0; st == WPK_OK && n < g->nnodes; n++) {
-        const cpu_step *s = &p->steps[n];
-        aw_str(w, g->nodes[n].name);
-        aw_str(w, g->nodes[n].op_type);
-        aw_u32(w, (uint32_t)s->kind);
-        aw_u32(w, (uint32_t)s->source);
-        aw_str(w, s->impl);
-        if (s->kind == CPU_STEP_LIB) {
-            aw_str(w, s->lib->name);
-            aw_u32(w, (uint32_t)s->lib_config);
-        } else if (s->kind == CPU_STEP_KERNEL) {
-            const cpu_kernel *k = &p->kernels[s->kernel];
-            aw_u32(w, (uint32_t)s->kernel);
-            int npacked = 0;
-            for (int a = 0; a < k->ninputs && a < TUNE_MAX_ARGS; a++) npacked += k->pack_numel[a] > 0;
-            aw_u32(w, (uint32_t)npacked);
-            /* input argument a is argv[a]: the packed form made at plan time */
-            for (int a = 0; a < k->ninputs && a < TUNE_MAX_ARGS; a++) {
-                if (k->pack_numel[a] <= 0) continue;
-                aw_u32(w, (uint32_t)a);
-                aw_bytes(w, s->argv[a], sizeof(float) * (size_t)k->pack_numel[a]);
-            }
-        }
+    int64_t scratch_base = align64((int64_t)mem->workspace);
+    pl->workspace = scratch_base + p->scratch_bytes;
+    pl->nsteps = g->nnodes;
+    for (int k = 0; st == WPK_OK && k < g->nnodes; k++) {
+        rt_step *s = &pl->steps[k];
+        const char *impl, *source;
+        cpu_program_node_info(p, k, &s->runner, &impl, &source);
+        s->impl = impl;
+        s->source = source;
+        s->node = g->nodes[k].name;
+        s->op = g->nodes[k].op_type;
+        s->args = args;
+        s->payload = NULL;
+        if (p->steps[k].kind == CPU_STEP_KERNEL)
+            st = kernel_step(ctx, &b, p, g, k, scratch_base, s, args);
+        else
+            st = node_step(ctx, &b, p, g, k, s, args);
+        args += s->nargs;
     }
-    if (st == WPK_OK && w->oom) st = wpk_error(ctx, WPK_ERR_NOMEM, "out of memory saving the plan");
+    pl->consts = b.blob;
+    pl->consts_len = b.blob_len;
+    pl->ntensors = b.ntensors;
+    pl->ninputs = g->ninputs;
+    pl->noutputs = g->noutputs;
+    for (int i = 0; st == WPK_OK && i < g->ninputs; i++) {
+        pl->inputs[i].tensor = g->inputs[i];
+        const ir_value *nv = &named->values[named->inputs[i]];
+        for (int d = 0; d < vals[g->inputs[i]].ndim; d++)
+            pl->inputs[i].dim_names[d] = nv->dim_names[d] ? nv->dim_names[d] : "";
+    }
+    for (int i = 0; st == WPK_OK && i < g->noutputs; i++) pl->outputs[i].tensor = g->outputs[i];
+    if (st == WPK_OK) st = rt_plan_write(ctx, pl, w);
+    wpk_free(const_at);
+    builder_free(&b);
     return st;
-}
-
-/* ---- loading ---- */
-
-static wpk_status damaged(wpk_context *ctx, const char *what, const char *why) {
-    return wpk_error(ctx, WPK_ERR_PARSE, "%s: the plan is damaged: %s", what, why);
-}
-
-/* dlopen an object held in memory: through a memfd (nothing touches the disk), else a private
- * temporary file removed once loaded. */
-static void *load_object(wpk_context *ctx, const char *what, const void *data, size_t n,
-                         int *keep_fd, wpk_status *st) {
-    *keep_fd = -1;
-    char path[4200];
-    int fd = -1;
-    bool temp = false;
-#ifdef MFD_CLOEXEC
-    fd = memfd_create("wpk-kernels", MFD_CLOEXEC);
-#endif
-    if (fd >= 0) {
-        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-    } else {
-        const char *tmp = getenv("TMPDIR");
-        snprintf(path, sizeof path, "%s/wpk-kernels-XXXXXX.so", tmp && *tmp ? tmp : "/tmp");
-        fd = mkstemps(path, 3);
-        temp = true;
-    }
-    if (fd < 0) {
-        *st = wpk_error(ctx, WPK_ERR_IO, "%s: no place to load the kernels from: %s", what,
-                        strerror(errno));
-        return NULL;
-    }
-    const uint8_t *p = data;
-    size_t left = n;
-    while (left > 0) {
-        ssize_t k = write(fd, p, left);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) break;
-        p += k;
-        left -= (size_t)k;
-    }
-    void *h = left == 0 ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
-    const char *why = h ? NULL : left ? strerror(errno) : dlerror();
-    if (temp) unlink(path);
-    if (h && !temp) *keep_fd = fd; /* see cpu_program.handle_fds */
-    else close(fd);
-    if (!h)
-        *st = wpk_error(ctx, WPK_ERR_INTERNAL, "%s: a kernel object of the plan does not load: "
-                        "%s", what, why ? why : "?");
-    return h;
-}
-
-static wpk_status read_kernels(wpk_context *ctx, const char *what, artifact_reader *r,
-                               cpu_program *p) {
-    uint32_t nobj = ar_count(r, MAX_OBJECTS, 8);
-    const void *obj_data[MAX_OBJECTS];
-    size_t obj_len[MAX_OBJECTS];
-    for (uint32_t o = 0; o < nobj; o++) obj_data[o] = ar_bytes(r, &obj_len[o]);
-    uint32_t nk = ar_count(r, 1u << 20, 0);
-    uint32_t nsaved = ar_count(r, nk, 16);
-    if (r->bad) return damaged(ctx, what, "kernel objects");
-    p->handles = wpk_calloc((size_t)nobj + 1, sizeof *p->handles);
-    p->handle_fds = wpk_calloc((size_t)nobj + 1, sizeof *p->handle_fds);
-    p->kernels = wpk_calloc((size_t)nk + 1, sizeof *p->kernels);
-    if (!p->handles || !p->handle_fds || !p->kernels)
-        return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory");
-    p->nkernels = (int)nk;
-    wpk_status st = WPK_OK;
-    for (uint32_t o = 0; o < nobj && st == WPK_OK; o++) {
-        p->handles[o] = load_object(ctx, what, obj_data[o], obj_len[o], &p->handle_fds[o], &st);
-        p->nhandles = (int)o + 1;
-    }
-    for (uint32_t j = 0; st == WPK_OK && j < nsaved; j++) {
-        uint32_t i = ar_u32(r), o = ar_u32(r);
-        const char *name = ar_str(r), *tmpl = ar_str(r), *config = ar_str(r);
-        uint32_t nin = ar_u32(r), nout = ar_u32(r), nscr = ar_u32(r);
-        if (r->bad || i >= nk || o >= nobj || nin > TUNE_MAX_ARGS * 2 || nout > TUNE_MAX_ARGS * 2 ||
-            nscr > CPU_MAX_SCRATCH || p->kernels[i].fn)
-            return damaged(ctx, what, "kernel table");
-        cpu_kernel *k = &p->kernels[i];
-        snprintf(k->name, sizeof k->name, "%s", name);
-        snprintf(k->config, sizeof k->config, "%s", config);
-        k->tmpl = kernel_provider_find(tmpl);
-        k->ninputs = (int)nin;
-        k->noutputs = (int)nout;
-        k->nscratch = (int)nscr;
-        for (uint32_t s = 0; s < nscr; s++) k->scratch_off[s] = ar_i64(r);
-        k->scratch_bytes = ar_i64(r);
-        bool ok = k->scratch_bytes >= 0 && k->scratch_bytes <= MAX_BYTES;
-        for (uint32_t s = 0; s < nscr; s++)
-            ok = ok && k->scratch_off[s] >= 0 && k->scratch_off[s] <= k->scratch_bytes;
-        for (int a = 0; a < TUNE_MAX_ARGS; a++) {
-            k->pack_numel[a] = ar_i64(r);
-            ok = ok && k->pack_numel[a] >= 0 && k->pack_numel[a] <= MAX_BYTES / 4;
-        }
-        if (r->bad || !ok) return damaged(ctx, what, "kernel table");
-        void *sym = dlsym(p->handles[o], k->name);
-        if (!sym)
-            return wpk_error(ctx, WPK_ERR_PARSE, "%s: the plan is damaged: kernel '%s' is not in "
-                             "its object", what, k->name);
-        memcpy(&k->fn, &sym, sizeof sym);
-        if (k->scratch_bytes > p->scratch_bytes) p->scratch_bytes = k->scratch_bytes;
-    }
-    return st;
-}
-
-static wpk_status read_steps(wpk_context *ctx, const char *what, artifact_reader *r,
-                             cpu_program *p, const ir_graph *g, const ir_tensor *vals,
-                             const memory_plan *mem, void **aligned) {
-    uint32_t nn = ar_u32(r);
-    if (r->bad || nn != (uint32_t)g->nnodes)
-        return damaged(ctx, what, "its node count is not its graph's");
-    for (int n = 0; n < g->nnodes; n++) {
-        const char *name = ar_str(r), *op = ar_str(r);
-        uint32_t kind = ar_u32(r), source = ar_u32(r);
-        const char *impl = ar_str(r);
-        if (r->bad || strcmp(name, g->nodes[n].name) || strcmp(op, g->nodes[n].op_type) ||
-            kind > CPU_STEP_LIB || source > CPU_SOURCE_BATCH_ONE)
-            return damaged(ctx, what, "its nodes are not its graph's");
-        cpu_step *s = &p->steps[n];
-        wpk_status st = WPK_OK;
-        if (kind == CPU_STEP_LIB) {
-            const char *lib_name = ar_str(r);
-            uint32_t config = ar_u32(r);
-            if (r->bad || config >= LIB_MAX_CONFIGS) return damaged(ctx, what, "library step");
-            const lib_provider *lib = lib_provider_find(lib_name);
-            if (!lib)
-                return wpk_error(ctx, WPK_ERR_UNSUPPORTED, "%s: node '%s' runs on %s, which this "
-                                 "wpk was built without", what, name, lib_name);
-            st = cpu_program_lib_step(ctx, p, g, vals, n, lib, (int)config);
-            p->stats.lib_nodes++;
-        } else if (kind == CPU_STEP_KERNEL) {
-            uint32_t ki = ar_u32(r);
-            uint32_t npacked = ar_count(r, MAX_STEP_PACKED, 12);
-            const void *packed[TUNE_MAX_ARGS] = {0};
-            if (r->bad || ki >= (uint32_t)p->nkernels || !p->kernels[ki].fn)
-                return damaged(ctx, what, "kernel step");
-            const cpu_kernel *k = &p->kernels[ki];
-            for (uint32_t j = 0; j < npacked; j++) {
-                uint32_t a = ar_u32(r);
-                size_t len;
-                const void *data = ar_bytes(r, &len);
-                if (r->bad || a >= TUNE_MAX_ARGS || len != sizeof(float) * (size_t)k->pack_numel[a])
-                    return damaged(ctx, what, "packed weights");
-                packed[a] = data;
-            }
-            for (int a = 0; a < k->ninputs && a < TUNE_MAX_ARGS; a++)
-                if (k->pack_numel[a] > 0 && !packed[a])
-                    return damaged(ctx, what, "packed weights missing");
-            st = cpu_program_kernel_step(ctx, p, g, vals, mem, aligned, n, (int)ki, packed);
-            p->stats.kernel_nodes++;
-        }
-        if (st) return st;
-        s->source = (cpu_source)source;
-        if (!s->impl && !(s->impl = arena_strdup(&p->mem, impl)))
-            return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory");
-        p->stats.tuned_nodes +=
-            s->kind != CPU_STEP_REF && cpu_source_measured((cpu_source)source);
-    }
-    return WPK_OK;
-}
-
-wpk_status cpu_program_load(wpk_context *ctx, const char *what, artifact_reader *r,
-                            const ir_graph *g, const ir_tensor *vals, const memory_plan *mem,
-                            int threads, cpu_program **out) {
-    *out = NULL;
-    cpu_program *p = wpk_calloc(1, sizeof *p);
-    if (!p) return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory loading the plan");
-    p->nsteps = g->nnodes;
-    p->stats.nodes = g->nnodes;
-    cpu_options o = {threads, NULL, NULL, false};
-    p->threads = cpu_program_threads(&o);
-    p->steps = arena_alloc(&p->mem, sizeof *p->steps * (size_t)(g->nnodes + 1));
-    if (p->steps) memset(p->steps, 0, sizeof *p->steps * (size_t)(g->nnodes + 1));
-    void **aligned = wpk_calloc((size_t)g->nvalues + 1, sizeof(void *));
-    wpk_status st = p->steps && aligned ? WPK_OK
-                                        : wpk_error(ctx, WPK_ERR_NOMEM, "out of memory loading");
-    (void)ar_u32(r); /* the threads it was compiled for: the kernels honour any count */
-    if (st == WPK_OK) st = read_kernels(ctx, what, r, p);
-    for (int i = 0; st == WPK_OK && i < p->nkernels; i++) p->stats.kernels += p->kernels[i].fn != NULL;
-    if (st == WPK_OK && p->scratch_bytes > 0 &&
-        !(p->scratch = cpu_program_alloc64(p, (size_t)p->scratch_bytes)))
-        st = wpk_error(ctx, WPK_ERR_NOMEM, "out of memory for kernel scratch");
-    if (st == WPK_OK) st = read_steps(ctx, what, r, p, g, vals, mem, aligned);
-    wpk_free(aligned);
-    if (st) {
-        cpu_program_free(p);
-        return st;
-    }
-    *out = p;
-    return WPK_OK;
 }

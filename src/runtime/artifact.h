@@ -3,7 +3,7 @@
  * the bounds-checked byte reader/writer the body is made with. A reader checks, in order: the
  * magic, the format version (another one is WPK_ERR_UNSUPPORTED), the size and the checksum
  * (WPK_ERR_PARSE: truncated or damaged), then the target (another machine's is
- * WPK_ERR_UNSUPPORTED); messages name the file. Internal to src/compile and src/api. */
+ * WPK_ERR_UNSUPPORTED); messages name the file. Internal to src/runtime, src/compile, src/api. */
 #ifndef WPK_COMPILE_ARTIFACT_H
 #define WPK_COMPILE_ARTIFACT_H
 
@@ -14,7 +14,7 @@
 #include "base/context.h"
 
 #define ARTIFACT_MAGIC "WPKPLAN\n"
-#define ARTIFACT_VERSION 1u
+#define ARTIFACT_VERSION 2u /* 2: the runtime plan (plan.h), no graph */
 
 /* A growing byte buffer; oom set (and later writes dropped) when an allocation fails. */
 typedef struct artifact_writer {

@@ -251,13 +251,17 @@ int main(int argc, char **argv) {
     }
 
     /* the backend through its vtable */
-    CHECK(!strcmp(rt_cuda_ops.name, "cuda"));
+    rt_backend be;
+    rt_cuda_backend_init(&be, d);
+    const rt_backend_i *bi = be.iface;
+    CHECK(!strcmp(bi->name, "cuda") && !bi->host_visible);
+    void *dr = NULL;
+    CHECK(bi->alloc(&be, ctx, sizeof host, &dr) == WPK_OK);
+    CHECK(bi->upload(&be, ctx, dr, host, sizeof host) == WPK_OK);
+    CHECK(bi->download(&be, ctx, back, dr, sizeof back) == WPK_OK);
+    CHECK(bi->synchronize(&be, ctx) == WPK_OK && !memcmp(host, back, sizeof host));
+    bi->free(&be, dr);
     uint64_t r = 0;
-    CHECK(rt_cuda_ops.alloc(d, sizeof host, &r) == WPK_OK);
-    CHECK(rt_cuda_ops.upload(d, r, host, sizeof host) == WPK_OK);
-    CHECK(rt_cuda_ops.download(d, back, r, sizeof back) == WPK_OK);
-    CHECK(rt_cuda_ops.synchronize(d) == WPK_OK && !memcmp(host, back, sizeof host));
-    rt_cuda_ops.free(d, r);
 
     /* cuDNN and cuBLAS over this driver fail cleanly (or are absent), never crash */
     rt_conv_desc cd = {.n = 1, .c = 4, .h = 8, .w = 8, .k = 4, .kh = 3, .kw = 3, .stride = {1, 1},

@@ -10,7 +10,7 @@
 #include <stddef.h>
 
 #include "runtime/cuda/cuda_rt.h"
-#include "wpk.h"
+#include "wpk_runtime.h"
 
 /* ---- driver API ---- */
 typedef int cu_result;               /* CUresult: 0 is CUDA_SUCCESS */

@@ -18,7 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "wpk.h"
+#include "runtime/backend.h"
+#include "wpk_runtime.h"
 
 typedef enum rt_cuda_fault {
     RT_CUDA_FAULT_NONE = 0,
@@ -232,17 +233,10 @@ int rt_cublaslt_gemm_configs(const rt_cublaslt_gemm *g);
 wpk_status rt_cublaslt_gemm_run(rt_cublaslt_gemm *g, int config, uint64_t a, uint64_t b,
                                 uint64_t bias, uint64_t c);
 
-/* ---- the backend as a vtable (the shape the runtime engine drives every backend through) ---- */
-typedef struct rt_device_ops {
-    const char *name;
-    wpk_status (*alloc)(void *dev, size_t bytes, uint64_t *ptr);
-    void (*free)(void *dev, uint64_t ptr);
-    wpk_status (*upload)(void *dev, uint64_t dst, const void *src, size_t bytes);
-    wpk_status (*download)(void *dev, void *dst, uint64_t src, size_t bytes);
-    wpk_status (*synchronize)(void *dev);
-} rt_device_ops;
-
-/* The CUDA backend's table; `dev` is an rt_cuda. */
-extern const rt_device_ops rt_cuda_ops;
+/* ---- the backend (runtime/backend.h) over device d (borrowed: must outlive b): memory,
+ * copies and synchronize on d's stream; errors are left on d's context. Loading modules and
+ * running a plan's steps are WPK_ERR_UNSUPPORTED until the CUDA program runs through the
+ * executor (issue 30). Allocates nothing. ---- */
+void rt_cuda_backend_init(rt_backend *b, rt_cuda *d);
 
 #endif

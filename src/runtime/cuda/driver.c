@@ -510,26 +510,3 @@ wpk_status rt_cuda_time(rt_cuda *d, rt_cuda_enqueue_fn fn, void *user, const rt_
     }
     return WPK_OK;
 }
-
-/* ---- the vtable ---- */
-
-static wpk_status ops_alloc(void *dev, size_t bytes, uint64_t *ptr) {
-    return rt_cuda_alloc(dev, bytes, ptr);
-}
-static void ops_free(void *dev, uint64_t ptr) { rt_cuda_free(dev, ptr); }
-static wpk_status ops_upload(void *dev, uint64_t dst, const void *src, size_t bytes) {
-    return rt_cuda_upload_async(dev, dst, src, bytes);
-}
-static wpk_status ops_download(void *dev, void *dst, uint64_t src, size_t bytes) {
-    return rt_cuda_download_async(dev, dst, src, bytes);
-}
-static wpk_status ops_sync(void *dev) { return rt_cuda_sync(dev, 0); }
-
-const rt_device_ops rt_cuda_ops = {
-    .name = "cuda",
-    .alloc = ops_alloc,
-    .free = ops_free,
-    .upload = ops_upload,
-    .download = ops_download,
-    .synchronize = ops_sync,
-};

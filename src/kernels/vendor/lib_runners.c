@@ -1,0 +1,25 @@
+/* lib_runners.c -- a step runner per vendor-library provider (lib_runners.h): step_ref_runner
+ * with the provider as its user, named as the provider. */
+#include "kernels/vendor/lib_runners.h"
+
+#include <pthread.h>
+
+#include "kernels/step_runners.h"
+#include "kernels/vendor/lib.h"
+
+#define MAX_LIBS 8
+
+static rt_runner runners[MAX_LIBS];
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+static void register_libs(void) {
+    const kernel_provider *const *libs = lib_providers();
+    for (int i = 0; libs[i] && i < MAX_LIBS; i++) {
+        runners[i] = step_ref_runner;
+        runners[i].name = libs[i]->name;
+        runners[i].user = (void *)libs[i];
+        (void)rt_runner_register(&runners[i]);
+    }
+}
+
+void lib_runners_register(void) { pthread_once(&once, register_libs); }

@@ -1,0 +1,11 @@
+/* lib_runners.h -- the plan's step runners of the vendor libraries: one per provider built in
+ * ("onednn", "openblas"), each running a step's node on the library kernel made at load from
+ * its config (kernels/step_runners.h's payload and arguments). Only libwpk holds them, not
+ * libwpk_runtime: the providers' tuning side (describe, space) needs the DSL templates. */
+#ifndef WPK_KERNELS_VENDOR_LIB_RUNNERS_H
+#define WPK_KERNELS_VENDOR_LIB_RUNNERS_H
+
+/* Register them into the runtime's registry (once; later calls do nothing). */
+void lib_runners_register(void);
+
+#endif

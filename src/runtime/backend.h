@@ -1,0 +1,58 @@
+/* backend.h -- a device the executor runs a plan on, as a vtable with a self pointer (ggml's
+ * backend_i): memory (alloc/free), copies in and out, modules loaded from a plan's bytes, the
+ * steps run in order (with per-step timing), synchronize. The cpu instance is runtime/cpu; the
+ * CUDA one (runtime/cuda) has the same shape. Device addresses are void * whatever the device
+ * (a CUdeviceptr fits), and mean nothing to the host unless the backend says host_visible. */
+#ifndef WPK_RUNTIME_BACKEND_H
+#define WPK_RUNTIME_BACKEND_H
+
+#include <stdbool.h>
+
+#include "runtime/runner.h"
+
+/* One step as the backend runs it: its runner, state and argument addresses (all fixed at
+ * load), and the node it computes (for messages). */
+typedef struct rt_exec_step {
+    const rt_runner *runner;
+    void *state;
+    void **argv;
+    const char *node;
+} rt_exec_step;
+
+typedef struct rt_backend rt_backend;
+
+typedef struct rt_backend_i {
+    const char *name;
+    bool host_visible;  /* device addresses can be read and written by the host (the cpu) */
+    /* bytes (>= 1) at a 64-byte aligned device address; WPK_ERR_NOMEM. */
+    wpk_status (*alloc)(rt_backend *self, wpk_context *ctx, size_t bytes, void **ptr);
+    void (*free)(rt_backend *self, void *ptr);
+    /* host -> device and device -> host copies; complete when synchronize returns. */
+    wpk_status (*upload)(rt_backend *self, wpk_context *ctx, void *dst, const void *src,
+                         size_t bytes);
+    wpk_status (*download)(rt_backend *self, wpk_context *ctx, void *dst, const void *src,
+                           size_t bytes);
+    /* A module from a plan's bytes (borrowed for the call), into *module (what the backend's
+     * runners take); `what` names the plan in messages. */
+    wpk_status (*load_module)(rt_backend *self, wpk_context *ctx, const char *what,
+                              const void *data, size_t len, void **module);
+    void (*unload_module)(rt_backend *self, void *module);
+    /* Run steps[0..n) in order. step_ms: NULL, or per step its wall time in milliseconds
+     * (measured on the device where it has its own clock). Allocates nothing; the first
+     * step's error stops the run. */
+    wpk_status (*run_steps)(rt_backend *self, wpk_context *ctx, const rt_exec_step *steps,
+                            int n, double *step_ms);
+    wpk_status (*synchronize)(rt_backend *self, wpk_context *ctx);
+} rt_backend_i;
+
+struct rt_backend {
+    const rt_backend_i *iface;
+    void *context;      /* the device's own (an rt_cuda), NULL on the cpu */
+    int threads;        /* cpu threads the steps run on (>= 1) */
+};
+
+/* The cpu backend for `threads` threads (0: the machine's default) into *b; it also registers
+ * the cpu's own step runner, "generated". Allocates nothing. */
+void rt_cpu_backend_init(rt_backend *b, int threads);
+
+#endif
