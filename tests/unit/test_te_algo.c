@@ -28,6 +28,8 @@
 #include "te/algo/conv2d_nchwc.h"
 #include "te/algo/dense.h"
 #include "te/algo/layer_norm.h"
+#include "te/algo/movement.h"
+#include "te/algo/pad.h"
 #include "te/algo/pool.h"
 #include "te/algo/softmax.h"
 
@@ -528,6 +530,28 @@ static te_act act_of(te_act_kind k) {
     return a;
 }
 
+/* The conv as a GPU schedule builds it: the reduction over an output rounded up to whole 4x3x5
+ * blocks (channels, rows, columns), reading te_pad_to views of x and w that cover it, and the
+ * epilogue over the real output. The strict evaluator checks every read stays inside. */
+static te_tensor *conv_rounded_up(te_tensor *x, te_tensor *w, const te_conv2d_params *p,
+                                  const te_epilogue *ep, int64_t oh, int64_t ow) {
+    const int64_t n = x->shape[0], cin = x->shape[1], cout = w->shape[0], cg = w->shape[1];
+    const int64_t kh = w->shape[2], kw = w->shape[3], per = cout / p->groups;
+    const int64_t cop = te_ceil_div(cout, 4) * 4, ohp = te_ceil_div(oh, 3) * 3;
+    const int64_t owp = te_ceil_div(ow, 5) * 5;
+    const int64_t hp = (ohp - 1) * p->stride[0] + (kh - 1) * p->dilation[0] + 1;
+    const int64_t wp = (owp - 1) * p->stride[1] + (kw - 1) * p->dilation[1] + 1;
+    const int64_t cp = p->groups > 1 ? te_ceil_div(cop, per) * cg : cin;
+    te_tensor *pad = te_pad_to(&C, "pad", x, (int64_t[]){0, 0, p->pad[0], p->pad[1]},
+                               (int64_t[]){n, cp, hp, wp}, 0.0, NULL);
+    te_tensor *wv = te_pad_to(&C, "w.pad", w, (int64_t[]){0, 0, 0, 0},
+                              (int64_t[]){cop, cg, kh, kw}, 0.0, NULL);
+    te_tensor *acc = pad && wv ? te_conv2d_nchw_reduce(&C, "acc", pad, wv, p,
+                                                       (int64_t[]){n, cop, ohp, owp}, per)
+                               : NULL;
+    return te_epilogue_compute_to(&C, "y2", acc, (int64_t[]){n, cout, oh, ow}, ep, 1);
+}
+
 static void test_conv2d(void) {
     for (size_t ci = 0; ci < sizeof conv_cases / sizeof conv_cases[0]; ci++) {
         const conv_case *k = &conv_cases[ci];
@@ -542,6 +566,7 @@ static void test_conv2d(void) {
         te_epilogue ep = {.bias = b, .residual = z, .act = act_of(k->act)};
         te_algo_parts parts;
         te_tensor *y = te_conv2d_nchw(&C, "y", x, w, &k->p, &ep, &parts);
+        te_tensor *y2 = conv_rounded_up(x, w, &k->p, &ep, oh, ow);
 
         node_builder nb;
         nb_init(&nb, "wpk", "FusedConv", 1);
@@ -565,6 +590,8 @@ static void test_conv2d(void) {
             if (z) ev_bind(&ev, z, zd);
             COMPARE(what, &ev, y, want, count);
             LOWERED(what, &ev, y, &parts, sched_tiled, want, count);
+            snprintf(what, sizeof what, "conv2d case %zu, rounded up", ci);
+            COMPARE(what, &ev, y2, want, count);
             ev_free(&ev);
         } else {
             check_failures++;
@@ -870,6 +897,8 @@ static void test_softmax_layer_norm(void) {
         /* a wider range than [-1, 1), so the max subtraction matters */
         for (int64_t i = 0; i < numel(x); i++) xd[i] *= 20.0f;
         te_algo_parts parts;
+        te_tensor *y2 = te_softmax_split_max(&C, "y2", x, cases[ci].axis, &parts);
+        CHECK(y2 && parts.stats[2] && parts.stats[2] != parts.stats[0]);
         te_tensor *y = te_softmax(&C, "y", x, cases[ci].axis, &parts);
         node_builder nb;
         nb_init(&nb, "", "Softmax", 13);
@@ -884,6 +913,7 @@ static void test_softmax_layer_norm(void) {
             ev_bind(&ev, x, xd);
             COMPARE(what, &ev, y, want, count);
             LOWERED(what, &ev, y, &parts, sched_rows, want, count);
+            COMPARE(what, &ev, y2, want, count);
             ev_free(&ev);
         } else {
             check_failures++;
@@ -916,6 +946,139 @@ static void test_softmax_layer_norm(void) {
         }
         free(xd), free(sd), free(bd), free(want);
     }
+}
+
+/* ---- Gemm's epilogue over a rounded-up product ---- */
+
+/* acc over [M, N] rounded up to whole 4x8 tiles and K to whole steps of 3, reading te_pad_to
+ * views of A and B (as the GPU template does), then alpha * acc + beta * C (broadcast) + Z and
+ * an activation over the real [M, N], against the reference Gemm / FusedGemm. */
+static void test_gemm_epilogue(void) {
+    static const struct {
+        int64_t m, n, k;
+        bool ta, tb;
+        int cdims; /* 0: no C, 1: [N], 2: [M, 1] */
+        float alpha, beta;
+        bool residual;
+        te_act_kind act;
+    } cases[] = {
+        {5, 7, 9, false, false, 1, 0.5f, 2.0f, false, TE_ACT_NONE},
+        {3, 10, 4, true, true, 2, 1.0f, 1.0f, true, TE_ACT_RELU},
+        {9, 3, 7, false, true, 0, 1.0f, 1.0f, false, TE_ACT_SIGMOID},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        fresh();
+        const int64_t m = cases[ci].m, n = cases[ci].n, k = cases[ci].k;
+        const bool ta = cases[ci].ta, tb = cases[ci].tb;
+        float *ad, *bd, *cd = NULL, *zd = NULL, *want = NULL;
+        te_tensor *a = ta ? input("a", SHAPE(k, m), &ad) : input("a", SHAPE(m, k), &ad);
+        te_tensor *b = tb ? input("b", SHAPE(n, k), &bd) : input("b", SHAPE(k, n), &bd);
+        te_tensor *cin = cases[ci].cdims == 1   ? input("c", SHAPE(n), &cd)
+                         : cases[ci].cdims == 2 ? input("c", SHAPE(m, 1), &cd)
+                                                : NULL;
+        te_tensor *z = cases[ci].residual ? input("z", SHAPE(m, n), &zd) : NULL;
+        const int64_t mp = te_ceil_div(m, 4) * 4, np = te_ceil_div(n, 8) * 8;
+        const int64_t kp = te_ceil_div(k, 3) * 3;
+        te_tensor *ap = te_pad_to(&C, "a.pad", a, (int64_t[]){0, 0},
+                                  ta ? (int64_t[]){kp, mp} : (int64_t[]){mp, kp}, 0.0, NULL);
+        te_tensor *bp = te_pad_to(&C, "b.pad", b, (int64_t[]){0, 0},
+                                  tb ? (int64_t[]){np, kp} : (int64_t[]){kp, np}, 0.0, NULL);
+        te_matmul_params mp_ = {ta, tb};
+        te_tensor *acc = te_matmul(&C, "acc", ap, bp, &mp_, NULL, NULL);
+        te_gemm_epilogue ep = {cases[ci].alpha, cases[ci].beta, cin, z, act_of(cases[ci].act)};
+        te_tensor *y = te_gemm_epilogue_compute(&C, "y", acc, (int64_t[]){m, n}, &ep);
+        node_builder nb;
+        nb_init(&nb, "wpk", "FusedGemm", 1);
+        nb_int(&nb, "transA", ta);
+        nb_int(&nb, "transB", tb);
+        nb_act(&nb, &ep.act);
+        ir_tensor tA = irt(a, ad), tB = irt(b, bd);
+        ir_tensor tc = cin ? irt(cin, cd) : (ir_tensor){0}, tz = z ? irt(z, zd) : (ir_tensor){0};
+        ir_tensor *in[4] = {&tA, &tB, cin ? &tc : NULL, z ? &tz : NULL};
+        /* FusedGemm has no alpha/beta: scale the reference's inputs instead */
+        for (int64_t i = 0; i < m * k; i++) ad[i] *= cases[ci].alpha;
+        for (int64_t i = 0; cin && i < numel(cin); i++) cd[i] *= cases[ci].beta;
+        int64_t count = 0;
+        bool ok = run_ref(&nb, in, z ? 4 : 3, &want, &count);
+        for (int64_t i = 0; i < m * k; i++) ad[i] /= cases[ci].alpha;
+        for (int64_t i = 0; cin && i < numel(cin); i++) cd[i] /= cases[ci].beta;
+        char what[64];
+        snprintf(what, sizeof what, "gemm epilogue case %zu", ci);
+        if (ok) {
+            evaluator ev;
+            ev_init(&ev, &C);
+            ev_bind(&ev, a, ad);
+            ev_bind(&ev, b, bd);
+            if (cin) ev_bind(&ev, cin, cd);
+            if (z) ev_bind(&ev, z, zd);
+            COMPARE(what, &ev, y, want, count);
+            ev_free(&ev);
+        } else {
+            check_failures++;
+        }
+        free(ad), free(bd), free(cd), free(zd), free(want);
+    }
+}
+
+/* ---- data movement and the mean ---- */
+
+static void ref_compare(const char *what, node_builder *nb, ir_tensor **in, int nin,
+                        te_tensor *const *xs, float *const *xd, int nx, te_tensor *y) {
+    float *want = NULL;
+    int64_t count = 0;
+    if (!run_ref(nb, in, nin, &want, &count)) {
+        check_failures++;
+        return;
+    }
+    evaluator ev;
+    ev_init(&ev, &C);
+    for (int i = 0; i < nx; i++) ev_bind(&ev, xs[i], xd[i]);
+    COMPARE(what, &ev, y, want, count);
+    ev_free(&ev);
+    free(want);
+}
+
+static void test_movement(void) {
+    fresh();
+    float *d[3];
+    te_tensor *x[3] = {input("x0", SHAPE(2, 3, 4), &d[0]), input("x1", SHAPE(2, 1, 4), &d[1]),
+                       input("x2", SHAPE(2, 5, 4), &d[2])};
+    ir_tensor t[3] = {irt(x[0], d[0]), irt(x[1], d[1]), irt(x[2], d[2])};
+    node_builder nb;
+    nb_init(&nb, "", "Concat", 13);
+    nb_int(&nb, "axis", 1);
+    ref_compare("concat", &nb, (ir_tensor *[]){&t[0], &t[1], &t[2]}, 3, x, d, 3,
+                te_concat(&C, "y", x, 3, 1));
+
+    nb_init(&nb, "", "Transpose", 13);
+    nb_ints(&nb, "perm", 3, (int64_t[]){2, 0, 1});
+    ref_compare("transpose", &nb, (ir_tensor *[]){&t[2]}, 1, &x[2], &d[2], 1,
+                te_transpose(&C, "y", x[2], (int[]){2, 0, 1}));
+
+    /* x2[:, 4:0:-2, 1:4] */
+    int64_t starts[2] = {4, 1}, ends[2] = {0, 4}, axes[2] = {1, 2}, steps[2] = {-2, 1};
+    ir_tensor ti[4];
+    int64_t *vals[4] = {starts, ends, axes, steps};
+    for (int i = 0; i < 4; i++)
+        ti[i] = (ir_tensor){.dtype = WPK_DTYPE_INT64, .ndim = 1, .dims = {2}, .data = vals[i]};
+    nb_init(&nb, "", "Slice", 13);
+    ref_compare("slice", &nb, (ir_tensor *[]){&t[2], &ti[0], &ti[1], &ti[2], &ti[3]}, 5, &x[2],
+                &d[2], 1,
+                te_slice_affine(&C, "y", x[2], (int64_t[]){2, 2, 3}, (int64_t[]){0, 4, 1},
+                                (int64_t[]){1, -2, 1}));
+
+    for (int keep = 0; keep < 2; keep++) {
+        nb_init(&nb, "", "ReduceMean", 18);
+        nb_int(&nb, "keepdims", keep);
+        int64_t mean_axes[2] = {0, 2};
+        ir_tensor ta = {.dtype = WPK_DTYPE_INT64, .ndim = 1, .dims = {2}, .data = mean_axes};
+        te_algo_parts parts;
+        te_tensor *y = te_reduce_mean(&C, "y", x[0], (bool[]){true, false, true}, keep, &parts);
+        CHECK(y && parts.main && parts.main != y);
+        ref_compare(keep ? "reduce_mean keepdims" : "reduce_mean", &nb,
+                    (ir_tensor *[]){&t[0], &ta}, 2, &x[0], &d[0], 1, y);
+    }
+    for (int i = 0; i < 3; i++) free(d[i]);
 }
 
 /* The evaluator itself must be able to fail: a load the algorithm would clamp, unclamped. */
@@ -955,6 +1118,8 @@ int main(void) {
     test_matmul();
     test_pool();
     test_softmax_layer_norm();
+    test_gemm_epilogue();
+    test_movement();
     CHECK(lowered_calls >= 70 && lowered_runs == lowered_calls);
     CHECK(compiled_runs == lowered_calls / 2);
     if (own_cache) {

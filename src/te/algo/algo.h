@@ -16,7 +16,8 @@ typedef struct te_algo_parts {
     te_tensor *pad;      /* the padded input (only when the op pads) */
     te_tensor *epilogue; /* the elementwise stage after a reduction (bias/residual/activation, the
                             average pool's divide); == out when present */
-    te_tensor *stats[2]; /* softmax: max, exp-sum; layer norm: mean, variance */
+    te_tensor *stats[3]; /* softmax: max, exp-sum (and the sum's own max: te_softmax_split_max);
+                            layer norm: mean, variance */
 } te_algo_parts;
 
 /* ---- helpers for the algorithm files (not for templates) ---- */

@@ -38,4 +38,16 @@ bool te_conv2d_out_size(te_ctx *c, const char *op, const char *name, int64_t h, 
 te_tensor *te_conv2d_nchw(te_ctx *c, const char *name, te_tensor *x, te_tensor *w,
                           const te_conv2d_params *p, const te_epilogue *ep, te_algo_parts *parts);
 
+/* The conv's reduction alone, `name`, over an input src that is padded already (p's pads are
+ * not applied: src[n, c, oh*sh + kh*dh, ow*sw + kw*dw] is read as is) and over the output
+ * extent `shape` [N, Cout', OH', OW'], which may be larger than the conv's own (a schedule that
+ * covers whole blocks; src and w [Cout', C/groups, KH, KW] must hold every point it reads, a
+ * te_pad_to view for instance). per_group: output channels per group, Cout / groups of the
+ * conv itself, so that rounded-up channels keep reading their group's inputs. Every reduction
+ * axis is kept, those of extent 1 too ("rc", "kh", "kw"), for a schedule that splits them by
+ * name. */
+te_tensor *te_conv2d_nchw_reduce(te_ctx *c, const char *name, te_tensor *src, te_tensor *w,
+                                 const te_conv2d_params *p, const int64_t *shape,
+                                 int64_t per_group);
+
 #endif

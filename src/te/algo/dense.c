@@ -69,6 +69,48 @@ te_tensor *te_matmul(te_ctx *c, const char *name, te_tensor *a, te_tensor *b,
     return out;
 }
 
+bool te_gemm_epilogue_empty(const te_gemm_epilogue *ep) {
+    return ep->alpha == 1.0f && !ep->c && !ep->residual && ep->act.kind == TE_ACT_NONE;
+}
+
+te_tensor *te_gemm_epilogue_compute(te_ctx *c, const char *name, te_tensor *acc,
+                                    const int64_t *shape, const te_gemm_epilogue *ep) {
+    if (!acc) return NULL;
+    const int nd = acc->ndim;
+    const te_tensor *cin = ep->c, *z = ep->residual;
+    bool ok = nd >= 2 && (!cin || (cin->dtype == TE_F32 && cin->ndim <= 2));
+    for (int i = 0; ok && cin && i < cin->ndim; i++) {
+        int64_t d = cin->shape[i], want = shape[nd - cin->ndim + i];
+        ok = d == 1 || d == want;
+    }
+    for (int i = 0; ok && i < nd; i++) ok = shape[i] >= 1 && shape[i] <= acc->shape[i];
+    if (ok && z) ok = z->dtype == TE_F32 && z->ndim == nd;
+    for (int i = 0; ok && z && i < nd; i++) ok = z->shape[i] == shape[i];
+    if (!ok)
+        return te_algo_fail(c, "gemm epilogue '%s': its C or residual does not fit the %d-d "
+                            "output of '%s'", name, nd, acc->name);
+    te_iter **ax = te_compute_axes(c, nd, shape, NULL);
+    if (!ax) return NULL;
+    const te_expr *idx[TE_MAX_DIMS];
+    for (int i = 0; i < nd; i++) idx[i] = te_var(c, ax[i]);
+    const te_expr *v = te_load(c, acc, nd, idx);
+    if (ep->alpha != 1.0f) v = te_mul(c, v, te_float(c, ep->alpha));
+    if (cin) {
+        /* right-aligned against the output; a dim of 1 broadcasts */
+        const te_expr *ci[2];
+        for (int i = 0; i < cin->ndim; i++) {
+            int od = nd - cin->ndim + i;
+            ci[i] = cin->shape[i] == 1 && shape[od] != 1 ? te_int(c, 0) : idx[od];
+        }
+        const te_expr *cv = te_load(c, cin, cin->ndim, ci);
+        if (ep->beta != 1.0f) cv = te_mul(c, cv, te_float(c, ep->beta));
+        v = te_add(c, v, cv);
+    }
+    if (z) v = te_add(c, v, te_load(c, z, nd, idx));
+    v = te_activation(c, &ep->act, v);
+    return v ? te_compute(c, name, nd, shape, ax, v) : NULL;
+}
+
 te_tensor *te_dense(te_ctx *c, const char *name, te_tensor *x, te_tensor *w,
                     const te_epilogue *ep, te_algo_parts *parts) {
     if (!te_algo_check_input(c, "dense", name, x, 2) ||

@@ -21,6 +21,24 @@ typedef struct te_matmul_params {
 te_tensor *te_matmul(te_ctx *c, const char *name, te_tensor *a, te_tensor *b,
                      const te_matmul_params *p, const te_epilogue *ep, te_algo_parts *parts);
 
+/* Gemm's epilogue: act(alpha * acc + beta * c + residual). */
+typedef struct te_gemm_epilogue {
+    float alpha, beta;
+    te_tensor *c;        /* borrowed, may be NULL: at most 2-D, right-aligned against the last
+                            two output dims, each dim equal or 1 (Gemm's C, a bias of N values) */
+    te_tensor *residual; /* borrowed, may be NULL: the output's shape */
+    te_act act;
+} te_gemm_epilogue;
+
+/* True when ep adds nothing (alpha 1, no c, no residual, no activation). */
+bool te_gemm_epilogue_empty(const te_gemm_epilogue *ep);
+
+/* The epilogue `name` over the first shape[i] points of acc's axes (shape: acc->ndim extents,
+ * acc->shape or less where acc covers a rounded-up extent). NULL with a message when c or the
+ * residual does not fit. */
+te_tensor *te_gemm_epilogue_compute(te_ctx *c, const char *name, te_tensor *acc,
+                                    const int64_t *shape, const te_gemm_epilogue *ep);
+
 /* x [M, K] times w [N, K] transposed: a fully connected layer (te_matmul with trans_b). */
 te_tensor *te_dense(te_ctx *c, const char *name, te_tensor *x, te_tensor *w,
                     const te_epilogue *ep, te_algo_parts *parts);

@@ -96,19 +96,30 @@ const te_expr *te_epilogue_apply(te_ctx *c, const char *name, const te_epilogue 
 
 te_tensor *te_epilogue_compute(te_ctx *c, const char *name, te_tensor *producer,
                                const te_epilogue *ep, int channel_axis) {
+    return producer ? te_epilogue_compute_to(c, name, producer, producer->shape, ep, channel_axis)
+                    : NULL;
+}
+
+te_tensor *te_epilogue_compute_to(te_ctx *c, const char *name, te_tensor *producer,
+                                  const int64_t *shape, const te_epilogue *ep, int channel_axis) {
     if (!producer) return NULL;
     if (channel_axis < 0 || channel_axis >= producer->ndim)
         return te_algo_fail(c, "epilogue of '%s': channel axis %d of a %d-d tensor", name,
                             channel_axis, producer->ndim);
+    for (int i = 0; i < producer->ndim; i++)
+        if (shape[i] < 1 || shape[i] > producer->shape[i])
+            return te_algo_fail(c, "epilogue of '%s': extent %lld of axis %d is outside '%s' "
+                                "(%lld)", name, (long long)shape[i], i, producer->name,
+                                (long long)producer->shape[i]);
     const char *names[TE_MAX_DIMS];
     for (int i = 0; i < producer->ndim; i++)
         names[i] = producer->kind == TE_COMPUTE ? producer->axes[i]->name : NULL;
-    te_iter **axes = te_compute_axes(c, producer->ndim, producer->shape, names);
+    te_iter **axes = te_compute_axes(c, producer->ndim, shape, names);
     if (!axes) return NULL;
     const te_expr *idx[TE_MAX_DIMS];
     for (int i = 0; i < producer->ndim; i++) idx[i] = te_var(c, axes[i]);
     const te_expr *v = te_load(c, producer, producer->ndim, idx);
     v = te_epilogue_apply(c, name, ep, v, producer->ndim, axes, idx[channel_axis],
-                          producer->shape[channel_axis], NULL);
-    return v ? te_compute(c, name, producer->ndim, producer->shape, axes, v) : NULL;
+                          shape[channel_axis], NULL);
+    return v ? te_compute(c, name, producer->ndim, shape, axes, v) : NULL;
 }

@@ -72,4 +72,10 @@ const te_expr *te_epilogue_apply(te_ctx *c, const char *name, const te_epilogue 
 te_tensor *te_epilogue_compute(te_ctx *c, const char *name, te_tensor *producer,
                                const te_epilogue *ep, int channel_axis);
 
+/* The same over the first shape[i] points of each of producer's axes (shape: producer->ndim
+ * extents, none larger than producer's): a producer a schedule computes over a rounded-up
+ * extent, whose extra points are never stored. The bias has shape[channel_axis] values. */
+te_tensor *te_epilogue_compute_to(te_ctx *c, const char *name, te_tensor *producer,
+                                  const int64_t *shape, const te_epilogue *ep, int channel_axis);
+
 #endif

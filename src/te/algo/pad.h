@@ -15,4 +15,11 @@
 te_tensor *te_pad(te_ctx *c, const char *name, te_tensor *x, const int64_t *before,
                   const int64_t *after, double value, const char *const *axis_names);
 
+/* The same with the output's extent given instead of the pads after: out has `shape`, which may
+ * end before x does (those points are not read) or past it (value there), so a schedule that
+ * covers whole blocks reads any point of its rounded-up window. Returns x itself when before is
+ * all 0 and shape is x's. */
+te_tensor *te_pad_to(te_ctx *c, const char *name, te_tensor *x, const int64_t *before,
+                     const int64_t *shape, double value, const char *const *axis_names);
+
 #endif

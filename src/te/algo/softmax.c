@@ -25,7 +25,17 @@ static const te_expr *load_with(te_ctx *c, const te_tensor *t, te_iter *const *a
     return te_load(c, t, t->ndim, idx);
 }
 
-te_tensor *te_softmax(te_ctx *c, const char *name, te_tensor *x, int axis, te_algo_parts *parts) {
+/* max(k: x[..., k, ...]) keeping the axis as dim 1. */
+static te_tensor *row_max(te_ctx *c, const char *name, te_tensor *x, int axis, int64_t *sshape) {
+    te_iter **ma = axes_like(c, x, axis, 1, sshape);
+    te_iter *k = te_reduce_axis(c, "k", 0, x->shape[axis]);
+    if (!ma || !k) return NULL;
+    return te_compute(c, name, x->ndim, sshape, ma,
+                      te_reduce(c, TE_REDUCE_MAX, load_with(c, x, ma, axis, te_var(c, k)), 1, &k));
+}
+
+static te_tensor *softmax(te_ctx *c, const char *name, te_tensor *x, int axis, bool split,
+                          te_algo_parts *parts) {
     if (parts) memset(parts, 0, sizeof *parts);
     if (!x || x->dtype != TE_F32)
         return te_algo_fail(c, "softmax '%s': input '%s' must be float32", name,
@@ -38,19 +48,15 @@ te_tensor *te_softmax(te_ctx *c, const char *name, te_tensor *x, int axis, te_al
     int64_t sshape[TE_MAX_DIMS], oshape[TE_MAX_DIMS];
     const te_expr *zero = te_int(c, 0);
 
-    te_iter **ma = axes_like(c, x, axis, 1, sshape);
-    te_iter *k1 = te_reduce_axis(c, "k", 0, len);
-    if (!ma || !k1) return NULL;
-    te_tensor *mx = te_compute(c, te_algo_name(c, name, "max"), x->ndim, sshape, ma,
-                               te_reduce(c, TE_REDUCE_MAX,
-                                         load_with(c, x, ma, axis, te_var(c, k1)), 1, &k1));
-    if (!mx) return NULL;
+    te_tensor *mx = row_max(c, te_algo_name(c, name, "max"), x, axis, sshape);
+    te_tensor *smx = split ? row_max(c, te_algo_name(c, name, "sum_max"), x, axis, sshape) : mx;
+    if (!mx || !smx) return NULL;
 
     te_iter **sa = axes_like(c, x, axis, 1, sshape);
     te_iter *k2 = te_reduce_axis(c, "k", 0, len);
     if (!sa || !k2) return NULL;
     const te_expr *e = te_call(c, TE_FN_EXP, te_sub(c, load_with(c, x, sa, axis, te_var(c, k2)),
-                                                    load_with(c, mx, sa, axis, zero)), NULL);
+                                                    load_with(c, smx, sa, axis, zero)), NULL);
     te_tensor *sum = te_compute(c, te_algo_name(c, name, "sum"), x->ndim, sshape, sa,
                                 te_reduce(c, TE_REDUCE_SUM, e, 1, &k2));
     if (!sum) return NULL;
@@ -67,6 +73,16 @@ te_tensor *te_softmax(te_ctx *c, const char *name, te_tensor *x, int axis, te_al
         parts->out = parts->main = out;
         parts->stats[0] = mx;
         parts->stats[1] = sum;
+        parts->stats[2] = split ? smx : NULL;
     }
     return out;
+}
+
+te_tensor *te_softmax(te_ctx *c, const char *name, te_tensor *x, int axis, te_algo_parts *parts) {
+    return softmax(c, name, x, axis, false, parts);
+}
+
+te_tensor *te_softmax_split_max(te_ctx *c, const char *name, te_tensor *x, int axis,
+                                te_algo_parts *parts) {
+    return softmax(c, name, x, axis, true, parts);
 }

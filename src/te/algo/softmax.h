@@ -14,4 +14,11 @@
  * divide, stats[0] the max, stats[1] the sum. NULL with a message for a bad axis. */
 te_tensor *te_softmax(te_ctx *c, const char *name, te_tensor *x, int axis, te_algo_parts *parts);
 
+/* The same with the max computed twice: "<name>.max" for the divide, "<name>.sum_max" (stats[2])
+ * for the exp-sum. A schedule that computes each statistic inside its consumer's loop (a GPU
+ * thread's row in registers) needs one max per consumer: a compute placed inside another's loop
+ * serves that one. */
+te_tensor *te_softmax_split_max(te_ctx *c, const char *name, te_tensor *x, int axis,
+                                te_algo_parts *parts);
+
 #endif
