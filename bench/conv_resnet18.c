@@ -233,7 +233,7 @@ static void wpk_conv_build(wpk_conv *k, const problem *pb, bool blocked, const c
     tune_task_init(&task, t, n, in, out);
     tune_space sp;
     tune_config cfg;
-    t->space(&task, &sp);
+    t->space(t, &task, &sp);
     if (cpu_config_resolve(ctx, &task, &sp, config, &cfg)) die(c->name, wpk_context_error(ctx));
     strbuf cs = {0};
     tune_config_print(&sp, &cfg, &cs);
@@ -244,7 +244,7 @@ static void wpk_conv_build(wpk_conv *k, const problem *pb, bool blocked, const c
     te_ctx tc;
     te_ctx_init(&tc, ctx);
     tune_build b;
-    if (t->build(&tc, &task, &sp, &cfg, &b)) die("template build", wpk_context_error(ctx));
+    if (t->build(t, &tc, &task, &sp, &cfg, &b)) die("template build", wpk_context_error(ctx));
     void *data[] = {tx.data, tw.data, tb.data};
     for (int i = 0; i < b.ninputs; i++) {
         k->args[i] = data[i];

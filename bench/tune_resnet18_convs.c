@@ -92,7 +92,7 @@ typedef struct conv_task {
 /* t's node as a task of template tm (t.mt's weights), or false when tm does not take it. */
 static bool conv_task_as(conv_task *t, const kernel_provider *tm, tune_model_task *out) {
     ir_tensor *in[] = {&t->x, &t->w, &t->b}, *outs[] = {&t->y};
-    if (!tm->supports(t->mt.task.node, in, outs)) return false;
+    if (!tm->supports(tm, t->mt.task.node, in, outs)) return false;
     *out = t->mt;
     tune_task_init(&out->task, tm, t->mt.task.node, in, outs);
     return true;
@@ -133,7 +133,7 @@ static void conv_task_init(conv_task *t, const conv_spec *c, bool blocked, wpk_c
     const kernel_provider *impls[8];
     int ni = kernel_providers_for(n, in, out, impls, 8);
     for (int i = 0; i < ni && !t->has_alt; i++)
-        if (impls[i] != tm && !impls[i]->lib) /* oneDNN is the peer, not a candidate */
+        if (impls[i] != tm && kernel_provider_generates(impls[i])) /* oneDNN is the peer, not a candidate */
             t->has_alt = conv_task_as(t, impls[i], &t->alt);
 }
 
@@ -687,7 +687,7 @@ static void strategies_tune(const opts *o, wpk_context *ctx, strat_job *J) {
         if (o->compare_impl && (!tm || !conv_task_as(&c->t, tm, &c->mt)))
             die(o->compare_impl, "is not a template that takes this conv");
         tune_space sp;
-        c->mt.task.tmpl->space(&c->mt.task, &sp);
+        c->mt.task.tmpl->space(c->mt.task.tmpl, &c->mt.task, &sp);
         c->space = tune_space_size(&sp);
         conv_task pt[NCONVS];
         tune_model_task tasks[NCONVS + 1];

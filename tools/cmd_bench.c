@@ -472,10 +472,10 @@ static void collect_provenance(provenance *p, int threads) {
     provenance_set(p, "omp_wait_policy", "%s", wait && *wait ? wait : "default");
     if (spin && *spin) provenance_set(p, "gomp_spincount", "%s", spin);
     char libs[PROVENANCE_VALUE] = "";
-    const lib_provider *const *lp = lib_providers();
+    const kernel_provider *const *lp = lib_providers();
     for (int i = 0; lp[i]; i++) {
         size_t l = strlen(libs);
-        snprintf(libs + l, sizeof libs - l, "%s%s", i ? "; " : "", lp[i]->version());
+        snprintf(libs + l, sizeof libs - l, "%s%s", i ? "; " : "", lp[i]->version(lp[i]));
     }
     provenance_set(p, "libraries", "%s", libs[0] ? libs : "none built in");
 }

@@ -40,7 +40,7 @@ wpk_status cpu_provider_check(wpk_context *ctx, const char *provider) {
         lib_provider_find(provider))
         return WPK_OK;
     char names[256] = "auto, generated, ref";
-    const lib_provider *const *libs = lib_providers();
+    const kernel_provider *const *libs = lib_providers();
     for (int i = 0; libs[i]; i++) {
         size_t l = strlen(names);
         snprintf(names + l, sizeof names - l, ", %s", libs[i]->name);
@@ -98,7 +98,7 @@ static void keep_default_within_noise(tune_db *db, const char *target, const tun
                                       const tune_space *space, char *final, size_t size,
                                       double *final_time) {
     tune_config def;
-    task->tmpl->default_config(task, space, &def);
+    task->tmpl->default_config(task->tmpl, task, space, &def);
     strbuf text = {0};
     tune_config_print(space, &def, &text);
     double def_time;
@@ -121,7 +121,7 @@ static bool best_record(wpk_context *ctx, const cpu_choose_options *o, const tun
     if (!b) return false;
     b->ctx = ctx;
     b->task = task;
-    task->tmpl->space(task, &b->space);
+    task->tmpl->space(task->tmpl, task, &b->space);
     const char *target = o->target ? o->target : tune_target_fingerprint();
     wpk_context *rctx = wpk_context_create();
     /* The config the tuner's finals chose (timed alone, back to back) over the fastest trial:
@@ -160,8 +160,7 @@ static bool best_record(wpk_context *ctx, const cpu_choose_options *o, const tun
 
 static bool wanted(const kernel_provider *t, const char *provider) {
     if (is_auto(provider)) return true;
-    if (!strcmp(provider, "generated")) return !t->lib;
-    return t->lib && !strcmp(t->lib->name, provider);
+    return !strcmp(t->family, provider);
 }
 
 /* The fastest of the wanted candidates of node n, whose tensors are in/out, into c (task,
@@ -232,7 +231,7 @@ static bool at_batch_one(const ir_node *n, ir_tensor *const *in, ir_tensor *cons
 /* A config measured at batch 1 must also build for the node's own workload. */
 static bool config_fits(const tune_task *t, const char *config) {
     tune_space space;
-    t->tmpl->space(t, &space);
+    t->tmpl->space(t->tmpl, t, &space);
     tune_config cfg;
     wpk_context *quiet = wpk_context_create();
     bool ok = quiet && cpu_config_resolve(quiet, t, &space, config, &cfg) == WPK_OK;
@@ -248,7 +247,7 @@ static bool choose_node(wpk_context *ctx, const cpu_choose_options *o, const ir_
     if (ncand == 0 || (o->provider && !strcmp(o->provider, "ref"))) return false;
     const kernel_provider *primary = NULL;
     for (int i = 0; i < ncand && !primary; i++)
-        if (!cand[i]->lib) primary = cand[i];
+        if (kernel_provider_generates(cand[i])) primary = cand[i];
     /* a library forced where it does not take the node: the generated choice */
     bool any = false;
     for (int i = 0; i < ncand; i++) any |= wanted(cand[i], o->provider);
@@ -378,7 +377,7 @@ int cpu_choices_fall_back(cpu_choices *c, int k) {
     c->choices[i].count--;
     c->node_choice[k] = -1;
     /* the node's own task: the choice may have been made for another node of its workload */
-    if (!cpu_choice_fallback(fb) || fb->task.tmpl->lib) return -1;
+    if (!cpu_choice_fallback(fb) || !kernel_provider_generates(fb->task.tmpl)) return -1;
     int found = -1;
     for (int j = 0; j < c->n && found < 0; j++)
         if (j != i && c->choices[j].count > 0 && same_choice(&c->choices[j], fb)) found = j;

@@ -34,7 +34,7 @@ int cpu_program_threads(const cpu_options *opt) {
 void cpu_program_free(cpu_program *p) {
     if (!p) return;
     for (int k = 0; p->steps && k < p->nsteps; k++)
-        if (p->steps[k].lk) p->steps[k].lib->destroy(p->steps[k].lk);
+        if (p->steps[k].lk) p->steps[k].lib->destroy(p->steps[k].lib, p->steps[k].lk);
     for (int i = 0; i < p->nblocks; i++) wpk_free(p->blocks[i]);
     wpk_free(p->blocks);
     for (int i = 0; i < p->nkernels; i++) cpu_kernel_free(&p->kernels[i]);
@@ -154,7 +154,7 @@ wpk_status cpu_program_kernel_step(wpk_context *ctx, cpu_program *p, const ir_gr
 }
 
 wpk_status cpu_program_lib_step(wpk_context *ctx, cpu_program *p, const ir_graph *g,
-                                const ir_tensor *vals, int k, const lib_provider *lib,
+                                const ir_tensor *vals, int k, const kernel_provider *lib,
                                 int config) {
     const ir_node *n = &g->nodes[k];
     ir_tensor *in[MAX_NODE_ARGS], *out[MAX_NODE_ARGS];
@@ -163,13 +163,13 @@ wpk_status cpu_program_lib_step(wpk_context *ctx, cpu_program *p, const ir_graph
     /* lib->create only reads the tensors (weights are packed into the kernel) */
     cpu_node_tensors(n, (ir_tensor *)vals, in, out);
     cpu_step *s = &p->steps[k];
-    wpk_status st = lib->create(ctx, n, in, out, config, p->threads, &s->lk);
+    wpk_status st = lib->create(lib, ctx, n, in, out, config, p->threads, &s->lk);
     if (st) return st;
     s->kind = CPU_STEP_LIB;
     s->lib = lib;
     s->lib_config = config;
     char names[LIB_MAX_CONFIGS][LIB_CONFIG_MAX];
-    int nc = lib->configs(n, in, out, names);
+    int nc = lib->configs(lib, n, in, out, names);
     char impl[LIB_CONFIG_MAX + 64];
     snprintf(impl, sizeof impl, "%s %s", lib->name, config < nc ? names[config] : "?");
     s->impl = arena_strdup(&p->mem, impl);
@@ -193,9 +193,9 @@ static wpk_status make_lib_steps(wpk_context *ctx, cpu_program *p, const ir_grap
                                  const ir_tensor *vals, cpu_choices *ch) {
     for (int k = 0; k < g->nnodes; k++) {
         int ci = ch->node_choice[k];
-        if (ci < 0 || !ch->choices[ci].task.tmpl->lib) continue;
+        if (ci < 0 || kernel_provider_generates(ch->choices[ci].task.tmpl)) continue;
         const cpu_choice *c = &ch->choices[ci];
-        wpk_status st = cpu_program_lib_step(ctx, p, g, vals, k, c->task.tmpl->lib,
+        wpk_status st = cpu_program_lib_step(ctx, p, g, vals, k, c->task.tmpl,
                                              lib_config_of(c));
         if (st == WPK_OK) {
             p->steps[k].source = c->source;
@@ -221,7 +221,7 @@ static wpk_status build_kernels(wpk_context *ctx, cpu_program *p, cpu_choices *c
                                 const cpu_build_options *bo) {
     for (int i = 0; i < ch->n; i++) {
         cpu_choice *c = &ch->choices[i];
-        if (c->count <= 0 || c->task.tmpl->lib) continue;
+        if (c->count <= 0 || !kernel_provider_generates(c->task.tmpl)) continue;
         for (;;) {
             const char *config = c->config[0] ? c->config : NULL;
             wpk_status bs = c->images > 1 ? cpu_kernel_build_per_image(ctx, &c->task, i, config,
@@ -360,7 +360,7 @@ static wpk_status run_step(wpk_context *ctx, cpu_step *s, const ir_node *n, ir_t
         return wpk_error(ctx, WPK_ERR_UNSUPPORTED, "node '%s' (%s): more than %d inputs or "
                          "outputs", n->name, n->op_type, MAX_NODE_ARGS);
     cpu_node_tensors(n, vals, in, out);
-    if (s->kind == CPU_STEP_LIB) return s->lib->run(ctx, s->lk, in, out);
+    if (s->kind == CPU_STEP_LIB) return s->lib->run(s->lib, ctx, s->lk, in, out);
     const ir_op_info *info = ir_op_get(n->op);
     if (!info->ref)
         return wpk_error(ctx, WPK_ERR_UNSUPPORTED, "node '%s': op '%s' is not supported",

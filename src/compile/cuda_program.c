@@ -95,7 +95,7 @@ static wpk_status kernel_of(builder *b, const tune_task *t, const tune_space *s,
     te_ctx c;
     te_ctx_init(&c, b->ctx);
     tune_build tb;
-    wpk_status st = t->tmpl->build(&c, t, s, cfg, &tb);
+    wpk_status st = t->tmpl->build(t->tmpl, &c, t, s, cfg, &tb);
     if (st) {
         wpk_error_prefix(b->ctx, "CUDA backend: node '%s'", t->node->name);
         te_ctx_free(&c);
@@ -163,10 +163,10 @@ static wpk_status kernel_step(builder *b, int k) {
     tune_task task;
     tune_task_init(&task, t, n, in, out);
     tune_space s;
-    t->space(&task, &s);
+    t->space(t, &task, &s);
     tune_config cfg;
     if (!b->opt->choose || !b->opt->choose(b->opt->choose_user, &task, &s, &cfg))
-        t->default_config(&task, &s, &cfg);
+        t->default_config(t, &task, &s, &cfg);
     int ninputs = 0, image = -1;
     wpk_status st = kernel_of(b, &task, &s, &cfg, &ninputs, &image);
     if (st) return st;

@@ -20,7 +20,7 @@ typedef struct cpu_step {
     int nargs;
     int *value;             /* per argument: the value whose data it is at run time, -1: fixed */
     void **argv;            /* per argument: the pointer passed (fixed ones set at compile) */
-    const lib_provider *lib; /* LIB */
+    const kernel_provider *lib; /* LIB: the library provider */
     lib_kernel *lk;
     int lib_config;         /* LIB: the provider's config index */
     cpu_source source;
@@ -64,7 +64,7 @@ wpk_status cpu_program_kernel_step(wpk_context *ctx, cpu_program *p, const ir_gr
  * of vals: constants' data set). Errors of lib->create (WPK_ERR_UNSUPPORTED: the library
  * refuses; the caller falls back). */
 wpk_status cpu_program_lib_step(wpk_context *ctx, cpu_program *p, const ir_graph *g,
-                                const ir_tensor *vals, int k, const lib_provider *lib,
+                                const ir_tensor *vals, int k, const kernel_provider *lib,
                                 int config);
 
 /* The threads a program made for opt runs on: opt->threads, else the session's default

@@ -23,16 +23,16 @@ te_tensor *tune_placeholder(te_ctx *c, const char *name, const ir_tensor *t) {
     return p;
 }
 
-wpk_status tune_check_legal(te_ctx *c, const char *tmpl, const tune_task *t,
-                            void (*space_fn)(const tune_task *, tune_space *),
+wpk_status tune_check_legal(te_ctx *c, const kernel_provider *self, const tune_task *t,
                             const tune_space *s, const tune_config *cfg) {
+    const char *tmpl = self->name;
     for (int k = 0; k < s->nknobs; k++)
         if (cfg->choice[k] < 0 || cfg->choice[k] >= s->knobs[k].nvalues)
             return wpk_error(c->err, WPK_ERR_INVALID_ARG, "%s: knob '%s' has no value number %d "
                              "(it has %d values)", tmpl, s->knobs[k].name, cfg->choice[k],
                              s->knobs[k].nvalues);
     tune_space legal;
-    space_fn(t, &legal);
+    self->space(self, t, &legal);
     for (int k = 0; k < legal.nknobs; k++) {
         const tune_knob *kn = &legal.knobs[k];
         int64_t v = tune_config_get(s, cfg, kn->name, INT64_MIN);

@@ -23,9 +23,8 @@ static inline const ir_tensor *tune_task_in(const tune_task *t, int i) {
 te_tensor *tune_placeholder(te_ctx *c, const char *name, const ir_tensor *t);
 
 /* WPK_ERR_INVALID_ARG naming the template and the knob when cfg picks a value index outside
- * s, or a value that the workload's own space (space_fn(t)) does not hold. */
-wpk_status tune_check_legal(te_ctx *c, const char *tmpl, const tune_task *t,
-                            void (*space_fn)(const tune_task *, tune_space *),
+ * s, or a value that the workload's own space (self->space) does not hold. */
+wpk_status tune_check_legal(te_ctx *c, const kernel_provider *self, const tune_task *t,
                             const tune_space *s, const tune_config *cfg);
 
 /* After an algorithm or primitive left its message on c: WPK_ERR_NOMEM when out of memory,

@@ -29,12 +29,14 @@
 
 enum { ORDER_RC_OUTER, ORDER_TAPS_INNER, ORDER_TAPS_OUTER };
 
-static bool supports(const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+static bool supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+    (void)self;
     tune_conv g;
     return tune_conv_read(n, in, out, &g) && g.op != IR_OP_CONV_NCHWC;
 }
 
-static void describe(tune_task *t) {
+static void describe(const kernel_provider *self, tune_task *t) {
+    (void)self;
     tune_conv g;
     if (tune_conv_read_task(t, &g)) tune_conv_describe(NAME, &g, t);
 }
@@ -54,7 +56,8 @@ static void add_upto(tune_space *s, const char *name, const int64_t *cand, int n
     tune_space_add(s, name, k, v);
 }
 
-static void space(const tune_task *t, tune_space *s) {
+static void space(const kernel_provider *self, const tune_task *t, tune_space *s) {
+    (void)self;
     memset(s, 0, sizeof *s);
     tune_conv g;
     if (!tune_conv_read_task(t, &g) || g.op == IR_OP_CONV_NCHWC) return;
@@ -144,7 +147,8 @@ bool tune_conv2d_cuda_legal(const tune_task *t, const tune_space *s, const tune_
 }
 
 /* A block of about 128-256 threads, 4-16 accumulators each, staged through shared memory. */
-static void default_config(const tune_task *t, const tune_space *s, tune_config *cfg) {
+static void default_config(const kernel_provider *self, const tune_task *t, const tune_space *s, tune_config *cfg) {
+    (void)self;
     memset(cfg, 0, sizeof *cfg);
     tune_conv g;
     if (!tune_conv_read_task(t, &g)) return;
@@ -258,14 +262,15 @@ static te_iter *raxis(const te_tensor *t, const char *name) {
     return NULL;
 }
 
-static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
+static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task *t, const tune_space *s,
                         const tune_config *cfg, tune_build *out) {
+    (void)self;
     memset(out, 0, sizeof *out);
     tune_conv g;
     if (!tune_conv_read_task(t, &g) || g.op == IR_OP_CONV_NCHWC)
         return wpk_error(c->err, WPK_ERR_INVALID_ARG, NAME ": node '%s' is not a conv this "
                          "template takes", t->node ? t->node->name : "(null)");
-    TRY(tune_check_legal(c, NAME, t, space, s, cfg));
+    TRY(tune_check_legal(c, self, t, s, cfg));
     const knobs k = read_knobs(s, cfg);
     const int64_t threads = k.thx * k.thy * k.thz, accum = k.tx * k.ty * k.tz;
     if (threads > 1024)
@@ -410,6 +415,7 @@ static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
 
 const kernel_provider tune_conv2d_cuda = {
     .name = NAME,
+    .family = "generated",
     .supports = supports,
     .describe = describe,
     .space = space,

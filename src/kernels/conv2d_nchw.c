@@ -19,12 +19,14 @@
 enum { ORDER_IC_OUTER, ORDER_TAPS_OUTER };
 enum { PAR_ROWS, PAR_CHANNELS };
 
-static bool supports(const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+static bool supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+    (void)self;
     tune_conv g;
     return tune_conv_read(n, in, out, &g) && g.op != IR_OP_CONV_NCHWC;
 }
 
-static void describe(tune_task *t) {
+static void describe(const kernel_provider *self, tune_task *t) {
+    (void)self;
     tune_conv g;
     if (tune_conv_read_task(t, &g)) tune_conv_describe(NAME, &g, t);
 }
@@ -36,7 +38,8 @@ static void add_upto(tune_space *s, const char *name, const int64_t *cand, int n
     tune_space_add(s, name, k, cand);
 }
 
-static void space(const tune_task *t, tune_space *s) {
+static void space(const kernel_provider *self, const tune_task *t, tune_space *s) {
+    (void)self;
     memset(s, 0, sizeof *s);
     tune_conv g;
     if (!tune_conv_read_task(t, &g)) return;
@@ -56,7 +59,8 @@ static void space(const tune_task *t, tune_space *s) {
     tune_space_add(s, "pack", g.wconst ? 2 : 1, flag);
 }
 
-static void default_config(const tune_task *t, const tune_space *s, tune_config *cfg) {
+static void default_config(const kernel_provider *self, const tune_task *t, const tune_space *s, tune_config *cfg) {
+    (void)self;
     memset(cfg, 0, sizeof *cfg);
     tune_conv g;
     if (!tune_conv_read_task(t, &g)) return;
@@ -91,7 +95,7 @@ static wpk_status check_legal(te_ctx *c, const tune_task *t, const tune_space *s
                               const tune_config *cfg) {
     TRY(tune_check_config(c, NAME, s, cfg));
     tune_space legal;
-    space(t, &legal);
+    space(&tune_conv2d_nchw, t, &legal);
     for (int k = 0; k < legal.nknobs; k++) {
         const tune_knob *kn = &legal.knobs[k];
         int64_t v = tune_config_get(s, cfg, kn->name, INT64_MIN);
@@ -114,8 +118,9 @@ static te_iter *raxis(const te_tensor *t, const char *name) {
     return NULL;
 }
 
-static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
+static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task *t, const tune_space *s,
                         const tune_config *cfg, tune_build *out) {
+    (void)self;
     memset(out, 0, sizeof *out);
     tune_conv g;
     if (!tune_conv_read_task(t, &g) || g.op == IR_OP_CONV_NCHWC)
@@ -217,6 +222,7 @@ static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
 
 const kernel_provider tune_conv2d_nchw = {
     .name = NAME,
+    .family = "generated",
     .supports = supports,
     .describe = describe,
     .space = space,

@@ -36,7 +36,8 @@ static const int64_t OWS[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
 /* Blocked kernels waste most of their lanes on fewer output channels than this. */
 #define MIN_CHANNELS 8
 
-static bool supports(const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+static bool supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+    (void)self;
     tune_conv g;
     if (!tune_conv_read(n, in, out, &g)) return false;
     if (g.op == IR_OP_CONV_NCHWC) return true;
@@ -46,7 +47,8 @@ static bool supports(const ir_node *n, ir_tensor *const *in, ir_tensor *const *o
     return true;
 }
 
-static void describe(tune_task *t) {
+static void describe(const kernel_provider *self, tune_task *t) {
+    (void)self;
     tune_conv g;
     if (tune_conv_read_task(t, &g)) tune_conv_describe(NAME, &g, t);
 }
@@ -80,7 +82,8 @@ static bool oct_ok(const tune_conv *g, int64_t b) {
     return b == 1 || (g->op == IR_OP_CONV_NCHWC && !g->depthwise && channel_blocks(g) % b == 0);
 }
 
-static void space(const tune_task *t, tune_space *s) {
+static void space(const kernel_provider *self, const tune_task *t, tune_space *s) {
+    (void)self;
     memset(s, 0, sizeof *s);
     tune_conv g;
     if (!tune_conv_read_task(t, &g)) return;
@@ -161,7 +164,8 @@ static bool stem_avx2(const tune_conv *g, int64_t vec, int64_t ic_block) {
  *   few as one or two channel blocks, too few to share among threads on their own. The
  *   four-row tiles of a 7x7 image share channel blocks only (PAR_BLOCKS): 8 or more.
  * - On AVX2, a stem of 5x5 taps or more takes a small tile over a padded copy (below). */
-static void default_config(const tune_task *t, const tune_space *s, tune_config *cfg) {
+static void default_config(const kernel_provider *self, const tune_task *t, const tune_space *s, tune_config *cfg) {
+    (void)self;
     memset(cfg, 0, sizeof *cfg);
     tune_conv g;
     if (!tune_conv_read_task(t, &g)) return;
@@ -269,7 +273,7 @@ static wpk_status check_legal(te_ctx *c, const tune_task *t, const tune_space *s
                               const tune_config *cfg) {
     TRY(tune_check_config(c, NAME, s, cfg));
     tune_space legal;
-    space(t, &legal);
+    space(&tune_conv2d_nchwc, t, &legal);
     for (int k = 0; k < legal.nknobs; k++) {
         const tune_knob *kn = &legal.knobs[k];
         int64_t v = tune_config_get(s, cfg, kn->name, INT64_MIN);
@@ -354,8 +358,9 @@ static wpk_status schedule_copy(te_schedule *s, te_tensor *t) {
     return WPK_OK;
 }
 
-static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
+static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task *t, const tune_space *s,
                         const tune_config *cfg, tune_build *out) {
+    (void)self;
     memset(out, 0, sizeof *out);
     tune_conv g;
     if (!tune_conv_read_task(t, &g))
@@ -476,6 +481,7 @@ static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
 
 const kernel_provider tune_conv2d_nchwc = {
     .name = NAME,
+    .family = "generated",
     .supports = supports,
     .describe = describe,
     .space = space,

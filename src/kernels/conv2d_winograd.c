@@ -53,12 +53,14 @@ static bool takes(const tune_conv *g) {
            g->p.dilation[0] == 1 && g->p.dilation[1] == 1 && g->p.groups == 1 && g->wconst;
 }
 
-static bool supports(const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+static bool supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+    (void)self;
     tune_conv g;
     return tune_conv_read(n, in, out, &g) && takes(&g);
 }
 
-static void describe(tune_task *t) {
+static void describe(const kernel_provider *self, tune_task *t) {
+    (void)self;
     tune_conv g;
     if (tune_conv_read_task(t, &g)) tune_conv_describe(NAME, &g, t);
 }
@@ -79,7 +81,8 @@ static int64_t out_block(const tune_conv *g, const tune_space *s, const tune_con
     return g->op == IR_OP_CONV_NCHWC ? g->bo : tune_value(s, cfg, "oc_block");
 }
 
-static void space(const tune_task *t, tune_space *s) {
+static void space(const kernel_provider *self, const tune_task *t, tune_space *s) {
+    (void)self;
     memset(s, 0, sizeof *s);
     tune_conv g;
     if (!tune_conv_read_task(t, &g)) return;
@@ -124,7 +127,8 @@ static int64_t pick_tiles(int64_t p, int64_t regs) {
     return best;
 }
 
-static void default_config(const tune_task *t, const tune_space *s, tune_config *cfg) {
+static void default_config(const kernel_provider *self, const tune_task *t, const tune_space *s, tune_config *cfg) {
+    (void)self;
     memset(cfg, 0, sizeof *cfg);
     tune_conv g;
     if (!tune_conv_read_task(t, &g)) return;
@@ -334,14 +338,15 @@ static wpk_status schedule_output(te_schedule *s, const te_winograd_parts *wp, c
     return te_vectorize(st, tout->axes[4]);
 }
 
-static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
+static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task *t, const tune_space *s,
                         const tune_config *cfg, tune_build *out) {
+    (void)self;
     memset(out, 0, sizeof *out);
     tune_conv g;
     if (!tune_conv_read_task(t, &g) || !takes(&g))
         return wpk_error(c->err, WPK_ERR_INVALID_ARG, NAME ": node '%s' is not a 3x3 stride-1 "
                          "conv with constant weights", t->node ? t->node->name : "(null)");
-    TRY(tune_check_legal(c, NAME, t, space, s, cfg));
+    TRY(tune_check_legal(c, self, t, s, cfg));
     knobs k = {
         .m = (int)tune_value(s, cfg, "m"), .bi = in_block(&g, s, cfg),
         .bo = out_block(&g, s, cfg), .tp = tune_value(s, cfg, "tile_p"),
@@ -419,6 +424,7 @@ static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
 
 const kernel_provider tune_conv2d_winograd = {
     .name = NAME,
+    .family = "generated",
     .supports = supports,
     .describe = describe,
     .space = space,

@@ -30,7 +30,7 @@ static const char *named(const char *list, const char *name) {
 
 wpk_status cpu_config_resolve(wpk_context *ctx, const tune_task *task, const tune_space *s,
                               const char *config, tune_config *out) {
-    task->tmpl->default_config(task, s, out);
+    task->tmpl->default_config(task->tmpl, task, s, out);
     if (!config || !*config) return WPK_OK;
     /* the default's text with the given knobs replaced, parsed as a whole: tune_config_parse
        names a knob or value that does not fit. A knob the template added after the config was
@@ -122,10 +122,10 @@ static wpk_status build_lower(te_ctx *c, const tune_task *task, const char *name
     if (!task->tmpl->build)
         return wpk_error(ctx, WPK_ERR_INVALID_ARG, "%s is a library: it has no kernel to generate",
                          task->tmpl->name);
-    task->tmpl->space(task, &out->space);
+    task->tmpl->space(task->tmpl, task, &out->space);
     wpk_status st = cpu_config_resolve(ctx, task, &out->space, config, &out->cfg);
     if (st) return st;
-    st = task->tmpl->build(c, task, &out->space, &out->cfg, &out->b);
+    st = task->tmpl->build(task->tmpl, c, task, &out->space, &out->cfg, &out->b);
     if (st) return st;
     const tune_build *b = &out->b;
     if (b->ninputs < 0 || b->nargs <= b->ninputs || b->nargs > TUNE_MAX_ARGS * 2)

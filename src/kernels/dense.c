@@ -121,7 +121,8 @@ static bool read_task(const tune_task *t, mm *g) {
     return read_mm(t->node, in, out, g);
 }
 
-static bool supports(const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+static bool supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+    (void)self;
     mm g;
     if (!n || !in || !out || n->nin > TUNE_MAX_ARGS || n->nout > TUNE_MAX_ARGS) return false;
     const ir_tensor *ci[TUNE_MAX_ARGS] = {0}, *co[TUNE_MAX_ARGS] = {0};
@@ -130,7 +131,8 @@ static bool supports(const ir_node *n, ir_tensor *const *in, ir_tensor *const *o
     return read_mm(n, ci, co, &g);
 }
 
-static void describe(tune_task *t) {
+static void describe(const kernel_provider *self, tune_task *t) {
+    (void)self;
     mm g;
     if (!read_task(t, &g)) return;
     tune_key_add(t, NAME ":%s,a=", t->node->op_type);
@@ -160,7 +162,8 @@ static void add_covering(tune_space *s, const char *name, const int64_t *cand, i
     tune_space_add(s, name, k, cand);
 }
 
-static void space(const tune_task *t, tune_space *s) {
+static void space(const kernel_provider *self, const tune_task *t, tune_space *s) {
+    (void)self;
     memset(s, 0, sizeof *s);
     mm g;
     if (!read_task(t, &g)) return;
@@ -176,7 +179,8 @@ static void space(const tune_task *t, tune_space *s) {
     tune_space_add(s, "pack", g.packable ? 2 : 1, flag);
 }
 
-static void default_config(const tune_task *t, const tune_space *s, tune_config *cfg) {
+static void default_config(const kernel_provider *self, const tune_task *t, const tune_space *s, tune_config *cfg) {
+    (void)self;
     memset(cfg, 0, sizeof *cfg);
     mm g;
     if (!read_task(t, &g)) return;
@@ -245,14 +249,15 @@ static te_tensor *epilogue(te_ctx *c, const mm *g, te_tensor *acc, te_tensor *ci
     return v ? te_compute(c, "y", nd, acc->shape, ax, v) : NULL;
 }
 
-static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
+static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task *t, const tune_space *s,
                         const tune_config *cfg, tune_build *out) {
+    (void)self;
     memset(out, 0, sizeof *out);
     mm g;
     if (!read_task(t, &g))
         return wpk_error(c->err, WPK_ERR_INVALID_ARG, NAME ": node '%s' is not a product this "
                          "template takes", t->node ? t->node->name : "(null)");
-    TRY(tune_check_legal(c, NAME, t, space, s, cfg));
+    TRY(tune_check_legal(c, self, t, s, cfg));
     const int64_t tm = tune_value(s, cfg, "tile_m"), tn = tune_value(s, cfg, "tile_n");
     const int64_t uk = tune_value(s, cfg, "unroll_k");
     const bool cols_outer = tune_value(s, cfg, "order") != 0;
@@ -362,6 +367,7 @@ static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
 
 const kernel_provider tune_dense = {
     .name = NAME,
+    .family = "generated",
     .supports = supports,
     .describe = describe,
     .space = space,

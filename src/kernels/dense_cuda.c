@@ -98,7 +98,8 @@ static bool read_task(const tune_task *t, mm *g) {
     return t->nout == 1 && read_mm(t->node, in, out, g);
 }
 
-static bool supports(const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+static bool supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+    (void)self;
     mm g;
     if (!n || !in || !out || n->nin > TUNE_MAX_ARGS || n->nout != 1) return false;
     const ir_tensor *ci[TUNE_MAX_ARGS] = {0}, *co[1] = {out[0]};
@@ -106,7 +107,8 @@ static bool supports(const ir_node *n, ir_tensor *const *in, ir_tensor *const *o
     return read_mm(n, ci, co, &g);
 }
 
-static void describe(tune_task *t) {
+static void describe(const kernel_provider *self, tune_task *t) {
+    (void)self;
     mm g;
     if (!read_task(t, &g)) return;
     tune_key_add(t, NAME ":%s,a=", t->node->op_type);
@@ -141,7 +143,8 @@ static void add_upto(tune_space *s, const char *name, const int64_t *cand, int n
     tune_space_add(s, name, k, v);
 }
 
-static void space(const tune_task *t, tune_space *s) {
+static void space(const kernel_provider *self, const tune_task *t, tune_space *s) {
+    (void)self;
     memset(s, 0, sizeof *s);
     mm g;
     if (!read_task(t, &g)) return;
@@ -205,7 +208,8 @@ bool tune_dense_cuda_legal(const tune_task *t, const tune_space *s, const tune_c
 
 /* About 128-256 threads per block, 4x4 register tiles where the matrix is big enough; a
  * matrix-vector product (M = 1) gets one row of threads over the columns. */
-static void default_config(const tune_task *t, const tune_space *s, tune_config *cfg) {
+static void default_config(const kernel_provider *self, const tune_task *t, const tune_space *s, tune_config *cfg) {
+    (void)self;
     memset(cfg, 0, sizeof *cfg);
     mm g;
     if (!read_task(t, &g)) return;
@@ -290,14 +294,15 @@ static te_tensor *epilogue(te_ctx *c, const mm *g, te_tensor *acc, te_tensor *ci
     return v ? te_compute(c, "y", 2, shape, ax, v) : NULL;
 }
 
-static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
+static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task *t, const tune_space *s,
                         const tune_config *cfg, tune_build *out) {
+    (void)self;
     memset(out, 0, sizeof *out);
     mm g;
     if (!read_task(t, &g))
         return wpk_error(c->err, WPK_ERR_INVALID_ARG, NAME ": node '%s' is not a 2-D product "
                          "this template takes", t->node ? t->node->name : "(null)");
-    TRY(tune_check_legal(c, NAME, t, space, s, cfg));
+    TRY(tune_check_legal(c, self, t, s, cfg));
     const knobs k = read_knobs(s, cfg);
     char why[160];
     if (over_limit(&k, why, sizeof why))
@@ -391,6 +396,7 @@ static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
 
 const kernel_provider tune_dense_cuda = {
     .name = NAME,
+    .family = "generated",
     .supports = supports,
     .describe = describe,
     .space = space,

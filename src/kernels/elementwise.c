@@ -57,7 +57,8 @@ static bool broadcasts(const ir_tensor *a, const ir_tensor *out) {
     return true;
 }
 
-static bool supports(const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+static bool supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+    (void)self;
     if (!n || n->nout < 1 || !out || !out[0] || !tune_static_f32(out[0]) || out[0]->ndim < 1)
         return false;
     if (n->nout > 1 && out[1]) return false;
@@ -104,7 +105,8 @@ static void read_params(const tune_task *t, ew *p) {
     }
 }
 
-static void describe(tune_task *t) {
+static void describe(const kernel_provider *self, tune_task *t) {
+    (void)self;
     ew p;
     read_params(t, &p);
     tune_key_add(t, NAME ":%s", t->node->op_type);
@@ -157,7 +159,8 @@ static int64_t extent(const ir_tensor *o, int from, int to) {
     return n;
 }
 
-static void space(const tune_task *t, tune_space *s) {
+static void space(const kernel_provider *self, const tune_task *t, tune_space *s) {
+    (void)self;
     memset(s, 0, sizeof *s);
     const ir_tensor *o = &t->out[0];
     int64_t ninner = extent(o, inner_start(t), o->ndim), total = ir_numel(o);
@@ -171,7 +174,8 @@ static void space(const tune_task *t, tune_space *s) {
     tune_space_add(s, "parallel", total >= 1024 ? 2 : 1, flag);
 }
 
-static void default_config(const tune_task *t, const tune_space *s, tune_config *cfg) {
+static void default_config(const kernel_provider *self, const tune_task *t, const tune_space *s, tune_config *cfg) {
+    (void)self;
     memset(cfg, 0, sizeof *cfg);
     const ir_tensor *o = &t->out[0];
     int64_t ninner = extent(o, inner_start(t), o->ndim), total = ir_numel(o);
@@ -259,14 +263,15 @@ static const te_expr *binary(te_ctx *c, ir_op op, const te_expr *a, const te_exp
         if (st_) return st_;                                                               \
     } while (0)
 
-static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
+static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task *t, const tune_space *s,
                         const tune_config *cfg, tune_build *out) {
+    (void)self;
     memset(out, 0, sizeof *out);
     const ir_node *n = t->node;
     if (!n || !(is_unary(n->op) || is_binary(n->op)))
         return wpk_error(c->err, WPK_ERR_INVALID_ARG, NAME ": node '%s' is not an elementwise op "
                          "this template takes", n ? n->name : "(null)");
-    TRY(tune_check_legal(c, NAME, t, space, s, cfg));
+    TRY(tune_check_legal(c, self, t, s, cfg));
     ew p;
     read_params(t, &p);
     const ir_tensor *o = &t->out[0];
@@ -307,6 +312,7 @@ static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
 
 const kernel_provider tune_elementwise = {
     .name = NAME,
+    .family = "generated",
     .supports = supports,
     .describe = describe,
     .space = space,

@@ -81,7 +81,7 @@ void cpu_tasks_print(const cpu_tasks *t, const ir_graph *g, strbuf *b) {
     for (int i = 0; i < t->ntasks; i++) {
         const cpu_task *ct = &t->tasks[i];
         tune_space s;
-        ct->task.tmpl->space(&ct->task, &s);
+        ct->task.tmpl->space(ct->task.tmpl, &ct->task, &s);
         double share = total > 0 ? 100.0 * (double)ct->flops / (double)total : 0.0;
         sb_printf(b, "task %d: %s\n", i, ct->task.key);
         sb_printf(b, "  template %s, %d node%s (first '%s'), %.1f%% of FLOPs\n", ct->task.tmpl->name,

@@ -22,34 +22,34 @@
 #include "kernels/conv.h"
 #include "kernels/templates_cuda.h"
 
+/* A CUDA template over a CPU template's algorithm (kernel_provider.impl of the three below). */
 typedef struct borrowed {
-    const char *name;               /* the CUDA template's */
-    const kernel_provider *cpu;       /* whose algorithm it schedules */
+    const kernel_provider *cpu;     /* whose algorithm it schedules */
     bool vec;                       /* offers the float4 knob (no reductions) */
 } borrowed;
+
+static const borrowed *borrowed_of(const kernel_provider *self) { return self->impl; }
 
 static bool is_pool2d_nchw(const ir_node *n) {
     return n && (n->op == IR_OP_MAX_POOL || n->op == IR_OP_AVERAGE_POOL);
 }
 
-static const borrowed B_ELEMENTWISE = {"elementwise_cuda", &tune_elementwise, true};
-static const borrowed B_POOL2D = {"pool2d_cuda", &tune_pool2d, false};
-static const borrowed B_GLOBAL_POOL = {"global_pool_cuda", &tune_global_pool, false};
-
-static bool b_supports(const borrowed *b, const ir_node *n, ir_tensor *const *in,
+static bool b_supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in,
                        ir_tensor *const *out) {
+    const borrowed *b = borrowed_of(self);
     if (!n || n->nout != 1) return false;
     /* the blocked layout's pools (NCHWc) are the CPU's */
-    if (b == &B_POOL2D && !is_pool2d_nchw(n)) return false;
-    return b->cpu->supports(n, in, out);
+    if (b->cpu == &tune_pool2d && !is_pool2d_nchw(n)) return false;
+    return b->cpu->supports(b->cpu, n, in, out);
 }
 
 /* The CPU template's key with this template's name in front: "pool2d_cuda:MaxPool,x=...". */
-static void b_describe(const borrowed *b, tune_task *t) {
-    b->cpu->describe(t);
+static void b_describe(const kernel_provider *self, tune_task *t) {
+    const borrowed *b = borrowed_of(self);
+    b->cpu->describe(b->cpu, t);
     const char *colon = strchr(t->key, ':');
     char key[sizeof t->key + 32];
-    snprintf(key, sizeof key, "%s:%s", b->name, colon ? colon + 1 : t->key);
+    snprintf(key, sizeof key, "%s:%s", self->name, colon ? colon + 1 : t->key);
     /* truncated at the key's size, as tune_key_add does */
     memcpy(t->key, key, sizeof t->key - 1);
     t->key[sizeof t->key - 1] = '\0';
@@ -64,7 +64,8 @@ static bool can_vec(const borrowed *b, const tune_task *t) {
     return b->vec && y->ndim >= 1 && y->dims[y->ndim - 1] % 4 == 0;
 }
 
-static void b_space(const borrowed *b, const tune_task *t, tune_space *s) {
+static void b_space(const kernel_provider *self, const tune_task *t, tune_space *s) {
+    const borrowed *b = borrowed_of(self);
     memset(s, 0, sizeof *s);
     static const int64_t threads[] = {32, 64, 128, 256, 512, 1024}, per[] = {1, 2, 4};
     static const int64_t vecs[] = {1, 4};
@@ -80,8 +81,9 @@ static void b_space(const borrowed *b, const tune_task *t, tune_space *s) {
 
 /* 256 threads (fewer for small outputs), one element each: enough blocks to fill the SMs for
  * all but the smallest outputs; float4 where the shape allows. */
-static void b_default(const borrowed *b, const tune_task *t, const tune_space *s,
+static void b_default(const kernel_provider *self, const tune_task *t, const tune_space *s,
                       tune_config *cfg) {
+    const borrowed *b = borrowed_of(self);
     memset(cfg, 0, sizeof *cfg);
     const int64_t n = out_elems(t);
     const bool v = can_vec(b, t) && n >= 4096;
@@ -98,31 +100,31 @@ static void b_default(const borrowed *b, const tune_task *t, const tune_space *s
         if (st_) return st_;                                                               \
     } while (0)
 
-static wpk_status b_build(const borrowed *b, void (*space_fn)(const tune_task *, tune_space *),
-                          te_ctx *c, const tune_task *t, const tune_space *s,
-                          const tune_config *cfg, tune_build *out) {
+static wpk_status b_build(const kernel_provider *self, te_ctx *c, const tune_task *t,
+                          const tune_space *s, const tune_config *cfg, tune_build *out) {
+    const borrowed *b = borrowed_of(self);
     memset(out, 0, sizeof *out);
     if (!t->node || t->nout != 1)
         return wpk_error(c->err, WPK_ERR_INVALID_ARG, "%s: node '%s' is not one this template "
-                         "takes", b->name, t->node ? t->node->name : "(null)");
-    TRY(tune_check_legal(c, b->name, t, space_fn, s, cfg));
+                         "takes", self->name, t->node ? t->node->name : "(null)");
+    TRY(tune_check_legal(c, self, t, s, cfg));
     const int64_t threads = tune_value(s, cfg, "threads");
     const int64_t per = tune_value(s, cfg, "per_thread"), vec = tune_value(s, cfg, "vec");
 
     /* the algorithm: the CPU template's build at its default config (no pre-packing there) */
     tune_space cs;
     tune_config cc;
-    b->cpu->space(t, &cs);
-    b->cpu->default_config(t, &cs, &cc);
-    TRY(b->cpu->build(c, t, &cs, &cc, out));
+    b->cpu->space(b->cpu, t, &cs);
+    b->cpu->default_config(b->cpu, t, &cs, &cc);
+    TRY(b->cpu->build(b->cpu, c, t, &cs, &cc, out));
     for (int i = 0; i < TUNE_MAX_ARGS; i++)
         if (out->prepack[i])
             return wpk_error(c->err, WPK_ERR_INTERNAL, "%s: the algorithm of '%s' pre-packs input "
-                             "%d, which this template does not handle", b->name, b->cpu->name, i);
+                             "%d, which this template does not handle", self->name, b->cpu->name, i);
     if (out->nargs != out->ninputs + 1)
-        return wpk_error(c->err, WPK_ERR_INVALID_ARG, "%s: %d outputs", b->name,
+        return wpk_error(c->err, WPK_ERR_INVALID_ARG, "%s: %d outputs", self->name,
                          out->nargs - out->ninputs);
-    return tune_cuda_schedule_flat(c, b->name, out->args[out->nargs - 1], threads, per, vec,
+    return tune_cuda_schedule_flat(c, self->name, out->args[out->nargs - 1], threads, per, vec,
                                    &out->schedule);
 }
 
@@ -173,29 +175,20 @@ wpk_status tune_cuda_schedule_flat(te_ctx *c, const char *tmpl, te_tensor *y, in
     return WPK_OK;
 }
 
-/* One template's entry points over its `borrowed` description. */
-#define BORROWED_TEMPLATE(var, desc, label)                                                  \
-    static bool var##_supports(const ir_node *n, ir_tensor *const *in, ir_tensor *const *o) { \
-        return b_supports(&desc, n, in, o);                                                 \
-    }                                                                                       \
-    static void var##_describe(tune_task *t) { b_describe(&desc, t); }                      \
-    static void var##_space(const tune_task *t, tune_space *s) { b_space(&desc, t, s); }    \
-    static void var##_default(const tune_task *t, const tune_space *s, tune_config *cfg) {  \
-        b_default(&desc, t, s, cfg);                                                        \
-    }                                                                                       \
-    static wpk_status var##_build(te_ctx *c, const tune_task *t, const tune_space *s,       \
-                                  const tune_config *cfg, tune_build *out) {                \
-        return b_build(&desc, var##_space, c, t, s, cfg, out);                              \
-    }                                                                                       \
-    const kernel_provider var = {                                                             \
+/* The three templates: one set of entry points, each template's description in impl. */
+#define BORROWED(var, label, cpu_template, vec_ok)                                           \
+    static const borrowed var##_impl = {&cpu_template, vec_ok};                             \
+    const kernel_provider var = {                                                           \
         .name = label,                                                                      \
-        .supports = var##_supports,                                                         \
-        .describe = var##_describe,                                                         \
-        .space = var##_space,                                                               \
-        .default_config = var##_default,                                                    \
-        .build = var##_build,                                                               \
+        .family = "generated",                                                              \
+        .impl = &var##_impl,                                                                \
+        .supports = b_supports,                                                             \
+        .describe = b_describe,                                                             \
+        .space = b_space,                                                                   \
+        .default_config = b_default,                                                        \
+        .build = b_build,                                                                   \
     }
 
-BORROWED_TEMPLATE(tune_elementwise_cuda, B_ELEMENTWISE, "elementwise_cuda");
-BORROWED_TEMPLATE(tune_pool2d_cuda, B_POOL2D, "pool2d_cuda");
-BORROWED_TEMPLATE(tune_global_pool_cuda, B_GLOBAL_POOL, "global_pool_cuda");
+BORROWED(tune_elementwise_cuda, "elementwise_cuda", tune_elementwise, true);
+BORROWED(tune_pool2d_cuda, "pool2d_cuda", tune_pool2d, false);
+BORROWED(tune_global_pool_cuda, "global_pool_cuda", tune_global_pool, false);

@@ -56,7 +56,8 @@ static bool read_task(const tune_task *t, ln *g) {
     return read_ln(t->node, in, &t->out[0], g);
 }
 
-static bool supports(const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+static bool supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+    (void)self;
     ln g;
     if (!n || n->nout < 1 || !out[0]) return false;
     for (int i = 1; i < n->nout; i++)
@@ -65,7 +66,8 @@ static bool supports(const ir_node *n, ir_tensor *const *in, ir_tensor *const *o
     return read_ln(n, ci, out[0], &g);
 }
 
-static void describe(tune_task *t) {
+static void describe(const kernel_provider *self, tune_task *t) {
+    (void)self;
     ln g;
     if (!read_task(t, &g)) return;
     tune_key_add(t, NAME ":x=");
@@ -81,7 +83,8 @@ static void describe(tune_task *t) {
     t->flops = 8 * g.rows * g.cols;
 }
 
-static void space(const tune_task *t, tune_space *s) {
+static void space(const kernel_provider *self, const tune_task *t, tune_space *s) {
+    (void)self;
     memset(s, 0, sizeof *s);
     ln g;
     if (!read_task(t, &g)) return;
@@ -93,7 +96,8 @@ static void space(const tune_task *t, tune_space *s) {
     tune_space_add(s, "parallel", g.rows > 1 ? 2 : 1, flag);
 }
 
-static void default_config(const tune_task *t, const tune_space *s, tune_config *cfg) {
+static void default_config(const kernel_provider *self, const tune_task *t, const tune_space *s, tune_config *cfg) {
+    (void)self;
     memset(cfg, 0, sizeof *cfg);
     ln g;
     if (!read_task(t, &g)) return;
@@ -108,15 +112,16 @@ static void default_config(const tune_task *t, const tune_space *s, tune_config 
         if (st_) return st_;                                                               \
     } while (0)
 
-static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
+static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task *t, const tune_space *s,
                         const tune_config *cfg, tune_build *out) {
+    (void)self;
     memset(out, 0, sizeof *out);
     ln g;
     if (!read_task(t, &g))
         return wpk_error(c->err, WPK_ERR_INVALID_ARG, NAME ": node '%s' is not a "
                          "LayerNormalization this template takes",
                          t->node ? t->node->name : "(null)");
-    TRY(tune_check_legal(c, NAME, t, space, s, cfg));
+    TRY(tune_check_legal(c, self, t, s, cfg));
     const int64_t vec = tune_value(s, cfg, "vec");
     const bool stats_at_row = tune_value(s, cfg, "stats") != 0;
     const bool parallel = tune_value(s, cfg, "parallel") != 0;
@@ -167,6 +172,7 @@ static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
 
 const kernel_provider tune_layernorm = {
     .name = NAME,
+    .family = "generated",
     .supports = supports,
     .describe = describe,
     .space = space,

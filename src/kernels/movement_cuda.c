@@ -23,7 +23,8 @@
 
 /* ---- shared: the knobs of the flat schedule ---- */
 
-static void flat_space(const tune_task *t, tune_space *s) {
+static void flat_space(const kernel_provider *self, const tune_task *t, tune_space *s) {
+    (void)self;
     memset(s, 0, sizeof *s);
     static const int64_t threads[] = {32, 64, 128, 256, 512, 1024}, per[] = {1, 2, 4};
     const int64_t n = ir_numel(&t->out[0]);
@@ -35,7 +36,8 @@ static void flat_space(const tune_task *t, tune_space *s) {
     tune_space_add(s, "per_thread", kp, per);
 }
 
-static void flat_default(const tune_task *t, const tune_space *s, tune_config *cfg) {
+static void flat_default(const kernel_provider *self, const tune_task *t, const tune_space *s, tune_config *cfg) {
+    (void)self;
     memset(cfg, 0, sizeof *cfg);
     const int64_t n = ir_numel(&t->out[0]);
     int64_t th = 256;
@@ -81,19 +83,22 @@ static bool concat_read(const ir_node *n, ir_tensor *const *in, const ir_tensor 
     return total == y->dims[*axis];
 }
 
-static bool concat_supports(const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+static bool concat_supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+    (void)self;
     int axis;
     return out && concat_read(n, in, out[0], &axis);
 }
 
-static void concat_describe(tune_task *t) {
+static void concat_describe(const kernel_provider *self, tune_task *t) {
+    (void)self;
     key_shapes(t, "concat_cuda");
     tune_key_add(t, ",axis=%lld", (long long)ir_attr_int(t->node, "axis", 0));
     t->flops = ir_numel(&t->out[0]);
 }
 
-static wpk_status concat_build(te_ctx *c, const tune_task *t, const tune_space *s,
+static wpk_status concat_build(const kernel_provider *self, te_ctx *c, const tune_task *t, const tune_space *s,
                                const tune_config *cfg, tune_build *out) {
+    (void)self;
     memset(out, 0, sizeof *out);
     ir_tensor *in[TUNE_MAX_ARGS];
     for (int i = 0; i < t->nin; i++) in[i] = (ir_tensor *)&t->in[i];
@@ -101,7 +106,7 @@ static wpk_status concat_build(te_ctx *c, const tune_task *t, const tune_space *
     if (!concat_read(t->node, in, &t->out[0], &axis))
         return wpk_error(c->err, WPK_ERR_INVALID_ARG, "concat_cuda: node '%s' is not a Concat "
                          "this template takes", t->node ? t->node->name : "(null)");
-    TRY(tune_check_legal(c, "concat_cuda", t, flat_space, s, cfg));
+    TRY(tune_check_legal(c, self, t, s, cfg));
     const ir_tensor *yt = &t->out[0];
     te_iter **ax = te_compute_axes(c, yt->ndim, yt->dims, NULL);
     if (!ax) return tune_failed(c, "concat_cuda");
@@ -136,6 +141,7 @@ static wpk_status concat_build(te_ctx *c, const tune_task *t, const tune_space *
 
 const kernel_provider tune_concat_cuda = {
     .name = "concat_cuda",
+    .family = "generated",
     .supports = concat_supports,
     .describe = concat_describe,
     .space = flat_space,
@@ -162,12 +168,14 @@ static bool transpose_read(const ir_node *n, const ir_tensor *x, const ir_tensor
     return true;
 }
 
-static bool transpose_supports(const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+static bool transpose_supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+    (void)self;
     int perm[WPK_MAX_DIMS];
     return in && out && transpose_read(n, in[0], out[0], perm);
 }
 
-static void transpose_describe(tune_task *t) {
+static void transpose_describe(const kernel_provider *self, tune_task *t) {
+    (void)self;
     int perm[WPK_MAX_DIMS];
     if (!transpose_read(t->node, &t->in[0], &t->out[0], perm)) return;
     key_shapes(t, "transpose_cuda");
@@ -176,14 +184,15 @@ static void transpose_describe(tune_task *t) {
     t->flops = ir_numel(&t->out[0]);
 }
 
-static wpk_status transpose_build(te_ctx *c, const tune_task *t, const tune_space *s,
+static wpk_status transpose_build(const kernel_provider *self, te_ctx *c, const tune_task *t, const tune_space *s,
                                   const tune_config *cfg, tune_build *out) {
+    (void)self;
     memset(out, 0, sizeof *out);
     int perm[WPK_MAX_DIMS];
     if (!transpose_read(t->node, &t->in[0], &t->out[0], perm))
         return wpk_error(c->err, WPK_ERR_INVALID_ARG, "transpose_cuda: node '%s' is not a "
                          "Transpose this template takes", t->node ? t->node->name : "(null)");
-    TRY(tune_check_legal(c, "transpose_cuda", t, flat_space, s, cfg));
+    TRY(tune_check_legal(c, self, t, s, cfg));
     const ir_tensor *yt = &t->out[0];
     te_tensor *x = tune_placeholder(c, "x", &t->in[0]);
     te_iter **ax = te_compute_axes(c, yt->ndim, yt->dims, NULL);
@@ -201,6 +210,7 @@ static wpk_status transpose_build(te_ctx *c, const tune_task *t, const tune_spac
 
 const kernel_provider tune_transpose_cuda = {
     .name = "transpose_cuda",
+    .family = "generated",
     .supports = transpose_supports,
     .describe = transpose_describe,
     .space = flat_space,
@@ -245,12 +255,14 @@ static bool mean_read(const ir_node *n, ir_tensor *const *in, const ir_tensor *y
     return k == y->ndim;
 }
 
-static bool mean_supports(const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+static bool mean_supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+    (void)self;
     bool red[WPK_MAX_DIMS], keep;
     return in && out && mean_read(n, in, out[0], red, &keep);
 }
 
-static void mean_describe(tune_task *t) {
+static void mean_describe(const kernel_provider *self, tune_task *t) {
+    (void)self;
     bool red[WPK_MAX_DIMS], keep;
     ir_tensor *in[2] = {&t->in[0], t->nin > 1 ? &t->in[1] : NULL};
     if (!mean_read(t->node, in, &t->out[0], red, &keep)) return;
@@ -263,15 +275,16 @@ static void mean_describe(tune_task *t) {
     t->flops = ir_numel(&t->in[0]);
 }
 
-static wpk_status mean_build(te_ctx *c, const tune_task *t, const tune_space *s,
+static wpk_status mean_build(const kernel_provider *self, te_ctx *c, const tune_task *t, const tune_space *s,
                              const tune_config *cfg, tune_build *out) {
+    (void)self;
     memset(out, 0, sizeof *out);
     bool red[WPK_MAX_DIMS], keep;
     ir_tensor *in[2] = {(ir_tensor *)&t->in[0], t->nin > 1 ? (ir_tensor *)&t->in[1] : NULL};
     if (!mean_read(t->node, in, &t->out[0], red, &keep))
         return wpk_error(c->err, WPK_ERR_INVALID_ARG, "reduce_mean_cuda: node '%s' is not a "
                          "ReduceMean this template takes", t->node ? t->node->name : "(null)");
-    TRY(tune_check_legal(c, "reduce_mean_cuda", t, flat_space, s, cfg));
+    TRY(tune_check_legal(c, self, t, s, cfg));
     const ir_tensor *xt = &t->in[0], *yt = &t->out[0];
     te_tensor *x = tune_placeholder(c, "x", xt);
     te_iter **ax = te_compute_axes(c, yt->ndim, yt->dims, NULL);
@@ -311,6 +324,7 @@ static wpk_status mean_build(te_ctx *c, const tune_task *t, const tune_space *s,
 
 const kernel_provider tune_reduce_mean_cuda = {
     .name = "reduce_mean_cuda",
+    .family = "generated",
     .supports = mean_supports,
     .describe = mean_describe,
     .space = flat_space,
@@ -338,11 +352,13 @@ static bool slice_ok(const ir_node *n, ir_tensor *const *in, const ir_tensor *y)
     return true;
 }
 
-static bool slice_supports(const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+static bool slice_supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+    (void)self;
     return in && out && slice_ok(n, in, out[0]);
 }
 
-static void slice_describe(tune_task *t) {
+static void slice_describe(const kernel_provider *self, tune_task *t) {
+    (void)self;
     tune_key_add(t, "slice_cuda:x=");
     tune_key_dims(t, &t->in[0]);
     static const char *const names[] = {"", ",starts=", ",ends=", ",axes=", ",steps="};
@@ -401,15 +417,16 @@ static wpk_status slice_probe(te_ctx *c, const tune_task *t, int64_t *start, int
     return st;
 }
 
-static wpk_status slice_build(te_ctx *c, const tune_task *t, const tune_space *s,
+static wpk_status slice_build(const kernel_provider *self, te_ctx *c, const tune_task *t, const tune_space *s,
                               const tune_config *cfg, tune_build *out) {
+    (void)self;
     memset(out, 0, sizeof *out);
     ir_tensor *in[5] = {0};
     for (int i = 0; i < t->nin && i < 5; i++) in[i] = (ir_tensor *)tune_task_in(t, i);
     if (!slice_ok(t->node, in, &t->out[0]))
         return wpk_error(c->err, WPK_ERR_INVALID_ARG, "slice_cuda: node '%s' is not a Slice "
                          "with constant parameters", t->node ? t->node->name : "(null)");
-    TRY(tune_check_legal(c, "slice_cuda", t, flat_space, s, cfg));
+    TRY(tune_check_legal(c, self, t, s, cfg));
     int64_t start[WPK_MAX_DIMS], step[WPK_MAX_DIMS];
     TRY(slice_probe(c, t, start, step));
     const ir_tensor *yt = &t->out[0];
@@ -430,6 +447,7 @@ static wpk_status slice_build(te_ctx *c, const tune_task *t, const tune_space *s
 
 const kernel_provider tune_slice_cuda = {
     .name = "slice_cuda",
+    .family = "generated",
     .supports = slice_supports,
     .describe = slice_describe,
     .space = flat_space,

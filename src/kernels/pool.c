@@ -119,13 +119,15 @@ static bool read_task(const tune_task *t, pool *g) {
     return t->nin >= 1 && read_pool(t->node, &t->in[0], &t->out[0], g);
 }
 
-static bool supports(const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+static bool supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+    (void)self;
     pool g;
     if (!n || n->nin != 1 || n->nout < 1 || (n->nout > 1 && out[1])) return false;
     return read_pool(n, in[0], out[0], &g);
 }
 
-static void describe(tune_task *t) {
+static void describe(const kernel_provider *self, tune_task *t) {
+    (void)self;
     pool g;
     if (!read_task(t, &g)) return;
     const te_pool2d_params *p = &g.p;
@@ -144,7 +146,8 @@ static bool padded(const pool *g) {
     return g->p.pad[0] || g->p.pad[1] || g->p.pad[2] || g->p.pad[3] || g->p.ceil_mode;
 }
 
-static void space(const tune_task *t, tune_space *s) {
+static void space(const kernel_provider *self, const tune_task *t, tune_space *s) {
+    (void)self;
     memset(s, 0, sizeof *s);
     pool g;
     if (!read_task(t, &g)) return;
@@ -164,7 +167,8 @@ static void space(const tune_task *t, tune_space *s) {
     tune_space_add(s, "pad_copy", padded(&g) ? 2 : 1, padded(&g) ? flag : zero);
 }
 
-static void default_config(const tune_task *t, const tune_space *s, tune_config *cfg) {
+static void default_config(const kernel_provider *self, const tune_task *t, const tune_space *s, tune_config *cfg) {
+    (void)self;
     memset(cfg, 0, sizeof *cfg);
     pool g;
     if (!read_task(t, &g)) return;
@@ -206,14 +210,15 @@ static wpk_status schedule_acc(te_schedule *sc, te_tensor *acc, te_stage *so, te
     return te_vectorize(sa, acc->axes[acc->ndim - 1]);
 }
 
-static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
+static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task *t, const tune_space *s,
                         const tune_config *cfg, tune_build *out) {
+    (void)self;
     memset(out, 0, sizeof *out);
     pool g;
     if (!read_task(t, &g))
         return wpk_error(c->err, WPK_ERR_INVALID_ARG, NAME ": node '%s' is not a pooling this "
                          "template takes", t->node ? t->node->name : "(null)");
-    TRY(tune_check_legal(c, NAME, t, space, s, cfg));
+    TRY(tune_check_legal(c, self, t, s, cfg));
     const bool unroll_kw = tune_value(s, cfg, "unroll_kw") != 0;
     const bool rows = tune_value(s, cfg, "parallel") != 0;
     const bool pad_copy = tune_value(s, cfg, "pad_copy") != 0;
@@ -323,6 +328,7 @@ static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
 
 const kernel_provider tune_pool2d = {
     .name = NAME,
+    .family = "generated",
     .supports = supports,
     .describe = describe,
     .space = space,
@@ -336,7 +342,8 @@ const kernel_provider tune_pool2d = {
 
 #define NAME "global_pool"
 
-static bool g_supports(const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+static bool g_supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+    (void)self;
     if (!n || (n->op != IR_OP_GLOBAL_AVERAGE_POOL && n->op != IR_OP_GLOBAL_MAX_POOL) ||
         n->nin != 1 || n->nout != 1 || !in[0] || !out[0])
         return false;
@@ -348,13 +355,15 @@ static bool g_supports(const ir_node *n, ir_tensor *const *in, ir_tensor *const 
 
 static int64_t g_planes(const tune_task *t) { return t->in[0].dims[0] * t->in[0].dims[1]; }
 
-static void g_describe(tune_task *t) {
+static void g_describe(const kernel_provider *self, tune_task *t) {
+    (void)self;
     tune_key_add(t, NAME ":%s,x=", t->node->op_type);
     tune_key_dims(t, &t->in[0]);
     t->flops = ir_numel(&t->in[0]);
 }
 
-static void g_space(const tune_task *t, tune_space *s) {
+static void g_space(const kernel_provider *self, const tune_task *t, tune_space *s) {
+    (void)self;
     memset(s, 0, sizeof *s);
     static const int64_t grains[] = {1, 4, 16, 64, 256}, flag[] = {0, 1};
     int64_t planes = g_planes(t);
@@ -364,7 +373,8 @@ static void g_space(const tune_task *t, tune_space *s) {
     tune_space_add(s, "parallel", planes > 1 ? 2 : 1, flag);
 }
 
-static void g_default(const tune_task *t, const tune_space *s, tune_config *cfg) {
+static void g_default(const kernel_provider *self, const tune_task *t, const tune_space *s, tune_config *cfg) {
+    (void)self;
     memset(cfg, 0, sizeof *cfg);
     int64_t planes = g_planes(t), per = 1;
     for (int i = 2; i < t->in[0].ndim; i++) per *= t->in[0].dims[i];
@@ -375,13 +385,14 @@ static void g_default(const tune_task *t, const tune_space *s, tune_config *cfg)
     tune_config_set(s, cfg, "parallel", planes * per >= 32768);
 }
 
-static wpk_status g_build(te_ctx *c, const tune_task *t, const tune_space *s,
+static wpk_status g_build(const kernel_provider *self, te_ctx *c, const tune_task *t, const tune_space *s,
                           const tune_config *cfg, tune_build *out) {
+    (void)self;
     memset(out, 0, sizeof *out);
     if (!t->node || t->nin < 1 || t->in[0].ndim < 3)
         return wpk_error(c->err, WPK_ERR_INVALID_ARG, NAME ": node '%s' is not a global pooling",
                          t->node ? t->node->name : "(null)");
-    TRY(tune_check_legal(c, NAME, t, g_space, s, cfg));
+    TRY(tune_check_legal(c, self, t, s, cfg));
     te_tensor *x = tune_placeholder(c, "x", &t->in[0]);
     if (!x) return tune_failed(c, NAME);
     out->args[out->nargs++] = x;
@@ -410,6 +421,7 @@ static wpk_status g_build(te_ctx *c, const tune_task *t, const tune_space *s,
 
 const kernel_provider tune_global_pool = {
     .name = NAME,
+    .family = "generated",
     .supports = g_supports,
     .describe = g_describe,
     .space = g_space,

@@ -36,25 +36,43 @@ typedef struct tune_build {
     te_tensor *prepack_src[TUNE_MAX_ARGS];
 } tune_build;
 
-typedef struct kernel_provider {
+/* A kernel a library made for one node at load time (its packed weights, its primitive). */
+typedef struct lib_kernel lib_kernel;
+
+#define LIB_CONFIG_MAX 64
+#define LIB_MAX_CONFIGS 16
+
+/* A kernel provider: one way to implement nodes, measured against the others. Every function
+ * takes the provider itself first. Two families implement it: the DSL templates generate code
+ * (build: the algorithm and the config's schedule; the compiler lowers and emits it into a
+ * module the runtime loads), the vendor libraries make their kernels at load time (create, run,
+ * destroy, constants: src/kernels/vendor). kernel_provider_generates tells which a provider is;
+ * what a provider lacks is NULL. */
+typedef struct kernel_provider kernel_provider;
+struct kernel_provider {
     const char *name;
-    /* Whether this template implements node n with these input/output shapes (static shapes,
-     * float32). */
-    bool (*supports)(const ir_node *n, ir_tensor *const *in, ir_tensor *const *out);
+    /* What `--provider` selects it by: "generated" for every DSL template, else its name. */
+    const char *family;
+    /* The implementation's own description, read by its entry points through self (NULL when
+     * they need none): one set of entry points can serve several providers. */
+    const void *impl;
+    /* Whether it implements node n with these tensors (in/out: one per node input / output, NULL
+     * where omitted; static shapes, constants' data set). */
+    bool (*supports)(const kernel_provider *self, const ir_node *n, ir_tensor *const *in,
+                     ir_tensor *const *out);
     /* Fill task->key and flops (task->node/in/out are set by tune_task_init). */
-    void (*describe)(tune_task *task);
+    void (*describe)(const kernel_provider *self, tune_task *task);
     /* The knobs and legal values for this workload. */
-    void (*space)(const tune_task *task, tune_space *out);
+    void (*space)(const kernel_provider *self, const tune_task *task, tune_space *out);
     /* A config that is good without tuning. */
-    void (*default_config)(const tune_task *task, const tune_space *s, tune_config *out);
+    void (*default_config)(const kernel_provider *self, const tune_task *task, const tune_space *s,
+                           tune_config *out);
+
+    /* ---- code-generating providers (the DSL templates) ---- */
     /* Build the algorithm and apply the config's schedule. WPK_ERR_INVALID_ARG for a config the
      * schedule primitives reject (message naming the primitive). */
-    wpk_status (*build)(te_ctx *c, const tune_task *task, const tune_space *s,
-                        const tune_config *cfg, tune_build *out);
-    /* A vendor library's template (src/kernels/vendor): build is NULL; the kernel of a config is made by
-     * lib->create with the config's "algo" knob value as the index of the library's config.
-     * NULL for the DSL templates. */
-    const struct lib_provider *lib;
+    wpk_status (*build)(const kernel_provider *self, te_ctx *c, const tune_task *task,
+                        const tune_space *s, const tune_config *cfg, tune_build *out);
     /* Its kernels keep buffers that grow with the batch (Winograd's transformed input and
      * output): at batch 8 they leave the cache they fitted at batch 1. A plan whose node takes
      * this template's config from batch-1 records runs the kernel image by image, as it was
@@ -63,7 +81,37 @@ typedef struct kernel_provider {
     /* Knobs added to the space after records were stored, as "knob=value,...": a config that
      * does not name one was measured with this value, not with today's default (NULL: none). */
     const char *unnamed;
-} kernel_provider;
+
+    /* ---- kernels made at load time (the vendor libraries); a config is knob "algo", the
+     * index of one of the library's algorithms for the node ---- */
+    /* Names of its algorithms for n ("direct", "gemm", "winograd", ...), at most
+     * LIB_MAX_CONFIGS, into names; returns how many (>= 1 when supports is true). */
+    int (*configs)(const kernel_provider *self, const ir_node *n, ir_tensor *const *in,
+                   ir_tensor *const *out, char (*names)[LIB_CONFIG_MAX]);
+    /* A kernel for n at algorithm `config`, to run on `threads` threads (0: OpenMP's default).
+     * Constant inputs (those whose tensors have data here) are packed now into the layout the
+     * library wants and their data is not read again. WPK_ERR_UNSUPPORTED when the library
+     * refuses this config for this node (the message says why), WPK_ERR_NOMEM. *out_k is the
+     * caller's (destroy). */
+    wpk_status (*create)(const kernel_provider *self, wpk_context *ctx, const ir_node *n,
+                         ir_tensor *const *in, ir_tensor *const *out, int config, int threads,
+                         lib_kernel **out_k);
+    /* Run on this call's buffers: in/out as at create, data set (for the non-constant inputs and
+     * the outputs). Allocates nothing. */
+    wpk_status (*run)(const kernel_provider *self, wpk_context *ctx, lib_kernel *k,
+                      ir_tensor *const *in, ir_tensor *const *out);
+    void (*destroy)(const kernel_provider *self, lib_kernel *k);
+    /* The buffers holding k's copies of its constant inputs, as (start, bytes) pairs, at most
+     * max; returns how many. The tuner flushes them from the caches to time k as a model runs
+     * it when they are larger than the cache. */
+    int (*constants)(const kernel_provider *self, const lib_kernel *k, const void **start,
+                     size_t *bytes, int max);
+    /* "oneDNN v3.0.0 (cpu runtime: OpenMP)", for provenance; static. */
+    const char *(*version)(const kernel_provider *self);
+};
+
+/* Whether p generates code (a DSL template) rather than making kernels at load time. */
+static inline bool kernel_provider_generates(const kernel_provider *p) { return p->build != NULL; }
 
 /* The template for node n (first in the registry that supports it), or NULL: that node runs on
  * its reference kernel. in/out: the node's tensors with static shapes. */

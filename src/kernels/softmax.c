@@ -41,12 +41,14 @@ static bool read_task(const tune_task *t, sm *g) {
     return t->nin >= 1 && read_sm(t->node, &t->in[0], &t->out[0], g);
 }
 
-static bool supports(const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+static bool supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+    (void)self;
     sm g;
     return n && n->nin == 1 && n->nout == 1 && read_sm(n, in[0], out[0], &g);
 }
 
-static void describe(tune_task *t) {
+static void describe(const kernel_provider *self, tune_task *t) {
+    (void)self;
     sm g;
     if (!read_task(t, &g)) return;
     tune_key_add(t, NAME ":outer%lld,len%lld,inner%lld", (long long)g.outer, (long long)g.len,
@@ -54,7 +56,8 @@ static void describe(tune_task *t) {
     t->flops = 5 * g.outer * g.len * g.inner;
 }
 
-static void space(const tune_task *t, tune_space *s) {
+static void space(const kernel_provider *self, const tune_task *t, tune_space *s) {
+    (void)self;
     memset(s, 0, sizeof *s);
     sm g;
     if (!read_task(t, &g)) return;
@@ -74,7 +77,8 @@ static void space(const tune_task *t, tune_space *s) {
     tune_space_add(s, "parallel", 2, flag);
 }
 
-static void default_config(const tune_task *t, const tune_space *s, tune_config *cfg) {
+static void default_config(const kernel_provider *self, const tune_task *t, const tune_space *s, tune_config *cfg) {
+    (void)self;
     memset(cfg, 0, sizeof *cfg);
     sm g;
     if (!read_task(t, &g)) return;
@@ -90,14 +94,15 @@ static void default_config(const tune_task *t, const tune_space *s, tune_config 
         if (st_) return st_;                                                               \
     } while (0)
 
-static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
+static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task *t, const tune_space *s,
                         const tune_config *cfg, tune_build *out) {
+    (void)self;
     memset(out, 0, sizeof *out);
     sm g;
     if (!read_task(t, &g))
         return wpk_error(c->err, WPK_ERR_INVALID_ARG, NAME ": node '%s' is not a Softmax this "
                          "template takes", t->node ? t->node->name : "(null)");
-    TRY(tune_check_legal(c, NAME, t, space, s, cfg));
+    TRY(tune_check_legal(c, self, t, s, cfg));
     const int64_t vec = tune_value(s, cfg, "vec"), chunk = tune_value(s, cfg, "chunk");
     const bool stats_at_row = tune_value(s, cfg, "stats") != 0;
     const bool parallel = tune_value(s, cfg, "parallel") != 0;
@@ -158,6 +163,7 @@ static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
 
 const kernel_provider tune_softmax = {
     .name = NAME,
+    .family = "generated",
     .supports = supports,
     .describe = describe,
     .space = space,

@@ -44,12 +44,14 @@ static bool read_task(const tune_task *t, sm *g) {
     return t->nin >= 1 && read_sm(t->node, &t->in[0], &t->out[0], g);
 }
 
-static bool supports(const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+static bool supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+    (void)self;
     sm g;
     return n && n->nin == 1 && n->nout == 1 && read_sm(n, in[0], out[0], &g);
 }
 
-static void describe(tune_task *t) {
+static void describe(const kernel_provider *self, tune_task *t) {
+    (void)self;
     sm g;
     if (!read_task(t, &g)) return;
     tune_key_add(t, NAME ":outer%lld,len%lld,inner%lld", (long long)g.outer, (long long)g.len,
@@ -57,7 +59,8 @@ static void describe(tune_task *t) {
     t->flops = 5 * g.outer * g.len * g.inner;
 }
 
-static void space(const tune_task *t, tune_space *s) {
+static void space(const kernel_provider *self, const tune_task *t, tune_space *s) {
+    (void)self;
     memset(s, 0, sizeof *s);
     sm g;
     if (!read_task(t, &g)) return;
@@ -68,7 +71,8 @@ static void space(const tune_task *t, tune_space *s) {
     tune_space_add(s, "threads", k, threads);
 }
 
-static void default_config(const tune_task *t, const tune_space *s, tune_config *cfg) {
+static void default_config(const kernel_provider *self, const tune_task *t, const tune_space *s, tune_config *cfg) {
+    (void)self;
     memset(cfg, 0, sizeof *cfg);
     sm g;
     if (!read_task(t, &g)) return;
@@ -93,14 +97,15 @@ static te_tensor *row_max(te_ctx *c, te_tensor *x, const sm *g, const char *name
     return v ? te_compute(c, name, 2, shape, ax, v) : NULL;
 }
 
-static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
+static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task *t, const tune_space *s,
                         const tune_config *cfg, tune_build *out) {
+    (void)self;
     memset(out, 0, sizeof *out);
     sm g;
     if (!read_task(t, &g))
         return wpk_error(c->err, WPK_ERR_INVALID_ARG, NAME ": node '%s' is not a Softmax this "
                          "template takes", t->node ? t->node->name : "(null)");
-    TRY(tune_check_legal(c, NAME, t, space, s, cfg));
+    TRY(tune_check_legal(c, self, t, s, cfg));
     const int64_t threads = tune_value(s, cfg, "threads");
     const int64_t shape[3] = {g.outer, g.len, g.inner};
     te_tensor *x = te_placeholder(c, "x", TE_F32, 3, shape);
@@ -153,6 +158,7 @@ static wpk_status build(te_ctx *c, const tune_task *t, const tune_space *s,
 
 const kernel_provider tune_softmax_cuda = {
     .name = NAME,
+    .family = "generated",
     .supports = supports,
     .describe = describe,
     .space = space,

@@ -5,7 +5,7 @@
 #include "kernels/provider.h"
 #include "kernels/common.h"
 #include "kernels/conv.h"
-#include "kernels/library.h"
+#include "kernels/vendor/lib.h"
 
 /* Specialized templates before the general ones that also take their nodes: the blocked conv
  * is preferred wherever it applies, the NCHW direct conv takes the rest. */
@@ -29,17 +29,17 @@ int kernel_providers_for(const ir_node *n, ir_tensor *const *in, ir_tensor *cons
                        const kernel_provider **list, int max) {
     int k = 0;
     for (int i = 0; registry[i] && k < max; i++)
-        if (registry[i]->supports(n, in, out)) list[k++] = registry[i];
-    const kernel_provider *const *libs = kernel_library_providers();
+        if (registry[i]->supports(registry[i], n, in, out)) list[k++] = registry[i];
+    const kernel_provider *const *libs = lib_providers();
     for (int i = 0; libs[i] && k < max; i++)
-        if (libs[i]->supports(n, in, out)) list[k++] = libs[i];
+        if (libs[i]->supports(libs[i], n, in, out)) list[k++] = libs[i];
     return k;
 }
 
 const kernel_provider *kernel_provider_find(const char *name) {
     for (int i = 0; registry[i]; i++)
         if (!strcmp(registry[i]->name, name)) return registry[i];
-    const kernel_provider *const *libs = kernel_library_providers();
+    const kernel_provider *const *libs = lib_providers();
     for (int i = 0; libs[i]; i++)
         if (!strcmp(libs[i]->name, name)) return libs[i];
     return NULL;
@@ -48,7 +48,7 @@ const kernel_provider *kernel_provider_find(const char *name) {
 const kernel_provider *kernel_provider_for(const ir_node *n, ir_tensor *const *in,
                                        ir_tensor *const *out) {
     for (int i = 0; registry[i]; i++)
-        if (registry[i]->supports(n, in, out)) return registry[i];
+        if (registry[i]->supports(registry[i], n, in, out)) return registry[i];
     return NULL;
 }
 
@@ -64,5 +64,5 @@ void tune_task_init(tune_task *task, const kernel_provider *t, const ir_node *n,
     task->nout = n->nout < TUNE_MAX_ARGS ? n->nout : TUNE_MAX_ARGS;
     for (int i = 0; i < task->nout; i++)
         if (out[i]) task->out[i] = *out[i];
-    t->describe(task);
+    t->describe(t, task);
 }

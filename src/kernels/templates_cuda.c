@@ -23,7 +23,7 @@ const kernel_provider *const *kernel_providers_cuda(void) { return registry; }
 const kernel_provider *kernel_provider_cuda_for(const ir_node *n, ir_tensor *const *in,
                                             ir_tensor *const *out) {
     for (int i = 0; registry[i]; i++)
-        if (registry[i]->supports(n, in, out)) return registry[i];
+        if (registry[i]->supports(registry[i], n, in, out)) return registry[i];
     return NULL;
 }
 

@@ -647,7 +647,7 @@ tune_featurizer *tune_featurizer_create(wpk_context *ctx, const tune_task *task,
         return NULL;
     }
     f->task = task;
-    task->tmpl->space(task, &f->space);
+    task->tmpl->space(task->tmpl, task, &f->space);
     f->m = m ? *m : tune_machine_host();
     return f;
 }

@@ -491,7 +491,7 @@ wpk_status tune_measurer_create(wpk_context *ctx, const tune_task *task,
     if (m->params.min_samples < 1) m->params.min_samples = 1;
     tune_parallelism_init(&m->own_parallel, 1, m->params.threads);
     m->par = m->params.parallel ? m->params.parallel : &m->own_parallel;
-    task->tmpl->space(task, &m->space);
+    task->tmpl->space(task->tmpl, task, &m->space);
     tune_toolchain();
     wpk_status st = prepare_inputs(m);
     if (st == WPK_OK) st = compute_reference(m);

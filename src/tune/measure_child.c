@@ -36,7 +36,7 @@ static void build_library(tune_measurer *m, tune_job *j, int fd) {
     wpk_context *ctx = wpk_context_create();
     tune_space s;
     tune_config c;
-    m->task->tmpl->space(m->task, &s);
+    m->task->tmpl->space(m->task->tmpl, m->task, &s);
     wpk_status st = ctx ? tune_config_parse(ctx, &s, j->text, &c) : WPK_ERR_NOMEM;
     const char *msg = st == WPK_OK ? "" : ctx ? wpk_context_error(ctx) : "out of memory";
     h.status = st == WPK_OK ? TUNE_OK : TUNE_COMPILE_ERROR;
@@ -48,7 +48,7 @@ static void build_library(tune_measurer *m, tune_job *j, int fd) {
 
 void tune_build_child(tune_measurer *m, void *arg, int fd) {
     tune_job *j = arg;
-    if (m->task->tmpl->lib) {
+    if (!kernel_provider_generates(m->task->tmpl)) {
         build_library(m, j, fd);
         return;
     }
@@ -182,7 +182,7 @@ static void sample_clock(tune_clock c, const team_clocks *t, double *now) {
 typedef struct candidate {
     cg_kernel_fn fn;
     void **args;
-    const lib_provider *lib;
+    const kernel_provider *lib;
     lib_kernel *lk;
     wpk_context *ctx;
     ir_tensor *const *in, *const *out;
@@ -212,7 +212,7 @@ static void flush_constants(const candidate *c) {
 
 static void call(const candidate *c) {
     if (c->fn) c->fn(c->args);
-    else c->lib->run(c->ctx, c->lk, c->in, c->out);
+    else c->lib->run(c->lib, c->ctx, c->lk, c->in, c->out);
 }
 
 /* A CPU-time sample is "preempted" when its wall time exceeds its busiest thread's CPU time
@@ -332,10 +332,10 @@ static double check_outputs(tune_measurer *m, float *const *outs, int nout, run_
  * the library refuses is a compile error (never a winner) with the library's reason. */
 static void run_library(tune_measurer *m, tune_job *j, run_state *r, wpk_context *ctx) {
     const tune_task *t = m->task;
-    const lib_provider *lib = t->tmpl->lib;
+    const kernel_provider *lib = t->tmpl;
     tune_space s;
     tune_config c;
-    t->tmpl->space(t, &s);
+    t->tmpl->space(t->tmpl, t, &s);
     if (tune_config_parse(ctx, &s, j->text, &c) != WPK_OK) {
         run_fail(r, TUNE_COMPILE_ERROR, "%s", wpk_context_error(ctx));
         return;
@@ -363,8 +363,8 @@ static void run_library(tune_measurer *m, tune_job *j, run_state *r, wpk_context
         out[i] = &outs[i];
     }
     lib_kernel *lk = NULL;
-    wpk_status st = lib->create(ctx, t->node, in, out, algo, m->params.threads, &lk);
-    if (st == WPK_OK) st = lib->run(ctx, lk, in, out);
+    wpk_status st = lib->create(lib, ctx, t->node, in, out, algo, m->params.threads, &lk);
+    if (st == WPK_OK) st = lib->run(lib, ctx, lk, in, out);
     if (st) {
         run_fail(r, st == WPK_ERR_NOMEM ? TUNE_CRASH : TUNE_COMPILE_ERROR, "%s",
                  wpk_context_error(ctx));
@@ -373,7 +373,7 @@ static void run_library(tune_measurer *m, tune_job *j, run_state *r, wpk_context
     r->h.error = check_outputs(m, obuf, t->nout, r);
     candidate cand = {.lib = lib, .lk = lk, .ctx = ctx, .in = in, .out = out};
     if (lib->constants)
-        cand.nkonst = lib->constants(lk, cand.konst, cand.konst_bytes, CPU_MAX_KERNEL_ARGS);
+        cand.nkonst = lib->constants(lib, lk, cand.konst, cand.konst_bytes, CPU_MAX_KERNEL_ARGS);
     if (r->h.status == TUNE_OK) time_kernel(&m->params, &cand, r);
     /* the kernel is not destroyed: the process ends now */
 }
@@ -455,7 +455,7 @@ void tune_run_child(tune_measurer *m, void *arg, int fd) {
         run_fail(&r, TUNE_CRASH, "%s", "out of memory starting the run");
         goto done;
     }
-    if (t->tmpl->lib) {
+    if (!kernel_provider_generates(t->tmpl)) {
         run_library(m, j, &r, ctx);
         goto done;
     }

@@ -360,7 +360,7 @@ static tune_featurizer *featurizer_of(job *J, tstate *t) {
 static wpk_status task_setup(job *J, tstate *t) {
     const tune_task *task = &t->mt->task;
     const char *target = tune_target_fingerprint();
-    task->tmpl->space(task, &t->space);
+    task->tmpl->space(task->tmpl, task, &t->space);
     if (J->opt->start) {
         wpk_status st = tune_config_parse(J->ctx, &t->space, J->opt->start, &t->def);
         if (st) {
@@ -368,7 +368,7 @@ static wpk_status task_setup(job *J, tstate *t) {
             return st;
         }
     } else {
-        task->tmpl->default_config(task, &t->space, &t->def);
+        task->tmpl->default_config(task->tmpl, task, &t->space, &t->def);
     }
     text_of(&t->space, &t->def, t->def_text, sizeof t->def_text);
     tune_strategy_params sp;

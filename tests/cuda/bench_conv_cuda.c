@@ -103,7 +103,7 @@ static void compile_config(const tune_task *task, const tune_space *sp, const tu
     tune_build b;
     loop_func *f = NULL;
     strbuf sb = {0};
-    if (tune_conv2d_cuda.build(&c, task, sp, cfg, &b) != WPK_OK)
+    if (tune_conv2d_cuda.build(&tune_conv2d_cuda, &c, task, sp, cfg, &b) != WPK_OK)
         out->r.status = TUNE_INVALID;
     else if (loop_lower(&c, b.schedule, "conv", b.args, b.nargs, &f) == WPK_OK &&
              cg_cuda_emit(ctx, f, NULL, &sb, &out->L) == WPK_OK &&
@@ -279,7 +279,7 @@ int main(int argc, char **argv) {
         tune_task task;
         tune_task_init(&task, &tune_conv2d_cuda, p.node, in, p.out);
         tune_space sp;
-        tune_conv2d_cuda.space(&task, &sp);
+        tune_conv2d_cuda.space(&tune_conv2d_cuda, &task, &sp);
         /* configs over the template's limits come back TUNE_INVALID from build at once */
         tune_strategy_params sparams = {.seed = 1, .budget = trials};
         tune_strategy *s = tune_strategy_create(ctx, strategy, &sp, &sparams);
@@ -291,7 +291,7 @@ int main(int argc, char **argv) {
         tune_result res[BATCH], best = {TUNE_INVALID, 0};
         double best_samples[SAMPLES] = {0};
         compiled cps[BATCH];
-        tune_conv2d_cuda.default_config(&task, &sp, &cfgs[0]);
+        tune_conv2d_cuda.default_config(&tune_conv2d_cuda, &task, &sp, &cfgs[0]);
         compile_config(&task, &sp, &cfgs[0], &cps[0]);
         res[0] = measure_config(&cps[0], dx, dw, dy, p.want, got, p.ny, samples);
         tune_strategy_tell(s, cfgs, res, 1);

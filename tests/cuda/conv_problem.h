@@ -125,7 +125,7 @@ static inline bool problem_task_init(problem *p, const conv_case *cc, wpk_contex
     }
     ir_tensor *in[4] = {p->in[0], p->in[1], p->in[2], p->in[3]};
     tune_task_init(task, &tune_conv2d_cuda, p->node, in, p->out);
-    tune_conv2d_cuda.space(task, sp);
+    tune_conv2d_cuda.space(&tune_conv2d_cuda, task, sp);
     return true;
 }
 

@@ -118,7 +118,7 @@ static bool conv_config(wpk_context *ctx, const conv_case *cc, problem *p, const
     te_ctx c;
     te_ctx_init(&c, ctx);
     tune_build b;
-    wpk_status st = tune_conv2d_cuda.build(&c, task, sp, cfg, &b);
+    wpk_status st = tune_conv2d_cuda.build(&tune_conv2d_cuda, &c, task, sp, cfg, &b);
     if (st) {
         if (must_build) CHECK(st == WPK_OK);
         te_ctx_free(&c);
@@ -198,7 +198,7 @@ static void test_convs(wpk_context *ctx) {
             continue;
         }
         tune_config cfg;
-        tune_conv2d_cuda.default_config(&task, &sp, &cfg);
+        tune_conv2d_cuda.default_config(&tune_conv2d_cuda, &task, &sp, &cfg);
         conv_config(ctx, cc, &p, &task, &sp, &cfg, true);
         for (int k = 0; k < 3 && cc->configs[k]; k++)
             if (tune_config_parse(ctx, &sp, cc->configs[k], &cfg) == WPK_OK)

@@ -365,7 +365,7 @@ static bool run_config(wpk_context *ctx, const node_case *nc, problem2 *p, const
     te_ctx c;
     te_ctx_init(&c, ctx);
     tune_build b;
-    wpk_status st = tm->build(&c, task, sp, cfg, &b);
+    wpk_status st = tm->build(tm, &c, task, sp, cfg, &b);
     if (tune_cuda_legal(task, sp, cfg) != (st == WPK_OK)) {
         fprintf(stderr, "%s: legal says %d, build %s\n", what, tune_cuda_legal(task, sp, cfg),
                 st ? wpk_context_error(ctx) : "ok");
@@ -462,10 +462,10 @@ static void test_cases(wpk_context *ctx) {
               task.key[strlen(tm->name)] == ':');
         CHECK(task.flops > 0);
         tune_space sp;
-        tm->space(&task, &sp);
+        tm->space(tm, &task, &sp);
         CHECK(sp.nknobs > 0);
         tune_config cfg;
-        tm->default_config(&task, &sp, &cfg);
+        tm->default_config(tm, &task, &sp, &cfg);
         run_config(ctx, nc, &p, &task, &sp, &cfg, "default", idx++, true, true);
         for (int k = 0; k < 3 && nc->configs[k]; k++) {
             wpk_status st = tune_config_parse(ctx, &sp, nc->configs[k], &cfg);
@@ -495,7 +495,7 @@ static void test_registry(wpk_context *ctx) {
     const kernel_provider *const *cuda = kernel_providers_cuda();
     int n = 0;
     for (; cuda[n]; n++) {
-        CHECK(strstr(cuda[n]->name, "_cuda") != NULL && cuda[n]->build && !cuda[n]->lib);
+        CHECK(strstr(cuda[n]->name, "_cuda") != NULL && kernel_provider_generates(cuda[n]));
         CHECK(kernel_provider_cuda_find(cuda[n]->name) == cuda[n]);
         /* the cpu backend never picks a GPU template */
         CHECK(kernel_provider_find(cuda[n]->name) == NULL);
@@ -509,7 +509,7 @@ static void test_registry(wpk_context *ctx) {
                                {T3(2, 4, 5), T3(2, 5, 3)}, {0}, {0}, {0}, NULL, {0}};
     problem2 p;
     if (problem2_init(&p, &batched, ctx)) {
-        CHECK(!tune_dense_cuda.supports(p.node, p.in, p.out));
+        CHECK(!tune_dense_cuda.supports(&tune_dense_cuda, p.node, p.in, p.out));
         CHECK(kernel_provider_cuda_for(p.node, p.in, p.out) == NULL);
     }
     problem2_free(&p);
@@ -523,25 +523,25 @@ static void test_registry(wpk_context *ctx) {
     tune_task task;
     tune_task_init(&task, &tune_dense_cuda, p.node, p.in, p.out);
     tune_space sp;
-    tune_dense_cuda.space(&task, &sp);
+    tune_dense_cuda.space(&tune_dense_cuda, &task, &sp);
     tune_config cfg;
     te_ctx c;
     te_ctx_init(&c, ctx);
     tune_build b;
     CHECK(tune_config_parse(ctx, &sp, "thread_x=128,thread_y=16,tile_n=1,tile_m=1,tile_k=1,"
                             "shared=0", &cfg) == WPK_OK);
-    CHECK_ERR(ctx, tune_dense_cuda.build(&c, &task, &sp, &cfg, &b), WPK_ERR_INVALID_ARG,
+    CHECK_ERR(ctx, tune_dense_cuda.build(&tune_dense_cuda, &c, &task, &sp, &cfg, &b), WPK_ERR_INVALID_ARG,
               "dense_cuda: 2048 threads per block");
     CHECK(!tune_cuda_legal(&task, &sp, &cfg));
     CHECK(tune_config_parse(ctx, &sp, "thread_x=128,thread_y=8,tile_n=8,tile_m=8,tile_k=16,"
                             "shared=1", &cfg) == WPK_OK);
-    CHECK_ERR(ctx, tune_dense_cuda.build(&c, &task, &sp, &cfg, &b), WPK_ERR_INVALID_ARG,
+    CHECK_ERR(ctx, tune_dense_cuda.build(&tune_dense_cuda, &c, &task, &sp, &cfg, &b), WPK_ERR_INVALID_ARG,
               "bytes of shared memory (more than 49152)");
     CHECK(tune_config_parse(ctx, &sp, "thread_x=1,thread_y=1,tile_n=8,tile_m=8,tile_k=1,shared=0",
                             &cfg) == WPK_OK);
-    CHECK(tune_dense_cuda.build(&c, &task, &sp, &cfg, &b) == WPK_OK); /* 64: at the limit */
+    CHECK(tune_dense_cuda.build(&tune_dense_cuda, &c, &task, &sp, &cfg, &b) == WPK_OK); /* 64: at the limit */
     cfg.choice[0] = 99;
-    CHECK_ERR(ctx, tune_dense_cuda.build(&c, &task, &sp, &cfg, &b), WPK_ERR_INVALID_ARG,
+    CHECK_ERR(ctx, tune_dense_cuda.build(&tune_dense_cuda, &c, &task, &sp, &cfg, &b), WPK_ERR_INVALID_ARG,
               "thread_x");
     CHECK(!tune_cuda_legal(&task, &sp, &cfg));
     te_ctx_free(&c);
@@ -555,7 +555,7 @@ static void test_registry(wpk_context *ctx) {
     if (!odd) return;
     if (problem2_init(&p, odd, ctx)) {
         tune_task_init(&task, &tune_elementwise_cuda, p.node, p.in, p.out);
-        tune_elementwise_cuda.space(&task, &sp);
+        tune_elementwise_cuda.space(&tune_elementwise_cuda, &task, &sp);
         CHECK(tune_config_parse(ctx, &sp, "threads=32,per_thread=1,vec=4", &cfg) != WPK_OK ||
               tune_value(&sp, &cfg, "vec") == 1);
     }

@@ -66,9 +66,9 @@ static void find_candidates(wpk_context *ctx, cands *c) {
         for (int i = 0; i < c->n; i++) {
             tune_task_init(&c->task[i], list[i], n, in, out);
             tune_space s;
-            list[i]->space(&c->task[i], &s);
+            list[i]->space(list[i], &c->task[i], &s);
             tune_config cfg;
-            list[i]->default_config(&c->task[i], &s, &cfg);
+            list[i]->default_config(list[i], &c->task[i], &s, &cfg);
             strbuf b = {0};
             tune_config_print(&s, &cfg, &b);
             snprintf(c->def[i], sizeof c->def[i], "%s", b.s ? b.s : "");
@@ -266,7 +266,7 @@ int main(void) {
     }
     /* a library's record faster than every generated one: the node runs the library */
     for (int i = 0; i < c.n; i++) {
-        if (!c.task[i].tmpl->lib) continue;
+        if (kernel_provider_generates(c.task[i].tmpl)) continue;
         add(db, &c.task[i], c.def[i], 1e-4);
         CHECK(run(ctx, &sp, impl, sizeof impl, source, provider, y, NY) == WPK_OK);
         CHECK(!strcmp(source, "tuned") && !strcmp(provider, c.task[i].tmpl->name));

@@ -35,7 +35,7 @@
 #include "loop/lower.h"
 #include "runtime/cuda/cuda_rt.h"
 #include "te/schedule.h"
-#include "tune/templates/conv2d_cuda.h"
+#include "kernels/conv2d_cuda.h"
 
 
 static te_ctx C;
@@ -325,7 +325,7 @@ static bool run_config(wpk_context *ctx, const conv_case *cc, problem *p, const 
     te_ctx c;
     te_ctx_init(&c, ctx);
     tune_build b;
-    wpk_status st = tune_conv2d_cuda.build(&c, task, sp, cfg, &b);
+    wpk_status st = tune_conv2d_cuda.build(&tune_conv2d_cuda, &c, task, sp, cfg, &b);
     /* the pruning a search applies agrees with what build accepts */
     CHECK(tune_conv2d_cuda_legal(task, sp, cfg) == (st == WPK_OK));
     if (st) {
@@ -397,15 +397,15 @@ static void test_conv_template(wpk_context *ctx) {
             continue;
         }
         ir_tensor *in[4] = {p.in[0], p.in[1], p.in[2], p.in[3]};
-        CHECK(tune_conv2d_cuda.supports(p.node, in, p.out));
+        CHECK(tune_conv2d_cuda.supports(&tune_conv2d_cuda, p.node, in, p.out));
         tune_task task;
         tune_task_init(&task, &tune_conv2d_cuda, p.node, in, p.out);
         CHECK(strncmp(task.key, "conv2d_cuda:", 12) == 0);
         tune_space sp;
-        tune_conv2d_cuda.space(&task, &sp);
+        tune_conv2d_cuda.space(&tune_conv2d_cuda, &task, &sp);
         CHECK(sp.nknobs == 9);
         tune_config cfg;
-        tune_conv2d_cuda.default_config(&task, &sp, &cfg);
+        tune_conv2d_cuda.default_config(&tune_conv2d_cuda, &task, &sp, &cfg);
         run_config(ctx, cc, &p, &task, &sp, &cfg, "default", idx++, true);
         for (int k = 0; k < 3 && cc->configs[k]; k++) {
             wpk_status st = tune_config_parse(ctx, &sp, cc->configs[k], &cfg);
@@ -434,21 +434,21 @@ static void test_conv_template_must_fail(wpk_context *ctx) {
     tune_build b;
     CHECK(tune_config_parse(ctx, &sp, "thread_x=8,thread_y=8,thread_z=32,tile_x=1,tile_y=1,"
                             "tile_z=1,tile_rz=1,shared=0,order=0", &cfg) == WPK_OK);
-    CHECK_ERR(ctx, tune_conv2d_cuda.build(&c, &task, &sp, &cfg, &b), WPK_ERR_INVALID_ARG,
+    CHECK_ERR(ctx, tune_conv2d_cuda.build(&tune_conv2d_cuda, &c, &task, &sp, &cfg, &b), WPK_ERR_INVALID_ARG,
               "2048 threads per block");
     CHECK(tune_config_parse(ctx, &sp, "thread_x=1,thread_y=1,thread_z=1,tile_x=4,tile_y=4,"
                             "tile_z=8,tile_rz=1,shared=0,order=0", &cfg) == WPK_OK);
-    CHECK_ERR(ctx, tune_conv2d_cuda.build(&c, &task, &sp, &cfg, &b), WPK_ERR_INVALID_ARG,
+    CHECK_ERR(ctx, tune_conv2d_cuda.build(&tune_conv2d_cuda, &c, &task, &sp, &cfg, &b), WPK_ERR_INVALID_ARG,
               "128 accumulators per thread");
     CHECK(tune_config_parse(ctx, &sp, "thread_x=8,thread_y=8,thread_z=16,tile_x=1,tile_y=1,"
                             "tile_z=4,tile_rz=16,shared=1,order=0", &cfg) == WPK_OK);
-    CHECK_ERR(ctx, tune_conv2d_cuda.build(&c, &task, &sp, &cfg, &b), WPK_ERR_INVALID_ARG,
+    CHECK_ERR(ctx, tune_conv2d_cuda.build(&tune_conv2d_cuda, &c, &task, &sp, &cfg, &b), WPK_ERR_INVALID_ARG,
               "bytes of shared memory");
     cfg.choice[0] = 99;
-    CHECK_ERR(ctx, tune_conv2d_cuda.build(&c, &task, &sp, &cfg, &b), WPK_ERR_INVALID_ARG,
+    CHECK_ERR(ctx, tune_conv2d_cuda.build(&tune_conv2d_cuda, &c, &task, &sp, &cfg, &b), WPK_ERR_INVALID_ARG,
               "thread_x");
     /* blocked ConvNCHWc nodes are the CPU's */
-    CHECK(tune_templates_cuda()[0] == &tune_conv2d_cuda);
+    CHECK(kernel_providers_cuda()[0] == &tune_conv2d_cuda);
     te_ctx_free(&c);
     problem_free(&p);
 }
@@ -473,7 +473,7 @@ static void test_conv_template_emits(wpk_context *ctx) {
             CHECK(tune_config_parse(ctx, &sp, "thread_x=4,thread_y=4,thread_z=2,tile_x=1,tile_y=1,"
                                     "tile_z=8,tile_rz=1,shared=0,order=0", &cfg) == WPK_OK);
             CHECK(!tune_conv2d_cuda_legal(&task, &sp, &cfg));
-            CHECK_ERR(ctx, tune_conv2d_cuda.build(&c, &task, &sp, &cfg, &b), WPK_ERR_INVALID_ARG,
+            CHECK_ERR(ctx, tune_conv2d_cuda.build(&tune_conv2d_cuda, &c, &task, &sp, &cfg, &b), WPK_ERR_INVALID_ARG,
                       "thread_z > 1, but one thread's tile");
             te_ctx_free(&c);
         }
@@ -481,7 +481,7 @@ static void test_conv_template_emits(wpk_context *ctx) {
             tune_config_random(&sp, &rng, &cfg);
             te_ctx_init(&c, ctx);
             loop_func *f = NULL;
-            if (tune_conv2d_cuda.build(&c, &task, &sp, &cfg, &b) == WPK_OK) {
+            if (tune_conv2d_cuda.build(&tune_conv2d_cuda, &c, &task, &sp, &cfg, &b) == WPK_OK) {
                 CHECK(loop_lower(&c, b.schedule, "conv2d_cuda", b.args, b.nargs, &f) == WPK_OK);
                 strbuf sb = {0}, cs = {0};
                 cg_cuda_launch L;

@@ -127,7 +127,7 @@ static void check_default(wpk_context *ctx, const shape *s, bool blocked) {
     bool made = make_node(ctx, s, blocked, &nc);
     CHECK(made);
     const kernel_provider *t = &tune_conv2d_nchwc;
-    if (!made || !t->supports(nc.node, nc.in, nc.out)) {
+    if (!made || !t->supports(t, nc.node, nc.in, nc.out)) {
         fprintf(stderr, "%s (%s): conv2d_nchwc does not take it\n", s->name,
                 blocked ? "ConvNCHWc" : "Conv");
         CHECK(!"conv2d_nchwc takes every shape of the table");
@@ -137,9 +137,9 @@ static void check_default(wpk_context *ctx, const shape *s, bool blocked) {
     tune_task task;
     tune_task_init(&task, t, nc.node, nc.in, nc.out);
     tune_space sp;
-    t->space(&task, &sp);
+    t->space(t, &task, &sp);
     tune_config cfg;
-    t->default_config(&task, &sp, &cfg);
+    t->default_config(t, &task, &sp, &cfg);
     strbuf cs = {0};
     tune_config_print(&sp, &cfg, &cs);
     char what[640];
@@ -151,7 +151,7 @@ static void check_default(wpk_context *ctx, const shape *s, bool blocked) {
     te_ctx c;
     te_ctx_init(&c, ctx);
     tune_build b;
-    wpk_status st = t->build(&c, &task, &sp, &cfg, &b);
+    wpk_status st = t->build(t, &c, &task, &sp, &cfg, &b);
     if (st) fprintf(stderr, "%s: build: %s\n", what, wpk_context_error(ctx));
     CHECK(st == WPK_OK);
     loop_func *f = NULL;

@@ -237,7 +237,7 @@ static void run_config(wpk_context *ctx, const conv_case *cc, problem *p, const 
     te_ctx c;
     te_ctx_init(&c, ctx);
     tune_build b;
-    wpk_status st = t->build(&c, task, sp, cfg, &b);
+    wpk_status st = t->build(t, &c, task, sp, cfg, &b);
     if (st) {
         fprintf(stderr, "%s: build: %s\n", what, wpk_context_error(ctx));
         CHECK(st == WPK_OK);
@@ -334,15 +334,15 @@ static void test_case(wpk_context *ctx, int index, const conv_case *cc, uint64_t
         fprintf(stderr, "%s: template %s, expected %s\n", cc->name, chosen ? chosen->name : "none",
                 cc->expect);
     for (const kernel_provider *const *t = kernel_providers(); *t; t++) {
-        if (!(*t)->supports(p.node, p.in, p.out)) continue;
+        if (!(*t)->supports((*t), p.node, p.in, p.out)) continue;
         tune_task task;
         tune_task_init(&task, *t, p.node, p.in, p.out);
         CHECK(!strncmp(task.key, (*t)->name, strlen((*t)->name)) && task.flops > 0);
         tune_space sp;
-        (*t)->space(&task, &sp);
+        (*t)->space((*t), &task, &sp);
         CHECK(sp.nknobs > 0 && tune_space_size(&sp) >= 1);
         tune_config cfg;
-        (*t)->default_config(&task, &sp, &cfg);
+        (*t)->default_config((*t), &task, &sp, &cfg);
         bool mine = *t == chosen;
         run_config(ctx, cc, &p, *t, &task, &sp, &cfg, mine || index % 2 == 0, "default");
         /* every register tile over channel blocks, on the default's other knobs */
@@ -396,13 +396,13 @@ static void test_must_fail(wpk_context *ctx) {
     CHECK(problem_init(&p, &CASES[0], ctx));  /* 9x11 output */
     CHECK(problem_init(&q, &CASES[3], ctx));  /* 1x1: a 6x5 output */
     for (const kernel_provider *const *t = kernel_providers(); *t; t++) {
-        if (!(*t)->supports(p.node, p.in, p.out)) continue;
+        if (!(*t)->supports((*t), p.node, p.in, p.out)) continue;
         tune_task task, small;
         tune_task_init(&task, *t, p.node, p.in, p.out);
         tune_space sp;
-        (*t)->space(&task, &sp);
+        (*t)->space((*t), &task, &sp);
         tune_config cfg;
-        (*t)->default_config(&task, &sp, &cfg);
+        (*t)->default_config((*t), &task, &sp, &cfg);
         te_ctx c;
         te_ctx_init(&c, ctx);
         tune_build b;
@@ -410,21 +410,21 @@ static void test_must_fail(wpk_context *ctx) {
         int k = sp.nknobs - 1;
         tune_config bad = cfg;
         bad.choice[k] = sp.knobs[k].nvalues;
-        CHECK_ERR(ctx, (*t)->build(&c, &task, &sp, &bad, &b), WPK_ERR_INVALID_ARG,
+        CHECK_ERR(ctx, (*t)->build((*t), &c, &task, &sp, &bad, &b), WPK_ERR_INVALID_ARG,
                   sp.knobs[k].name);
         bad = cfg;
         bad.choice[0] = -1;
-        CHECK_ERR(ctx, (*t)->build(&c, &task, &sp, &bad, &b), WPK_ERR_INVALID_ARG,
+        CHECK_ERR(ctx, (*t)->build((*t), &c, &task, &sp, &bad, &b), WPK_ERR_INVALID_ARG,
                   sp.knobs[0].name);
         /* a config from another workload's space: an ow_block this workload has (9x11
          * output) and the small one (a 5-wide output) has not */
-        if (!(*t)->supports(q.node, q.in, q.out)) {
+        if (!(*t)->supports((*t), q.node, q.in, q.out)) {
             te_ctx_free(&c);
             continue;
         }
         tune_task_init(&small, *t, q.node, q.in, q.out);
         tune_space ssp;
-        (*t)->space(&small, &ssp);
+        (*t)->space((*t), &small, &ssp);
         int64_t v = -1;
         const tune_knob *ow = knob(&sp, "ow_block");
         for (int j = ow ? ow->nvalues - 1 : -1; j >= 0 && v < 0; j--)
@@ -433,7 +433,7 @@ static void test_must_fail(wpk_context *ctx) {
         CHECK(v > 0);
         char want[96];
         snprintf(want, sizeof want, "knob 'ow_block' = %lld is not a legal value", (long long)v);
-        CHECK_ERR(ctx, (*t)->build(&c, &small, &sp, &cfg, &b), WPK_ERR_INVALID_ARG, want);
+        CHECK_ERR(ctx, (*t)->build((*t), &c, &small, &sp, &cfg, &b), WPK_ERR_INVALID_ARG, want);
         /* and the text form of a value not in the space names the knob */
         char text[64];
         snprintf(text, sizeof text, "ow_block=%lld", (long long)v);
@@ -456,7 +456,7 @@ static void test_unnamed_knob(wpk_context *ctx) {
     tune_task task;
     tune_task_init(&task, &tune_conv2d_nchwc, p.node, p.in, p.out);
     tune_space sp;
-    tune_conv2d_nchwc.space(&task, &sp);
+    tune_conv2d_nchwc.space(&tune_conv2d_nchwc, &task, &sp);
     tune_config cfg;
     /* today's default spans two blocks where a 7-column row fits twice in the registers
        (AVX-512's 16 accumulators; on AVX2 the 16-lane blocks leave 6) */

@@ -54,7 +54,7 @@ static bool conv_problem(problem *p, const char *tmpl, int64_t c, int64_t k, int
     p->in[0] = &p->t[0], p->in[1] = &p->t[1], p->in[2] = &p->t[2];
     p->out[0] = &p->t[3];
     const kernel_provider *t = kernel_provider_find(tmpl);
-    if (!t || !t->supports(n, p->in, p->out)) return false;
+    if (!t || !t->supports(t, n, p->in, p->out)) return false;
     tune_task_init(&p->task, t, n, p->in, p->out);
     return true;
 }
@@ -71,7 +71,7 @@ static bool matmul_problem(problem *p, int64_t m, int64_t kk, int64_t nn) {
     p->in[0] = &p->t[0], p->in[1] = &p->t[1];
     p->out[0] = &p->t[3];
     const kernel_provider *t = kernel_provider_find("dense");
-    if (!t || !t->supports(n, p->in, p->out)) return false;
+    if (!t || !t->supports(t, n, p->in, p->out)) return false;
     tune_task_init(&p->task, t, n, p->in, p->out);
     return true;
 }
@@ -231,7 +231,7 @@ static void test_templates(wpk_context *ctx) {
         if (!f || !g) continue;
         const tune_space *s = tune_featurizer_space(f);
         tune_config def;
-        task->tmpl->default_config(task, s, &def);
+        task->tmpl->default_config(task->tmpl, task, s, &def);
         dump(task, f, &def);
         float x[TUNE_FEATURE_DIM + 4], y[TUNE_FEATURE_DIM + 4];
         /* one length for every template, deterministic, cached or not */
@@ -271,7 +271,7 @@ static void test_templates(wpk_context *ctx) {
     tune_featurizer *f = tune_featurizer_create(ctx, &pc.task, &MACHINE);
     const tune_space *s = tune_featurizer_space(f);
     tune_config def, c8, c16, rows, chans, big;
-    pc.task.tmpl->default_config(&pc.task, s, &def);
+    pc.task.tmpl->default_config(pc.task.tmpl, &pc.task, s, &def);
     config_with(s, &def, &c8, "oc_block", 8);
     config_with(s, &def, &c16, "oc_block", 16);
     tune_loop_stats s8, s16;
@@ -313,7 +313,7 @@ static void test_templates(wpk_context *ctx) {
     /* the NCHW conv: columns are the vector lanes */
     f = tune_featurizer_create(ctx, &pn.task, &MACHINE);
     s = tune_featurizer_space(f);
-    pn.task.tmpl->default_config(&pn.task, s, &def);
+    pn.task.tmpl->default_config(pn.task.tmpl, &pn.task, s, &def);
     config_with(s, &def, &c8, "ow_block", 4);
     config_with(s, &def, &c16, "ow_block", 16);
     CHECK(tune_featurizer_get(f, &c8, x8, TUNE_FEATURE_DIM, &s8) == TUNE_FEATURE_DIM);

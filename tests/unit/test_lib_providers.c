@@ -431,9 +431,9 @@ static void run_tensors(const problem *p, bool moved, ir_tensor *t, ir_tensor **
 }
 
 /* Every config of provider lp on p; returns how many ran. */
-static int run_configs(wpk_context *ctx, const lib_provider *lp, problem *p) {
+static int run_configs(wpk_context *ctx, const kernel_provider *lp, problem *p) {
     char names[LIB_MAX_CONFIGS][LIB_CONFIG_MAX];
-    int count = lp->configs(p->node, p->in, p->out, names), ran = 0;
+    int count = lp->configs(lp, p->node, p->in, p->out, names), ran = 0;
     CHECK(count >= 1 && count <= LIB_MAX_CONFIGS);
     /* the big gemm runs on two threads (the kernel's own count, set around its work only) */
     const bool big = p->flops > BIG_FLOPS;
@@ -443,7 +443,7 @@ static int run_configs(wpk_context *ctx, const lib_provider *lp, problem *p) {
         snprintf(what, sizeof what, "%s [%s %s, %d thread%s]", p->name, lp->name, names[cfg],
                  threads, threads > 1 ? "s" : "");
         lib_kernel *k = NULL;
-        wpk_status st = lp->create(ctx, p->node, p->in, p->out, cfg, threads, &k);
+        wpk_status st = lp->create(lp, ctx, p->node, p->in, p->out, cfg, threads, &k);
         CHECK(omp_get_max_threads() == caller_threads);
         if (st == WPK_ERR_UNSUPPORTED) {
             CHECK(k == NULL && wpk_context_error(ctx)[0] != 0);
@@ -460,7 +460,7 @@ static int run_configs(wpk_context *ctx, const lib_provider *lp, problem *p) {
            (oneDNN's layouts may pad) */
         const void *kstart[8];
         size_t kbytes[8], want = 0, got = 0;
-        int nconst = 0, nk = lp->constants ? lp->constants(k, kstart, kbytes, 8) : -1;
+        int nconst = 0, nk = lp->constants ? lp->constants(lp, k, kstart, kbytes, 8) : -1;
         for (int i = 0; i < 4; i++)
             if (p->in[i] && p->in[i]->data) nconst++, want += ir_nbytes(p->in[i]);
         for (int i = 0; i < nk; i++) got += kstart[i] ? kbytes[i] : 0;
@@ -478,7 +478,7 @@ static int run_configs(wpk_context *ctx, const lib_provider *lp, problem *p) {
             ir_tensor t[5], *in[4], *out[1];
             float *fresh[5];
             run_tensors(p, round == 1, t, in, out, fresh);
-            st = lp->run(ctx, k, in, out);
+            st = lp->run(lp, ctx, k, in, out);
             CHECK(omp_get_max_threads() == caller_threads);
             if (st) fprintf(stderr, "%s: run: %s\n", what, wpk_context_error(ctx));
             CHECK(st == WPK_OK);
@@ -489,7 +489,7 @@ static int run_configs(wpk_context *ctx, const lib_provider *lp, problem *p) {
             if (round == 0 && !st) { /* the same buffers again: nothing allocated */
                 atomic_store(&allocs, 0);
                 atomic_store(&counting, true);
-                for (int r = 0; r < 3; r++) lp->run(ctx, k, in, out);
+                for (int r = 0; r < 3; r++) lp->run(lp, ctx, k, in, out);
                 atomic_store(&counting, false);
                 long made = atomic_load(&allocs);
                 if (!strcmp(lp->name, "onednn") || !big || threads > 1) {
@@ -508,7 +508,7 @@ static int run_configs(wpk_context *ctx, const lib_provider *lp, problem *p) {
                 memcpy(p->in[i]->data, saved[i], ir_nbytes(p->in[i]));
                 free(saved[i]);
             }
-        lp->destroy(k);
+        lp->destroy(lp, k);
         printf("  %-50s ok\n", what);
         ran++;
     }
@@ -526,18 +526,18 @@ static bool blocks_need_avx512(const problem *p) {
 #endif
 }
 
-static void test_problem(wpk_context *ctx, const lib_provider *const *lps, problem *p) {
+static void test_problem(wpk_context *ctx, const kernel_provider *const *lps, problem *p) {
     for (int i = 0; i < NPROV; i++) {
-        const lib_provider *lp = lps[i];
+        const kernel_provider *lp = lps[i];
         if (!lp) continue;
-        bool want = p->expect >> i & 1, has = lp->supports(p->node, p->in, p->out);
+        bool want = p->expect >> i & 1, has = lp->supports(lp, p->node, p->in, p->out);
         if (want != has)
             fprintf(stderr, "%s: %s supports() is %d, expected %d\n", p->name, lp->name, has, want);
         CHECK(want == has);
         if (!has) {
             /* refused: create says so, and names the cause */
             lib_kernel *k = NULL;
-            CHECK_ERR(ctx, lp->create(ctx, p->node, p->in, p->out, 0, 1, &k), WPK_ERR_UNSUPPORTED,
+            CHECK_ERR(ctx, lp->create(lp, ctx, p->node, p->in, p->out, 0, 1, &k), WPK_ERR_UNSUPPORTED,
                       p->node->name);
             CHECK(k == NULL);
             continue;
@@ -551,39 +551,39 @@ static void test_problem(wpk_context *ctx, const lib_provider *const *lps, probl
 
 /* ---- must-fail ---- */
 
-static void test_must_fail(wpk_context *ctx, const lib_provider *const *lps) {
+static void test_must_fail(wpk_context *ctx, const kernel_provider *const *lps) {
     problem p;
     if (!conv_problem(ctx, &CONVS[0], &p)) {
         CHECK(false);
         return;
     }
     for (int i = 0; i < NPROV; i++) {
-        const lib_provider *lp = lps[i];
+        const kernel_provider *lp = lps[i];
         if (!lp) continue;
         lib_kernel *k = NULL;
-        CHECK_ERR(ctx, lp->create(ctx, p.node, p.in, p.out, 7, 1, &k), WPK_ERR_UNSUPPORTED,
+        CHECK_ERR(ctx, lp->create(lp, ctx, p.node, p.in, p.out, 7, 1, &k), WPK_ERR_UNSUPPORTED,
                   "not 7");
         CHECK(k == NULL);
         /* a run on an output of another size */
-        CHECK(lp->create(ctx, p.node, p.in, p.out, 0, 1, &k) == WPK_OK);
+        CHECK(lp->create(lp, ctx, p.node, p.in, p.out, 0, 1, &k) == WPK_OK);
         if (k) {
             ir_tensor x = *p.in[0], y = p.t[4];
             x.data = p.data[0];
             float small[4];
             y.dims[1] = 1, y.data = small;
             ir_tensor *in[3] = {&x, p.in[1], p.in[2]}, *out[1] = {&y};
-            CHECK_ERR(ctx, lp->run(ctx, k, in, out), WPK_ERR_INVALID_ARG, "output");
-            lp->destroy(k);
+            CHECK_ERR(ctx, lp->run(lp, ctx, k, in, out), WPK_ERR_INVALID_ARG, "output");
+            lp->destroy(lp, k);
         }
         /* every allocation of create failing in turn: a status, nothing leaked or crashed */
         for (long at = 1; at <= 40; at++) {
             wpk_alloc_fail_at(at);
             k = NULL;
-            wpk_status st = lp->create(ctx, p.node, p.in, p.out, 0, 1, &k);
+            wpk_status st = lp->create(lp, ctx, p.node, p.in, p.out, 0, 1, &k);
             wpk_alloc_fail_at(0);
             CHECK(st == WPK_OK || st == WPK_ERR_NOMEM);
             CHECK((st == WPK_OK) == (k != NULL));
-            if (k) lp->destroy(k);
+            if (k) lp->destroy(lp, k);
         }
         /* a 1-D conv: neither provider takes it */
         ir_graph *g = ir_graph_create();
@@ -593,11 +593,11 @@ static void test_must_fail(wpk_context *ctx, const lib_provider *const *lps) {
         ir_tensor x = {WPK_DTYPE_FLOAT32, 3, {1, 2, 8}, xd}, w = {WPK_DTYPE_FLOAT32, 3, {4, 2, 3}, wd};
         ir_tensor y = {WPK_DTYPE_FLOAT32, 3, {1, 4, 6}, NULL};
         ir_tensor *in[2] = {&x, &w}, *out[1] = {&y};
-        CHECK(!lp->supports(n, in, out));
-        CHECK_ERR(ctx, lp->create(ctx, n, in, out, 0, 1, &k), WPK_ERR_UNSUPPORTED, "1-D");
+        CHECK(!lp->supports(lp, n, in, out));
+        CHECK_ERR(ctx, lp->create(lp, ctx, n, in, out, 0, 1, &k), WPK_ERR_UNSUPPORTED, "1-D");
         /* an output shape the inputs do not give: the node is inconsistent */
         y.dims[2] = 5;
-        CHECK_ERR(ctx, lp->create(ctx, n, in, out, 0, 1, &k), WPK_ERR_MODEL, "conv1d");
+        CHECK_ERR(ctx, lp->create(lp, ctx, n, in, out, 0, 1, &k), WPK_ERR_MODEL, "conv1d");
         ir_graph_free(g);
     }
     problem_free(&p);
@@ -605,13 +605,13 @@ static void test_must_fail(wpk_context *ctx, const lib_provider *const *lps) {
 
 int main(void) {
     wpk_context *ctx = wpk_context_create();
-    const lib_provider *lps[NPROV];
+    const kernel_provider *lps[NPROV];
     int built = 0;
     for (int i = 0; i < NPROV; i++) {
         lps[i] = lib_provider_find(PROVIDERS[i]);
         if (lps[i]) {
-            printf("%s: %s\n", PROVIDERS[i], lps[i]->version());
-            CHECK(lps[i]->version()[0] != 0);
+            printf("%s: %s\n", PROVIDERS[i], lps[i]->version(lps[i]));
+            CHECK(lps[i]->version(lps[i])[0] != 0);
             built++;
         } else {
             printf("%s: not built in (the library was not found at build time): skipped\n",

@@ -123,8 +123,8 @@ static void check_fail(const tune_measurement *r, tune_status want, const char *
 /* Distinct configs of the task's space: the default, then seeded random ones. */
 static int distinct_configs(const tune_task *t, tune_config *out, int n, char text[][512]) {
     tune_space s;
-    t->tmpl->space(t, &s);
-    t->tmpl->default_config(t, &s, &out[0]);
+    t->tmpl->space(t->tmpl, t, &s);
+    t->tmpl->default_config(t->tmpl, t, &s, &out[0]);
     uint64_t rng = 7;
     int have = 0;
     for (int tries = 0; have < n && tries < 10000; tries++) {
@@ -373,7 +373,7 @@ static void test_build_order(wpk_context *ctx) {
     static char text[N][512];
     int n = distinct_configs(&f.task, cfg, N, text);
     tune_space sp;
-    f.task.tmpl->space(&f.task, &sp);
+    f.task.tmpl->space(f.task.tmpl, &f.task, &sp);
     int knob = 0;
     while (knob < sp.nknobs && sp.knobs[knob].nvalues < 2) knob++;
     CHECK(knob < sp.nknobs);
@@ -493,8 +493,8 @@ static void test_cold(wpk_context *ctx) {
         tune_task_init(&task, list[ti], f.task.node, in, out);
         tune_space s;
         tune_config cfg;
-        task.tmpl->space(&task, &s);
-        task.tmpl->default_config(&task, &s, &cfg);
+        task.tmpl->space(task.tmpl, &task, &s);
+        task.tmpl->default_config(task.tmpl, &task, &s, &cfg);
         /* never, above the constants' 9 KB: warm; every candidate, below them: cold */
         const int64_t limits[4] = {-1, (int64_t)1 << 30, 0, 1024};
         double median[2] = {0};

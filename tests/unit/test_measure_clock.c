@@ -134,10 +134,10 @@ int main(int argc, char **argv) {
 
     /* two distinct configs of the task: the default and the first other one */
     tune_space s;
-    t->space(&task, &s);
+    t->space(t, &task, &s);
     tune_config cfg[2];
     char text[2][512] = {"", ""};
-    t->default_config(&task, &s, &cfg[0]);
+    t->default_config(t, &task, &s, &cfg[0]);
     strbuf b = {0};
     tune_config_print(&s, &cfg[0], &b);
     snprintf(text[0], sizeof text[0], "%s", b.s ? b.s : "");

@@ -284,7 +284,7 @@ static void interpret(wpk_context *ctx, const tcase *tc, problem *p, const tune_
     te_ctx c;
     te_ctx_init(&c, ctx);
     tune_build b;
-    wpk_status st = task->tmpl->build(&c, task, sp, cfg, &b);
+    wpk_status st = task->tmpl->build(task->tmpl, &c, task, sp, cfg, &b);
     if (st) fprintf(stderr, "%s: build: %s\n", what, wpk_context_error(ctx));
     CHECK(st == WPK_OK);
     void *args[TUNE_MAX_ARGS * 2];
@@ -404,10 +404,10 @@ static void test_case(wpk_context *ctx, const tcase *tc, int pi, problem *p, uin
     CHECK(!strncmp(task.key, t->name, strlen(t->name)) && task.key[strlen(t->name)] == ':');
     CHECK(task.flops > 0);
     tune_space sp;
-    t->space(&task, &sp);
+    t->space(t, &task, &sp);
     CHECK(sp.nknobs > 0 && tune_space_size(&sp) >= 1);
     tune_config cfg;
-    t->default_config(&task, &sp, &cfg);
+    t->default_config(t, &task, &sp, &cfg);
     /* the text form round-trips */
     strbuf cs = {0};
     tune_config_print(&sp, &cfg, &cs);
@@ -495,23 +495,23 @@ static void test_must_fail(wpk_context *ctx) {
     tune_task_init(&task, t, p.node, p.in, p.out);
     tune_task_init(&other, t, q.node, q.in, q.out);
     tune_space sp, osp;
-    t->space(&task, &sp);
-    t->space(&other, &osp);
+    t->space(t, &task, &sp);
+    t->space(t, &other, &osp);
     tune_config cfg;
-    t->default_config(&task, &sp, &cfg);
+    t->default_config(t, &task, &sp, &cfg);
     te_ctx c;
     te_ctx_init(&c, ctx);
     tune_build b;
     tune_config bad = cfg;
     bad.choice[1] = sp.knobs[1].nvalues;
-    CHECK_ERR(ctx, t->build(&c, &task, &sp, &bad, &b), WPK_ERR_INVALID_ARG, sp.knobs[1].name);
+    CHECK_ERR(ctx, t->build(t, &c, &task, &sp, &bad, &b), WPK_ERR_INVALID_ARG, sp.knobs[1].name);
     /* a config of another workload's space: tile_n 64 is legal for N = 64, not for N = 45
        (48 covers it) */
     tune_config ocfg;
-    t->default_config(&other, &osp, &ocfg);
+    t->default_config(t, &other, &osp, &ocfg);
     tune_config_set(&osp, &ocfg, "tile_n", 64);
     CHECK(tune_config_get(&osp, &ocfg, "tile_n", 0) == 64);
-    CHECK_ERR(ctx, t->build(&c, &task, &osp, &ocfg, &b), WPK_ERR_INVALID_ARG,
+    CHECK_ERR(ctx, t->build(t, &c, &task, &osp, &ocfg, &b), WPK_ERR_INVALID_ARG,
               "knob 'tile_n' = 64 is not a legal value");
     /* partial configs through the cpu backend's resolver */
     tune_config r;

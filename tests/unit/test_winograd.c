@@ -313,7 +313,7 @@ static void test_cases(wpk_context *ctx, uint64_t *rng) {
         ok[i] = problem_init(&probs[i], &CASES[i], 1, 1, 1, 0, ctx);
         CHECK(ok[i]);
         if (!ok[i]) continue;
-        CHECK(winograd()->supports(probs[i].node, probs[i].in, probs[i].out));
+        CHECK(winograd()->supports(winograd(), probs[i].node, probs[i].in, probs[i].out));
         check_registry(&probs[i]);
         add_kernel(ctx, &probs[i], CASES[i].name, "m=2");
         add_kernel(ctx, &probs[i], CASES[i].name, "m=4");
@@ -344,7 +344,7 @@ static void test_cases(wpk_context *ctx, uint64_t *rng) {
         tune_task task;
         tune_task_init(&task, winograd(), probs[i].node, probs[i].in, probs[i].out);
         tune_space sp;
-        winograd()->space(&task, &sp);
+        winograd()->space(winograd(), &task, &sp);
         for (int r = 0; r < RANDOM_CONFIGS; r++) {
             tune_config cfg;
             tune_config_random(&sp, rng, &cfg);
@@ -383,18 +383,18 @@ static void test_refuses(wpk_context *ctx) {
             bool ok = problem_init(&p, &one, R[i].stride, R[i].dil, R[i].group, R[i].kernel, ctx);
             CHECK(ok);
             if (!ok) continue;
-            if (winograd()->supports(p.node, p.in, p.out))
+            if (winograd()->supports(winograd(), p.node, p.in, p.out))
                 fprintf(stderr, "%s %s: supported\n", wc->op, R[i].what);
-            CHECK(!winograd()->supports(p.node, p.in, p.out));
+            CHECK(!winograd()->supports(winograd(), p.node, p.in, p.out));
             problem_free(&p);
         }
     /* weights known only at run time: nothing to transform ahead */
     problem p;
     CHECK(problem_init(&p, &base, 1, 1, 1, 0, ctx));
-    CHECK(winograd()->supports(p.node, p.in, p.out));
+    CHECK(winograd()->supports(winograd(), p.node, p.in, p.out));
     void *wdata = p.t[1].data;
     p.t[1].data = NULL;
-    CHECK(!winograd()->supports(p.node, p.in, p.out));
+    CHECK(!winograd()->supports(winograd(), p.node, p.in, p.out));
     p.t[1].data = wdata;
     problem_free(&p);
 }
@@ -413,15 +413,15 @@ static void test_must_fail(wpk_context *ctx) {
     CHECK_ERR(ctx, cpu_kernel_build(ctx, &task, 0, "tile_q=2", NULL, &k), WPK_ERR_INVALID_ARG,
               "no knob 'tile_q'");
     tune_space sp;
-    winograd()->space(&task, &sp);
+    winograd()->space(winograd(), &task, &sp);
     tune_config cfg;
-    winograd()->default_config(&task, &sp, &cfg);
+    winograd()->default_config(winograd(), &task, &sp, &cfg);
     te_ctx c;
     te_ctx_init(&c, ctx);
     tune_build b;
     tune_config bad = cfg;
     bad.choice[0] = sp.knobs[0].nvalues;
-    CHECK_ERR(ctx, winograd()->build(&c, &task, &sp, &bad, &b), WPK_ERR_INVALID_ARG,
+    CHECK_ERR(ctx, winograd()->build(winograd(), &c, &task, &sp, &bad, &b), WPK_ERR_INVALID_ARG,
               sp.knobs[0].name);
     /* the algorithm itself refuses what Winograd does not compute */
     te_tensor *x = te_placeholder(&c, "x", TE_F32, 5, (const int64_t[]){1, 2, 8, 8, 8});

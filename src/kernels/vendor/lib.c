@@ -1,16 +1,21 @@
-/* lib.c -- the registry of vendor-library providers (lib.h): those found at build time. */
+/* lib.c -- the vendor-library providers found at build time, and the workload key, space and
+ * default every one of them shares (lib.h). */
 #include "kernels/vendor/lib.h"
 
+#include <stdio.h>
 #include <string.h>
 
+#include "ir/flops.h"
+#include "kernels/common.h"
+
 #ifdef WPK_HAVE_ONEDNN
-extern const lib_provider lib_onednn;
+extern const kernel_provider lib_onednn;
 #endif
 #ifdef WPK_HAVE_OPENBLAS
-extern const lib_provider lib_openblas;
+extern const kernel_provider lib_openblas;
 #endif
 
-static const lib_provider *const providers[] = {
+static const kernel_provider *const providers[] = {
 #ifdef WPK_HAVE_ONEDNN
     &lib_onednn,
 #endif
@@ -20,10 +25,64 @@ static const lib_provider *const providers[] = {
     NULL,
 };
 
-const lib_provider *const *lib_providers(void) { return providers; }
+const kernel_provider *const *lib_providers(void) { return providers; }
 
-const lib_provider *lib_provider_find(const char *name) {
+const kernel_provider *lib_provider_find(const char *name) {
     for (int i = 0; providers[i]; i++)
         if (!strcmp(providers[i]->name, name)) return providers[i];
     return NULL;
+}
+
+static void task_tensors(const tune_task *task, ir_tensor **in, ir_tensor **out) {
+    tune_task *m = (tune_task *)task;
+    for (int i = 0; i < task->nin; i++)
+        in[i] = m->in[i].dtype != WPK_DTYPE_UNDEFINED ? &m->in[i] : NULL;
+    for (int i = 0; i < task->nout; i++)
+        out[i] = m->out[i].dtype != WPK_DTYPE_UNDEFINED ? &m->out[i] : NULL;
+}
+
+void lib_describe(const kernel_provider *self, tune_task *task) {
+    ir_tensor *in[TUNE_MAX_ARGS] = {0}, *out[TUNE_MAX_ARGS] = {0};
+    task_tensors(task, in, out);
+    const kernel_provider *dsl = kernel_provider_for(task->node, in, out);
+    if (dsl) {
+        tune_task inner;
+        tune_task_init(&inner, dsl, task->node, in, out);
+        /* "<library>|<key>", cut at the key's size like any key */
+        size_t n = (size_t)snprintf(task->key, sizeof task->key, "%s|", self->name);
+        size_t len = strlen(inner.key);
+        if (n + len >= sizeof task->key) len = sizeof task->key - n - 1;
+        memcpy(task->key + n, inner.key, len);
+        task->key[n + len] = 0;
+        task->flops = inner.flops;
+        return;
+    }
+    snprintf(task->key, sizeof task->key, "%s|%s:", self->name, task->node->op_type);
+    for (int i = 0; i < task->nin; i++) {
+        if (!in[i]) continue;
+        tune_key_add(task, "%si%d=", i ? "," : "", i);
+        for (int d = 0; d < in[i]->ndim; d++)
+            tune_key_add(task, "%s%lld", d ? "x" : "", (long long)in[i]->dims[d]);
+    }
+    task->flops = ir_node_flops(task->node, in, out);
+}
+
+void lib_space(const kernel_provider *self, const tune_task *task, tune_space *s) {
+    memset(s, 0, sizeof *s);
+    ir_tensor *in[TUNE_MAX_ARGS] = {0}, *out[TUNE_MAX_ARGS] = {0};
+    task_tensors(task, in, out);
+    char names[LIB_MAX_CONFIGS][LIB_CONFIG_MAX];
+    int n = self->configs(self, task->node, in, out, names);
+    if (n < 1) n = 1;
+    int64_t v[LIB_MAX_CONFIGS];
+    for (int i = 0; i < n && i < LIB_MAX_CONFIGS; i++) v[i] = i;
+    tune_space_add(s, "algo", n < LIB_MAX_CONFIGS ? n : LIB_MAX_CONFIGS, v);
+}
+
+void lib_default_config(const kernel_provider *self, const tune_task *task, const tune_space *s,
+                        tune_config *out) {
+    (void)self;
+    (void)task;
+    (void)s;
+    memset(out, 0, sizeof *out);
 }

@@ -1,8 +1,8 @@
 /* lib.h -- vendor-library kernel providers (src/kernels/vendor): oneDNN and OpenBLAS kernels
  * for the nodes the cpu backend runs, offered as candidates next to the generated ones. Each
  * provider lists its algorithms for a node as configs; the tuner measures every one into the
- * records like any generated config (through kernels/library.c, which wraps each
- * provider as a template), and the cpu backend runs the one measured fastest.
+ * records like any generated config, and the cpu backend runs the one measured fastest. Each
+ * is a kernel_provider (kernels/provider.h) that makes its kernels at load time.
  *
  * Nodes are seen as the cpu backend sees them after optimization, with static float32 shapes:
  * Conv and wpk::FusedConv (NCHW; bias, fused activation and residual add as the node's
@@ -14,47 +14,21 @@
 
 #include <stdbool.h>
 
-#include "ir/graph.h"
+#include "kernels/provider.h"
 
-#define LIB_CONFIG_MAX 64
-#define LIB_MAX_CONFIGS 16
-
-typedef struct lib_kernel lib_kernel;
-
-typedef struct lib_provider {
-    const char *name;   /* "onednn", "openblas" */
-    /* Whether the provider implements node n with these tensors (in/out: one per node input /
-     * output, NULL where omitted; static shapes; constants' data set). */
-    bool (*supports)(const ir_node *n, ir_tensor *const *in, ir_tensor *const *out);
-    /* Names of its configs for n ("direct", "gemm", "winograd", ...), at most LIB_MAX_CONFIGS,
-     * into names; returns how many (>= 1 when supports is true). Config i is what create gets. */
-    int (*configs)(const ir_node *n, ir_tensor *const *in, ir_tensor *const *out,
-                   char (*names)[LIB_CONFIG_MAX]);
-    /* A kernel for n at config index `config`, to run on `threads` threads (0: OpenMP's
-     * default). Constant inputs (those whose tensors have data here: weights, bias) are packed
-     * now into the layout the library wants and their data is not read again. Errors:
-     * WPK_ERR_UNSUPPORTED when the library refuses this config for this node (the message says
-     * why: not a candidate, not a failure of the model), WPK_ERR_NOMEM. *out_k is the caller's
-     * (destroy). */
-    wpk_status (*create)(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
-                         ir_tensor *const *out, int config, int threads, lib_kernel **out_k);
-    /* Run on this call's buffers: in/out as at create, data set (for the non-constant inputs and
-     * the outputs; the constants' are ignored). Allocates nothing. */
-    wpk_status (*run)(wpk_context *ctx, lib_kernel *k, ir_tensor *const *in,
-                      ir_tensor *const *out);
-    void (*destroy)(lib_kernel *k);
-    /* The buffers holding k's copies of its constant inputs (packed weights, bias), as
-     * (start, bytes) pairs, at most max; returns how many. The tuner flushes them from the
-     * caches to time k as a model runs it when they are larger than the cache. */
-    int (*constants)(const lib_kernel *k, const void **start, size_t *bytes, int max);
-    /* "oneDNN v3.0.0 (cpu runtime: OpenMP)", for provenance; static. */
-    const char *(*version)(void);
-} lib_provider;
+/* The describe, space and default_config every library provider shares: its workload key is
+ * "<library>|" + the key the node's first DSL template gives (or "<library>|<op>:<shapes>" where
+ * none takes it), so the records of one workload's implementations sit side by side; its space
+ * is one knob, "algo", numbering its algorithms for the node; the default is the first. */
+void lib_describe(const kernel_provider *self, tune_task *task);
+void lib_space(const kernel_provider *self, const tune_task *task, tune_space *s);
+void lib_default_config(const kernel_provider *self, const tune_task *task, const tune_space *s,
+                        tune_config *out);
 
 /* The providers built in, NULL-terminated (a library that was not found at build time is left
  * out). */
-const lib_provider *const *lib_providers(void);
+const kernel_provider *const *lib_providers(void);
 /* The provider called name, or NULL. */
-const lib_provider *lib_provider_find(const char *name);
+const kernel_provider *lib_provider_find(const char *name);
 
 #endif

@@ -89,7 +89,8 @@ static void version_init(void) {
              v->minor, v->patch, rt);
 }
 
-static const char *version(void) {
+static const char *version(const kernel_provider *self) {
+    (void)self;
     pthread_once(&version_once, version_init);
     return version_buf;
 }
@@ -136,7 +137,8 @@ static wpk_status check(wpk_context *ctx, const ir_node *n, ir_tensor *const *in
     return check_act(ctx, n, &g->act);
 }
 
-static bool supports(const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+static bool supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+    (void)self;
     lib_conv c;
     lib_gemm g;
     return check(NULL, n, in, out, &c, &g) == WPK_OK;
@@ -144,8 +146,9 @@ static bool supports(const ir_node *n, ir_tensor *const *in, ir_tensor *const *o
 
 static const char *const conv_algos[] = {"auto", "direct", "winograd"};
 
-static int configs(const ir_node *n, ir_tensor *const *in, ir_tensor *const *out,
+static int configs(const kernel_provider *self, const ir_node *n, ir_tensor *const *in, ir_tensor *const *out,
                    char (*names)[LIB_CONFIG_MAX]) {
+    (void)self;
     lib_conv c;
     lib_gemm g;
     if (check(NULL, n, in, out, &c, &g)) return 0;
@@ -533,7 +536,8 @@ static void end_threads(int saved) {
     if (saved > 0) omp_set_num_threads(saved);
 }
 
-static void destroy(lib_kernel *k) {
+static void destroy(const kernel_provider *self, lib_kernel *k) {
+    (void)self;
     if (!k) return;
     if (k->prim) dnnl_primitive_destroy(k->prim);
     for (int i = 0; i < k->nargs; i++) dnnl_memory_destroy(k->bind[i].mem);
@@ -543,7 +547,8 @@ static void destroy(lib_kernel *k) {
     wpk_free(k);
 }
 
-static int constants(const lib_kernel *k, const void **start, size_t *bytes, int max) {
+static int constants(const kernel_provider *self, const lib_kernel *k, const void **start, size_t *bytes, int max) {
+    (void)self;
     int n = 0;
     for (int i = 0; i < k->nkonst && n < max; i++, n++) {
         start[n] = k->konst[i].start;
@@ -552,8 +557,9 @@ static int constants(const lib_kernel *k, const void **start, size_t *bytes, int
     return n;
 }
 
-static wpk_status create(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
+static wpk_status create(const kernel_provider *self, wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
                          ir_tensor *const *out, int config, int threads, lib_kernel **out_k) {
+    (void)self;
     *out_k = NULL;
     lib_conv c;
     lib_gemm g;
@@ -572,15 +578,16 @@ static wpk_status create(wpk_context *ctx, const ir_node *n, ir_tensor *const *i
 done:
     end_threads(saved);
     if (st) {
-        destroy(k);
+        destroy(self, k);
         return st;
     }
     *out_k = k;
     return WPK_OK;
 }
 
-static wpk_status run(wpk_context *ctx, lib_kernel *k, ir_tensor *const *in,
+static wpk_status run(const kernel_provider *self, wpk_context *ctx, lib_kernel *k, ir_tensor *const *in,
                       ir_tensor *const *out) {
+    (void)self;
     wpk_status st = WPK_OK;
     if (!out || !out[0] || !out[0]->data || ir_numel(out[0]) != k->ynumel)
         return wpk_error(ctx, WPK_ERR_INVALID_ARG, "node '%s' (onednn): the output is not the "
@@ -608,8 +615,12 @@ done:
     return st;
 }
 
-const lib_provider lib_onednn = {
+const kernel_provider lib_onednn = {
     .name = "onednn",
+    .family = "onednn",
+    .describe = lib_describe,
+    .space = lib_space,
+    .default_config = lib_default_config,
     .supports = supports,
     .configs = configs,
     .create = create,

@@ -46,7 +46,8 @@ static void version_init(void) {
     snprintf(version_buf, sizeof version_buf, "OpenBLAS %s", openblas_get_config());
 }
 
-static const char *version(void) {
+static const char *version(const kernel_provider *self) {
+    (void)self;
     pthread_once(&version_once, version_init);
     return version_buf;
 }
@@ -83,15 +84,16 @@ static wpk_status check(wpk_context *ctx, const ir_node *n, ir_tensor *const *in
     return WPK_OK;
 }
 
-static bool supports(const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+static bool supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+    (void)self;
     lib_conv c;
     lib_gemm g;
     return check(NULL, n, in, out, &c, &g) == WPK_OK;
 }
 
-static int configs(const ir_node *n, ir_tensor *const *in, ir_tensor *const *out,
+static int configs(const kernel_provider *self, const ir_node *n, ir_tensor *const *in, ir_tensor *const *out,
                    char (*names)[LIB_CONFIG_MAX]) {
-    if (!supports(n, in, out)) return 0;
+    if (!supports(self, n, in, out)) return 0;
     snprintf(names[0], LIB_CONFIG_MAX, "%s", lib_is_conv(n) ? "im2col_gemm" : "gemm");
     return 1;
 }
@@ -113,14 +115,16 @@ static void end_threads(int saved) {
 
 /* ---- create / destroy ---- */
 
-static void destroy(lib_kernel *k) {
+static void destroy(const kernel_provider *self, lib_kernel *k) {
+    (void)self;
     if (!k) return;
     for (int i = 0; i < MAX_IN; i++) wpk_free(k->konst[i]);
     wpk_free(k->col);
     wpk_free(k);
 }
 
-static int constants(const lib_kernel *k, const void **start, size_t *bytes, int max) {
+static int constants(const kernel_provider *self, const lib_kernel *k, const void **start, size_t *bytes, int max) {
+    (void)self;
     int n = 0;
     for (int i = 0; i < MAX_IN && n < max; i++)
         if (k->konst[i]) {
@@ -130,8 +134,9 @@ static int constants(const lib_kernel *k, const void **start, size_t *bytes, int
     return n;
 }
 
-static wpk_status create(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
+static wpk_status create(const kernel_provider *self, wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
                          ir_tensor *const *out, int config, int threads, lib_kernel **out_k) {
+    (void)self;
     *out_k = NULL;
     lib_kernel *k = wpk_calloc(1, sizeof *k);
     if (!k) return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory creating an openblas kernel");
@@ -139,7 +144,7 @@ static wpk_status create(wpk_context *ctx, const ir_node *n, ir_tensor *const *i
     if (!st && config != 0)
         st = op_unsupported(ctx, n, "openblas has one config (0), not %d", config);
     if (st) {
-        destroy(k);
+        destroy(self, k);
         return st;
     }
     snprintf(k->name, sizeof k->name, "%s", n->name);
@@ -163,7 +168,7 @@ static wpk_status create(wpk_context *ctx, const ir_node *n, ir_tensor *const *i
         if (!(k->col = wpk_malloc(sizeof(float) * rows * cols))) nomem = true;
     }
     if (nomem) {
-        destroy(k);
+        destroy(self, k);
         return wpk_error(ctx, WPK_ERR_NOMEM, "node '%s' (%s): out of memory creating an "
                          "openblas kernel", n->name, n->op_type);
     }
@@ -303,8 +308,9 @@ static void run_gemm(const lib_kernel *k, ir_tensor *const *in, float *y) {
     }
 }
 
-static wpk_status run(wpk_context *ctx, lib_kernel *k, ir_tensor *const *in,
+static wpk_status run(const kernel_provider *self, wpk_context *ctx, lib_kernel *k, ir_tensor *const *in,
                       ir_tensor *const *out) {
+    (void)self;
     if (!out || !out[0] || !out[0]->data || ir_numel(out[0]) != k->ynumel)
         return wpk_error(ctx, WPK_ERR_INVALID_ARG, "node '%s' (openblas): the output is not the "
                          "one the kernel was created for", k->name);
@@ -322,8 +328,12 @@ static wpk_status run(wpk_context *ctx, lib_kernel *k, ir_tensor *const *in,
     return WPK_OK;
 }
 
-const lib_provider lib_openblas = {
+const kernel_provider lib_openblas = {
     .name = "openblas",
+    .family = "openblas",
+    .describe = lib_describe,
+    .space = lib_space,
+    .default_config = lib_default_config,
     .supports = supports,
     .configs = configs,
     .create = create,
