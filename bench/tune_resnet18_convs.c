@@ -133,7 +133,8 @@ static void conv_task_init(conv_task *t, const conv_spec *c, bool blocked, wpk_c
     const kernel_provider *impls[8];
     int ni = kernel_providers_for(n, in, out, impls, 8);
     for (int i = 0; i < ni && !t->has_alt; i++)
-        if (impls[i] != tm && kernel_provider_generates(impls[i])) /* oneDNN is the peer, not a candidate */
+        /* oneDNN is the peer, not a candidate */
+        if (impls[i] != tm && kernel_provider_generates(impls[i]))
             t->has_alt = conv_task_as(t, impls[i], &t->alt);
 }
 

@@ -530,18 +530,22 @@ static void test_registry(wpk_context *ctx) {
     tune_build b;
     CHECK(tune_config_parse(ctx, &sp, "thread_x=128,thread_y=16,tile_n=1,tile_m=1,tile_k=1,"
                             "shared=0", &cfg) == WPK_OK);
-    CHECK_ERR(ctx, tune_dense_cuda.build(&tune_dense_cuda, &c, &task, &sp, &cfg, &b), WPK_ERR_INVALID_ARG,
+    CHECK_ERR(ctx, tune_dense_cuda.build(&tune_dense_cuda, &c, &task, &sp, &cfg, &b),
+              WPK_ERR_INVALID_ARG,
               "dense_cuda: 2048 threads per block");
     CHECK(!tune_cuda_legal(&task, &sp, &cfg));
     CHECK(tune_config_parse(ctx, &sp, "thread_x=128,thread_y=8,tile_n=8,tile_m=8,tile_k=16,"
                             "shared=1", &cfg) == WPK_OK);
-    CHECK_ERR(ctx, tune_dense_cuda.build(&tune_dense_cuda, &c, &task, &sp, &cfg, &b), WPK_ERR_INVALID_ARG,
+    CHECK_ERR(ctx, tune_dense_cuda.build(&tune_dense_cuda, &c, &task, &sp, &cfg, &b),
+              WPK_ERR_INVALID_ARG,
               "bytes of shared memory (more than 49152)");
     CHECK(tune_config_parse(ctx, &sp, "thread_x=1,thread_y=1,tile_n=8,tile_m=8,tile_k=1,shared=0",
                             &cfg) == WPK_OK);
-    CHECK(tune_dense_cuda.build(&tune_dense_cuda, &c, &task, &sp, &cfg, &b) == WPK_OK); /* 64: at the limit */
+    CHECK(tune_dense_cuda.build(&tune_dense_cuda, &c, &task, &sp, &cfg,
+          &b) == WPK_OK); /* 64: at the limit */
     cfg.choice[0] = 99;
-    CHECK_ERR(ctx, tune_dense_cuda.build(&tune_dense_cuda, &c, &task, &sp, &cfg, &b), WPK_ERR_INVALID_ARG,
+    CHECK_ERR(ctx, tune_dense_cuda.build(&tune_dense_cuda, &c, &task, &sp, &cfg, &b),
+              WPK_ERR_INVALID_ARG,
               "thread_x");
     CHECK(!tune_cuda_legal(&task, &sp, &cfg));
     te_ctx_free(&c);

@@ -537,7 +537,8 @@ static void test_problem(wpk_context *ctx, const kernel_provider *const *lps, pr
         if (!has) {
             /* refused: create says so, and names the cause */
             lib_kernel *k = NULL;
-            CHECK_ERR(ctx, lp->create(lp, ctx, p->node, p->in, p->out, 0, 1, &k), WPK_ERR_UNSUPPORTED,
+            CHECK_ERR(ctx, lp->create(lp, ctx, p->node, p->in, p->out, 0, 1, &k),
+                      WPK_ERR_UNSUPPORTED,
                       p->node->name);
             CHECK(k == NULL);
             continue;

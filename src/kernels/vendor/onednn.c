@@ -137,7 +137,8 @@ static wpk_status check(wpk_context *ctx, const ir_node *n, ir_tensor *const *in
     return check_act(ctx, n, &g->act);
 }
 
-static bool supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+static bool supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in,
+                     ir_tensor *const *out) {
     (void)self;
     lib_conv c;
     lib_gemm g;
@@ -146,7 +147,8 @@ static bool supports(const kernel_provider *self, const ir_node *n, ir_tensor *c
 
 static const char *const conv_algos[] = {"auto", "direct", "winograd"};
 
-static int configs(const kernel_provider *self, const ir_node *n, ir_tensor *const *in, ir_tensor *const *out,
+static int configs(const kernel_provider *self, const ir_node *n, ir_tensor *const *in,
+                   ir_tensor *const *out,
                    char (*names)[LIB_CONFIG_MAX]) {
     (void)self;
     lib_conv c;
@@ -547,7 +549,8 @@ static void destroy(const kernel_provider *self, lib_kernel *k) {
     wpk_free(k);
 }
 
-static int constants(const kernel_provider *self, const lib_kernel *k, const void **start, size_t *bytes, int max) {
+static int constants(const kernel_provider *self, const lib_kernel *k, const void **start,
+                     size_t *bytes, int max) {
     (void)self;
     int n = 0;
     for (int i = 0; i < k->nkonst && n < max; i++, n++) {
@@ -557,7 +560,8 @@ static int constants(const kernel_provider *self, const lib_kernel *k, const voi
     return n;
 }
 
-static wpk_status create(const kernel_provider *self, wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
+static wpk_status create(const kernel_provider *self, wpk_context *ctx, const ir_node *n,
+                         ir_tensor *const *in,
                          ir_tensor *const *out, int config, int threads, lib_kernel **out_k) {
     (void)self;
     *out_k = NULL;
@@ -585,7 +589,8 @@ done:
     return WPK_OK;
 }
 
-static wpk_status run(const kernel_provider *self, wpk_context *ctx, lib_kernel *k, ir_tensor *const *in,
+static wpk_status run(const kernel_provider *self, wpk_context *ctx, lib_kernel *k,
+                      ir_tensor *const *in,
                       ir_tensor *const *out) {
     (void)self;
     wpk_status st = WPK_OK;

@@ -84,14 +84,16 @@ static wpk_status check(wpk_context *ctx, const ir_node *n, ir_tensor *const *in
     return WPK_OK;
 }
 
-static bool supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+static bool supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in,
+                     ir_tensor *const *out) {
     (void)self;
     lib_conv c;
     lib_gemm g;
     return check(NULL, n, in, out, &c, &g) == WPK_OK;
 }
 
-static int configs(const kernel_provider *self, const ir_node *n, ir_tensor *const *in, ir_tensor *const *out,
+static int configs(const kernel_provider *self, const ir_node *n, ir_tensor *const *in,
+                   ir_tensor *const *out,
                    char (*names)[LIB_CONFIG_MAX]) {
     if (!supports(self, n, in, out)) return 0;
     snprintf(names[0], LIB_CONFIG_MAX, "%s", lib_is_conv(n) ? "im2col_gemm" : "gemm");
@@ -123,7 +125,8 @@ static void destroy(const kernel_provider *self, lib_kernel *k) {
     wpk_free(k);
 }
 
-static int constants(const kernel_provider *self, const lib_kernel *k, const void **start, size_t *bytes, int max) {
+static int constants(const kernel_provider *self, const lib_kernel *k, const void **start,
+                     size_t *bytes, int max) {
     (void)self;
     int n = 0;
     for (int i = 0; i < MAX_IN && n < max; i++)
@@ -134,7 +137,8 @@ static int constants(const kernel_provider *self, const lib_kernel *k, const voi
     return n;
 }
 
-static wpk_status create(const kernel_provider *self, wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
+static wpk_status create(const kernel_provider *self, wpk_context *ctx, const ir_node *n,
+                         ir_tensor *const *in,
                          ir_tensor *const *out, int config, int threads, lib_kernel **out_k) {
     (void)self;
     *out_k = NULL;
@@ -308,7 +312,8 @@ static void run_gemm(const lib_kernel *k, ir_tensor *const *in, float *y) {
     }
 }
 
-static wpk_status run(const kernel_provider *self, wpk_context *ctx, lib_kernel *k, ir_tensor *const *in,
+static wpk_status run(const kernel_provider *self, wpk_context *ctx, lib_kernel *k,
+                      ir_tensor *const *in,
                       ir_tensor *const *out) {
     (void)self;
     if (!out || !out[0] || !out[0]->data || ir_numel(out[0]) != k->ynumel)
