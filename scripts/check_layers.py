@@ -22,7 +22,9 @@ GRAPH = ["ir", "ops", "onnx", "passes"]
 TE = ["te", "te/algo"]
 CODEGEN = ["codegen", "codegen/c", "codegen/cuda"]
 RUNTIME = ["runtime", "runtime/cpu", "runtime/cuda"]
-KERNELS = ["kernels", "kernels/vendor"]
+# kernels/vendor is part of the kernels layer: the registry lists the vendor providers, which
+# implement the provider interface the layer defines
+KERNELS = ["kernels"]
 BELOW_TUNE = BASE + GRAPH + TE + ["loop", "isa"] + CODEGEN + RUNTIME + KERNELS
 
 LAYERS = {
@@ -42,8 +44,6 @@ LAYERS = {
     "runtime/cpu": ["base", "runtime"],
     "runtime/cuda": ["base", "runtime"],
     "kernels": ["base", "ir", "ops", "passes"] + TE + ["loop", "isa"] + CODEGEN + RUNTIME + KERNELS,
-    "kernels/vendor": ["base", "ir", "ops", "passes"] + TE + ["loop", "isa"] + CODEGEN + RUNTIME
-                      + KERNELS,
     "tune": BELOW_TUNE,
     "compile": BELOW_TUNE + ["tune"],
     "api": BELOW_TUNE + ["tune", "compile"],
