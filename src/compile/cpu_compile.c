@@ -163,7 +163,8 @@ wpk_status cpu_program_lib_step(wpk_context *ctx, cpu_program *p, const ir_graph
     /* lib->create only reads the tensors (weights are packed into the kernel) */
     cpu_node_tensors(n, (ir_tensor *)vals, in, out);
     cpu_step *s = &p->steps[k];
-    wpk_status st = lib->create(lib, ctx, n, in, out, config, p->threads, &s->lk);
+    const kernel_device dev = {p->threads, NULL};
+    wpk_status st = lib->create(lib, ctx, n, in, out, config, &dev, &s->lk);
     if (st) return st;
     s->kind = CPU_STEP_LIB;
     s->lib = lib;

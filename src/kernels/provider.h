@@ -39,6 +39,12 @@ typedef struct tune_build {
 /* A kernel a library made for one node at load time (its packed weights, its primitive). */
 typedef struct lib_kernel lib_kernel;
 
+/* Where a library's kernel runs: the host's threads, or a CUDA device. */
+typedef struct kernel_device {
+    int threads;            /* cpu threads (0: OpenMP's default) */
+    struct rt_cuda *cuda;   /* borrowed: the device (runtime/cuda); NULL on the cpu */
+} kernel_device;
+
 #define LIB_CONFIG_MAX 64
 #define LIB_MAX_CONFIGS 16
 
@@ -88,14 +94,14 @@ struct kernel_provider {
      * LIB_MAX_CONFIGS, into names; returns how many (>= 1 when supports is true). */
     int (*configs)(const kernel_provider *self, const ir_node *n, ir_tensor *const *in,
                    ir_tensor *const *out, char (*names)[LIB_CONFIG_MAX]);
-    /* A kernel for n at algorithm `config`, to run on `threads` threads (0: OpenMP's default).
-     * Constant inputs (those whose tensors have data here) are packed now into the layout the
+    /* A kernel for n at algorithm `config`, to run on dev (borrowed for the call; a provider
+     * for one kind of device refuses the other with WPK_ERR_UNSUPPORTED). Constant inputs (those whose tensors have data here) are packed now into the layout the
      * library wants and their data is not read again. WPK_ERR_UNSUPPORTED when the library
      * refuses this config for this node (the message says why), WPK_ERR_NOMEM. *out_k is the
      * caller's (destroy). */
     wpk_status (*create)(const kernel_provider *self, wpk_context *ctx, const ir_node *n,
-                         ir_tensor *const *in, ir_tensor *const *out, int config, int threads,
-                         lib_kernel **out_k);
+                         ir_tensor *const *in, ir_tensor *const *out, int config,
+                         const kernel_device *dev, lib_kernel **out_k);
     /* Run on this call's buffers: in/out as at create, data set (for the non-constant inputs and
      * the outputs). Allocates nothing. */
     wpk_status (*run)(const kernel_provider *self, wpk_context *ctx, lib_kernel *k,

@@ -102,12 +102,12 @@ static wpk_status prepare(const rt_runner *self, wpk_context *ctx, const rt_step
                            s->node.name, s->node.op_type);
     } else if (st == WPK_OK) {
         s->lib = self->user;
+        kernel_device dev = {env->threads, NULL};
         if (config >= LIB_MAX_CONFIGS)
             st = wpk_error(ctx, WPK_ERR_PARSE, "the plan is damaged: node '%s' at %s config %d",
                            s->node.name, s->lib->name, config);
         else
-            st = s->lib->create(s->lib, ctx, &s->node, s->in, s->out, config, env->threads,
-                                &s->lk);
+            st = s->lib->create(s->lib, ctx, &s->node, s->in, s->out, config, &dev, &s->lk);
     }
     if (st) {
         release(s);

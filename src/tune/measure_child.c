@@ -363,7 +363,8 @@ static void run_library(tune_measurer *m, tune_job *j, run_state *r, wpk_context
         out[i] = &outs[i];
     }
     lib_kernel *lk = NULL;
-    wpk_status st = lib->create(lib, ctx, t->node, in, out, algo, m->params.threads, &lk);
+    const kernel_device dev = {m->params.threads, NULL};
+    wpk_status st = lib->create(lib, ctx, t->node, in, out, algo, &dev, &lk);
     if (st == WPK_OK) st = lib->run(lib, ctx, lk, in, out);
     if (st) {
         run_fail(r, st == WPK_ERR_NOMEM ? TUNE_CRASH : TUNE_COMPILE_ERROR, "%s",

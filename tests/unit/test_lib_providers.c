@@ -431,6 +431,8 @@ static void run_tensors(const problem *p, bool moved, ir_tensor *t, ir_tensor **
 }
 
 /* Every config of provider lp on p; returns how many ran. */
+static const kernel_device ONE_THREAD = {1, NULL};
+
 static int run_configs(wpk_context *ctx, const kernel_provider *lp, problem *p) {
     char names[LIB_MAX_CONFIGS][LIB_CONFIG_MAX];
     int count = lp->configs(lp, p->node, p->in, p->out, names), ran = 0;
@@ -443,7 +445,8 @@ static int run_configs(wpk_context *ctx, const kernel_provider *lp, problem *p) 
         snprintf(what, sizeof what, "%s [%s %s, %d thread%s]", p->name, lp->name, names[cfg],
                  threads, threads > 1 ? "s" : "");
         lib_kernel *k = NULL;
-        wpk_status st = lp->create(lp, ctx, p->node, p->in, p->out, cfg, threads, &k);
+        wpk_status st = lp->create(lp, ctx, p->node, p->in, p->out, cfg, &(kernel_device){threads, NULL},
+                                    &k);
         CHECK(omp_get_max_threads() == caller_threads);
         if (st == WPK_ERR_UNSUPPORTED) {
             CHECK(k == NULL && wpk_context_error(ctx)[0] != 0);
@@ -537,7 +540,7 @@ static void test_problem(wpk_context *ctx, const kernel_provider *const *lps, pr
         if (!has) {
             /* refused: create says so, and names the cause */
             lib_kernel *k = NULL;
-            CHECK_ERR(ctx, lp->create(lp, ctx, p->node, p->in, p->out, 0, 1, &k),
+            CHECK_ERR(ctx, lp->create(lp, ctx, p->node, p->in, p->out, 0, &ONE_THREAD, &k),
                       WPK_ERR_UNSUPPORTED,
                       p->node->name);
             CHECK(k == NULL);
@@ -562,11 +565,11 @@ static void test_must_fail(wpk_context *ctx, const kernel_provider *const *lps) 
         const kernel_provider *lp = lps[i];
         if (!lp) continue;
         lib_kernel *k = NULL;
-        CHECK_ERR(ctx, lp->create(lp, ctx, p.node, p.in, p.out, 7, 1, &k), WPK_ERR_UNSUPPORTED,
+        CHECK_ERR(ctx, lp->create(lp, ctx, p.node, p.in, p.out, 7, &ONE_THREAD, &k), WPK_ERR_UNSUPPORTED,
                   "not 7");
         CHECK(k == NULL);
         /* a run on an output of another size */
-        CHECK(lp->create(lp, ctx, p.node, p.in, p.out, 0, 1, &k) == WPK_OK);
+        CHECK(lp->create(lp, ctx, p.node, p.in, p.out, 0, &ONE_THREAD, &k) == WPK_OK);
         if (k) {
             ir_tensor x = *p.in[0], y = p.t[4];
             x.data = p.data[0];
@@ -580,7 +583,7 @@ static void test_must_fail(wpk_context *ctx, const kernel_provider *const *lps) 
         for (long at = 1; at <= 40; at++) {
             wpk_alloc_fail_at(at);
             k = NULL;
-            wpk_status st = lp->create(lp, ctx, p.node, p.in, p.out, 0, 1, &k);
+            wpk_status st = lp->create(lp, ctx, p.node, p.in, p.out, 0, &ONE_THREAD, &k);
             wpk_alloc_fail_at(0);
             CHECK(st == WPK_OK || st == WPK_ERR_NOMEM);
             CHECK((st == WPK_OK) == (k != NULL));
@@ -595,10 +598,10 @@ static void test_must_fail(wpk_context *ctx, const kernel_provider *const *lps) 
         ir_tensor y = {WPK_DTYPE_FLOAT32, 3, {1, 4, 6}, NULL};
         ir_tensor *in[2] = {&x, &w}, *out[1] = {&y};
         CHECK(!lp->supports(lp, n, in, out));
-        CHECK_ERR(ctx, lp->create(lp, ctx, n, in, out, 0, 1, &k), WPK_ERR_UNSUPPORTED, "1-D");
+        CHECK_ERR(ctx, lp->create(lp, ctx, n, in, out, 0, &ONE_THREAD, &k), WPK_ERR_UNSUPPORTED, "1-D");
         /* an output shape the inputs do not give: the node is inconsistent */
         y.dims[2] = 5;
-        CHECK_ERR(ctx, lp->create(lp, ctx, n, in, out, 0, 1, &k), WPK_ERR_MODEL, "conv1d");
+        CHECK_ERR(ctx, lp->create(lp, ctx, n, in, out, 0, &ONE_THREAD, &k), WPK_ERR_MODEL, "conv1d");
         ir_graph_free(g);
     }
     problem_free(&p);

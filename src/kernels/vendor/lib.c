@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/context.h"
 #include "ir/flops.h"
 #include "kernels/common.h"
 
@@ -31,6 +32,11 @@ const kernel_provider *lib_provider_find(const char *name) {
     for (int i = 0; providers[i]; i++)
         if (!strcmp(providers[i]->name, name)) return providers[i];
     return NULL;
+}
+
+wpk_status lib_host_only(wpk_context *ctx, const kernel_provider *self, const ir_node *n) {
+    return wpk_error(ctx, WPK_ERR_UNSUPPORTED, "node '%s': %s runs on the host, not on a CUDA "
+                     "device", n->name, self->name);
 }
 
 static void task_tensors(const tune_task *task, ir_tensor **in, ir_tensor **out) {

@@ -25,6 +25,9 @@ void lib_space(const kernel_provider *self, const tune_task *task, tune_space *s
 void lib_default_config(const kernel_provider *self, const tune_task *task, const tune_space *s,
                         tune_config *out);
 
+/* WPK_ERR_UNSUPPORTED: provider self runs on the host only, node n was asked of a device. */
+wpk_status lib_host_only(wpk_context *ctx, const kernel_provider *self, const ir_node *n);
+
 /* The providers built in, NULL-terminated (a library that was not found at build time is left
  * out). */
 const kernel_provider *const *lib_providers(void);

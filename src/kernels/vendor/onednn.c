@@ -562,9 +562,11 @@ static int constants(const kernel_provider *self, const lib_kernel *k, const voi
 
 static wpk_status create(const kernel_provider *self, wpk_context *ctx, const ir_node *n,
                          ir_tensor *const *in,
-                         ir_tensor *const *out, int config, int threads, lib_kernel **out_k) {
+                         ir_tensor *const *out, int config, const kernel_device *dev,
+                         lib_kernel **out_k) {
     (void)self;
     *out_k = NULL;
+    if (dev->cuda) return lib_host_only(ctx, self, n);
     lib_conv c;
     lib_gemm g;
     wpk_status st = check(ctx, n, in, out, &c, &g);
@@ -572,7 +574,7 @@ static wpk_status create(const kernel_provider *self, wpk_context *ctx, const ir
     lib_kernel *k = wpk_calloc(1, sizeof *k);
     if (!k) return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory creating a onednn kernel");
     snprintf(k->name, sizeof k->name, "%s", n->name);
-    k->threads = threads;
+    k->threads = dev->threads;
     k->ynumel = ir_numel(out[0]);
     int saved = begin_threads(k);
     DNNL_TRY(dnnl_engine_create(&k->eng, dnnl_cpu, 0), "engine");

@@ -139,9 +139,11 @@ static int constants(const kernel_provider *self, const lib_kernel *k, const voi
 
 static wpk_status create(const kernel_provider *self, wpk_context *ctx, const ir_node *n,
                          ir_tensor *const *in,
-                         ir_tensor *const *out, int config, int threads, lib_kernel **out_k) {
+                         ir_tensor *const *out, int config, const kernel_device *dev,
+                         lib_kernel **out_k) {
     (void)self;
     *out_k = NULL;
+    if (dev->cuda) return lib_host_only(ctx, self, n);
     lib_kernel *k = wpk_calloc(1, sizeof *k);
     if (!k) return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory creating an openblas kernel");
     wpk_status st = check(ctx, n, in, out, &k->c, &k->g);
@@ -154,7 +156,7 @@ static wpk_status create(const kernel_provider *self, wpk_context *ctx, const ir
     snprintf(k->name, sizeof k->name, "%s", n->name);
     k->is_conv = lib_is_conv(n);
     k->nin = n->nin;
-    k->threads = threads;
+    k->threads = dev->threads;
     k->ynumel = ir_numel(out[0]);
     const lib_conv *c = &k->c;
     k->direct = k->is_conv && c->kh == 1 && c->kw == 1 && c->stride[0] == 1 &&
