@@ -182,9 +182,11 @@ wpk_compile_params wpk_compile_default_params(void);
 wpk_status wpk_compile(wpk_context *ctx, const wpk_model *model, const wpk_compile_params *params,
                        const char *path);
 
-/* A session running a compiled plan (no C compiler needed): params' threads and profile are
- * taken, the rest is the plan's. An artifact of another format version or for another target
- * is refused with WPK_ERR_UNSUPPORTED saying what differs; a damaged one with WPK_ERR_PARSE. */
+/* A session running a compiled plan through the runtime (wpk_plan_load: no C compiler, no
+ * graph): params' threads and profile are taken, the rest is the plan's. An artifact of another
+ * format version or for another target is refused with WPK_ERR_UNSUPPORTED saying what differs;
+ * a damaged one with WPK_ERR_PARSE. Inputs of other dims than the plan's are
+ * WPK_ERR_UNSUPPORTED ("the plan was compiled for inputs ..."). */
 wpk_status wpk_session_create_from_plan(wpk_context *ctx, const char *path,
                                         const wpk_session_params *params, wpk_session **out);
 

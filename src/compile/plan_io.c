@@ -193,22 +193,26 @@ wpk_status cpu_program_save(wpk_context *ctx, const cpu_program *p, const ir_gra
     pl->provider = meta->provider;
     pl->records = meta->records;
     pl->threads = p->threads;
-    /* sizes first: extra tensors (packed weights, scratch), the blob, the arguments */
+    /* sizes first: the constants some step reads as they are (a weight a generated kernel
+       reads only in its packed form stays out), extra tensors (packed weights, scratch), the
+       blob (packed weights first, in step order, then the constants), the arguments */
     int64_t *const_at = wpk_calloc((size_t)g->nvalues + 1, sizeof *const_at);
+    bool *read = wpk_calloc((size_t)g->nvalues + 1, sizeof *read);
     int extra = 0;
     size_t nargs = 0;
     int64_t blob = 0;
-    for (int v = 0; const_at && v < g->nvalues; v++) {
-        const_at[v] = -1;
-        if (!g->values[v].is_const || !g->values[v].t.data) continue;
-        const_at[v] = align64(blob);
-        blob = const_at[v] + (int64_t)ir_nbytes(&vals[v]);
-    }
-    for (int k = 0; k < g->nnodes; k++) {
+    for (int k = 0; read && k < g->nnodes; k++) {
+        const ir_node *n = &g->nodes[k];
         const cpu_step *cs = &p->steps[k];
-        nargs += (size_t)(g->nodes[k].nin + g->nodes[k].nout);
-        if (cs->kind != CPU_STEP_KERNEL) continue;
-        const cpu_kernel *kn = &p->kernels[cs->kernel];
+        nargs += (size_t)(n->nin + n->nout);
+        const cpu_kernel *kn = cs->kind == CPU_STEP_KERNEL ? &p->kernels[cs->kernel] : NULL;
+        for (int i = 0, present = 0; i < n->nin; i++) {
+            if (n->in[i] < 0) continue;
+            bool packed = kn && present < TUNE_MAX_ARGS && kn->pack_numel[present] > 0;
+            read[n->in[i]] = read[n->in[i]] || !packed;
+            present++;
+        }
+        if (!kn) continue;
         extra += kn->nscratch;
         nargs += (size_t)kn->nscratch;
         for (int i = 0; i < kn->ninputs && i < TUNE_MAX_ARGS; i++)
@@ -216,6 +220,15 @@ wpk_status cpu_program_save(wpk_context *ctx, const cpu_program *p, const ir_gra
                 extra++;
                 blob = align64(blob) + (int64_t)sizeof(float) * kn->pack_numel[i];
             }
+    }
+    for (int i = 0; read && i < g->noutputs; i++) read[g->outputs[i]] = true;
+    for (int v = 0; read && v < g->nvalues; v++)
+        if (read[v] && mem->root[v] >= 0) read[mem->root[v]] = true;
+    for (int v = 0; const_at && read && v < g->nvalues; v++) {
+        const_at[v] = -1;
+        if (!read[v] || !g->values[v].is_const || !g->values[v].t.data) continue;
+        const_at[v] = align64(blob);
+        blob = const_at[v] + (int64_t)ir_nbytes(&vals[v]);
     }
     b.cap_tensors = g->nvalues + extra;
     pl->tensors = arena_alloc(&pl->mem, sizeof *pl->tensors * (size_t)(b.cap_tensors + 1));
@@ -227,14 +240,12 @@ wpk_status cpu_program_save(wpk_context *ctx, const cpu_program *p, const ir_gra
     b.blob = wpk_calloc((size_t)blob + 1, 1);
     b.payloads = wpk_calloc((size_t)g->nnodes + 1, sizeof *b.payloads);
     wpk_status st = WPK_OK;
-    if (!const_at || !pl->tensors || !pl->modules || !pl->steps || !pl->inputs || !pl->outputs ||
+    if (!const_at || !read || !pl->tensors || !pl->modules || !pl->steps || !pl->inputs || !pl->outputs ||
         !args || !b.blob || !b.payloads)
         st = wpk_error(ctx, WPK_ERR_NOMEM, "out of memory writing the plan");
     if (st == WPK_OK) {
         for (int v = 0; v < g->nvalues; v++)
             if (const_at[v] >= 0) memcpy(b.blob + const_at[v], g->values[v].t.data, ir_nbytes(&vals[v]));
-        for (int v = 0; v < g->nvalues; v++)
-            if (const_at[v] >= 0) b.blob_len = const_at[v] + (int64_t)ir_nbytes(&vals[v]);
         value_tensors(&b, g, vals, mem, const_at);
     }
     int64_t scratch_base = align64((int64_t)mem->workspace);
@@ -256,8 +267,10 @@ wpk_status cpu_program_save(wpk_context *ctx, const cpu_program *p, const ir_gra
             st = node_step(ctx, &b, p, g, k, s, args);
         args += s->nargs;
     }
+    /* packed weights went from offset 0 (b.blob_len), below the constants */
+    assert(st != WPK_OK || b.blob_len <= blob);
     pl->consts = b.blob;
-    pl->consts_len = b.blob_len;
+    pl->consts_len = blob;
     pl->ntensors = b.ntensors;
     pl->ninputs = g->ninputs;
     pl->noutputs = g->noutputs;
@@ -270,6 +283,7 @@ wpk_status cpu_program_save(wpk_context *ctx, const cpu_program *p, const ir_gra
     for (int i = 0; st == WPK_OK && i < g->noutputs; i++) pl->outputs[i].tensor = g->outputs[i];
     if (st == WPK_OK) st = rt_plan_write(ctx, pl, w);
     wpk_free(const_at);
+    wpk_free(read);
     builder_free(&b);
     return st;
 }
