@@ -109,12 +109,6 @@ void tune_key_dims(tune_task *task, const ir_tensor *t) {
 
 int tune_threads(void) { return target_cores(); }
 
-#define TRY(x)                                                                             \
-    do {                                                                                   \
-        wpk_status st_ = (x);                                                              \
-        if (st_) return st_;                                                               \
-    } while (0)
-
 wpk_status tune_schedule_flat(te_stage *st, te_iter *outer, int64_t nouter, te_iter *inner,
                               int64_t ninner, int64_t vec, int64_t unroll, int64_t grain,
                               bool parallel) {

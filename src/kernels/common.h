@@ -52,6 +52,14 @@ wpk_status tune_schedule_flat(te_stage *st, te_iter *outer, int64_t nouter, te_i
                               int64_t ninner, int64_t vec, int64_t unroll, int64_t grain,
                               bool parallel);
 
+/* Return the status of x from the enclosing function when it failed (the schedule primitives',
+ * the checks'). */
+#define TRY(x)                                                                             \
+    do {                                                                                   \
+        wpk_status st_ = (x);                                                              \
+        if (st_) return st_;                                                               \
+    } while (0)
+
 /* Threads a parallel loop may use here (target_cores()). */
 int tune_threads(void);
 

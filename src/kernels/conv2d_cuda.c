@@ -2,12 +2,14 @@
  * stride, padding, dilation and groups) scheduled for CUDA with Woodpecker-DL's knobs (see
  * conv2d_cuda.h).
  *
- * The algorithm is written for the schedule. The reduction `acc` covers the output rounded up
- * to whole blocks (its extra points read clamped indices and are never stored), so the region a
- * block accumulates is always a whole block: no window of it is ever shifted at the tensor's
- * edge, and each thread's part of it stays the same thread's (the CUDA code generator keeps it
- * in registers). The input is read through an inline `pad` compute over the padded
- * coordinates; the output y applies the epilogue to acc.
+ * The node is read by conv.h's reader (shared with the CPU templates); the algorithm is
+ * te/algo's conv: te_conv2d_nchw_reduce over the output rounded up to whole blocks (its extra
+ * points read clamped indices and are never stored), so the region a block accumulates is
+ * always a whole block: no window of it is ever shifted at the tensor's edge, and each thread's
+ * part of it stays the same thread's (the CUDA code generator keeps it in registers). The input
+ * is read through an inline te_pad_to view over the padded coordinates (the weights likewise
+ * over the rounded-up channels); the output y is te_epilogue_compute_to over the real shape.
+ * This file is the GPU schedule.
  *
  * The schedule:
  *   y:    n*oc_b -> blockIdx.z, oh_b -> blockIdx.y, ow_b -> blockIdx.x,
@@ -22,14 +24,17 @@
 #include <string.h>
 
 #include "te/algo/conv2d.h"
+#include "te/algo/pad.h"
 #include "kernels/common.h"
 #include "kernels/conv.h"
+#include "kernels/templates_cuda.h"
 
 #define NAME "conv2d_cuda"
 
 enum { ORDER_RC_OUTER, ORDER_TAPS_INNER, ORDER_TAPS_OUTER };
 
-static bool supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+static bool supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in,
+                     ir_tensor *const *out) {
     (void)self;
     tune_conv g;
     return tune_conv_read(n, in, out, &g) && g.op != IR_OP_CONV_NCHWC;
@@ -41,21 +46,6 @@ static void describe(const kernel_provider *self, tune_task *t) {
     if (tune_conv_read_task(t, &g)) tune_conv_describe(NAME, &g, t);
 }
 
-static int64_t pow2_at_least(int64_t v) {
-    int64_t p = 1;
-    while (p < v) p *= 2;
-    return p;
-}
-
-/* The values of cand that are at most limit (the first one always). */
-static void add_upto(tune_space *s, const char *name, const int64_t *cand, int n, int64_t limit) {
-    int64_t v[TUNE_MAX_VALUES];
-    int k = 0;
-    for (int i = 0; i < n && k < TUNE_MAX_VALUES; i++)
-        if (i == 0 || cand[i] <= limit) v[k++] = cand[i];
-    tune_space_add(s, name, k, v);
-}
-
 static void space(const kernel_provider *self, const tune_task *t, tune_space *s) {
     (void)self;
     memset(s, 0, sizeof *s);
@@ -65,12 +55,12 @@ static void space(const kernel_provider *self, const tune_task *t, tune_space *s
     static const int64_t tz[] = {1, 2, 4, 8, 16, 32, 64};
     static const int64_t tiles[] = {1, 2, 4}, ztiles[] = {1, 2, 4, 8}, flag[] = {0, 1};
     static const int64_t orders[] = {ORDER_RC_OUTER, ORDER_TAPS_INNER, ORDER_TAPS_OUTER};
-    add_upto(s, "thread_x", tx, 6, pow2_at_least(g.ow));
-    add_upto(s, "thread_y", ty, 5, pow2_at_least(g.oh));
-    add_upto(s, "thread_z", tz, 7, pow2_at_least(g.cout));
-    add_upto(s, "tile_x", tiles, 3, g.ow);
-    add_upto(s, "tile_y", tiles, 3, g.oh);
-    add_upto(s, "tile_z", ztiles, 4, g.cout);
+    tune_cuda_add_upto(s, "thread_x", tx, 6, tune_cuda_pow2_at_least(g.ow));
+    tune_cuda_add_upto(s, "thread_y", ty, 5, tune_cuda_pow2_at_least(g.oh));
+    tune_cuda_add_upto(s, "thread_z", tz, 7, tune_cuda_pow2_at_least(g.cout));
+    tune_cuda_add_upto(s, "tile_x", tiles, 3, g.ow);
+    tune_cuda_add_upto(s, "tile_y", tiles, 3, g.oh);
+    tune_cuda_add_upto(s, "tile_z", ztiles, 4, g.cout);
     static const int64_t rz[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64};
     int64_t v[TUNE_MAX_VALUES];
     int k = 0;
@@ -139,20 +129,20 @@ int64_t tune_conv2d_cuda_shared_bytes(const tune_task *t, const tune_space *s,
 bool tune_conv2d_cuda_legal(const tune_task *t, const tune_space *s, const tune_config *cfg) {
     tune_conv g;
     if (!tune_conv_read_task(t, &g) || g.op == IR_OP_CONV_NCHWC) return false;
-    for (int k = 0; k < s->nknobs; k++)
-        if (cfg->choice[k] < 0 || cfg->choice[k] >= s->knobs[k].nvalues) return false;
+    if (!tune_cuda_choices_ok(s, cfg)) return false;
     knobs k = read_knobs(s, cfg);
     return k.thx * k.thy * k.thz <= 1024 && k.tx * k.ty * k.tz <= CONV2D_CUDA_MAX_ACCUM &&
            shared_bytes(&g, &k) <= CONV2D_CUDA_MAX_SHARED && !idle_threads(&g, &k);
 }
 
 /* A block of about 128-256 threads, 4-16 accumulators each, staged through shared memory. */
-static void default_config(const kernel_provider *self, const tune_task *t, const tune_space *s, tune_config *cfg) {
+static void default_config(const kernel_provider *self, const tune_task *t, const tune_space *s,
+                           tune_config *cfg) {
     (void)self;
     memset(cfg, 0, sizeof *cfg);
     tune_conv g;
     if (!tune_conv_read_task(t, &g)) return;
-    int64_t thx = g.ow >= 8 ? 8 : pow2_at_least(g.ow), thy = g.oh >= 4 ? 4 : pow2_at_least(g.oh);
+    int64_t thx = g.ow >= 8 ? 8 : tune_cuda_pow2_at_least(g.ow), thy = g.oh >= 4 ? 4 : tune_cuda_pow2_at_least(g.oh);
     tune_config_set(s, cfg, "thread_x", thx);
     tune_config_set(s, cfg, "thread_y", thy);
     thx = tune_value(s, cfg, "thread_x"), thy = tune_value(s, cfg, "thread_y");
@@ -181,80 +171,7 @@ static void default_config(const kernel_provider *self, const tune_task *t, cons
     if (shared_bytes(&g, &k) > CONV2D_CUDA_MAX_SHARED) tune_config_set(s, cfg, "shared", 0);
 }
 
-#define TRY(x)                                                                             \
-    do {                                                                                   \
-        wpk_status st_ = (x);                                                              \
-        if (st_) return st_;                                                               \
-    } while (0)
-
 static wpk_status failed(te_ctx *c) { return tune_failed(c, NAME); }
-
-/* The padded input as an inline compute over padded coordinates [N, cp, hp, wp]: zero outside
- * the real input, which is read at clamped indices (a select discards them there). Reading it
- * at unclamped indices keeps the regions bounds inference gives the shared stages tight. */
-static te_tensor *padded_input(te_ctx *c, te_tensor *x, const tune_conv *g, int64_t cp,
-                               int64_t hp, int64_t wp) {
-    const int64_t shape[4] = {g->n, cp, hp, wp};
-    te_iter **ax = te_compute_axes(c, 4, shape, (const char *const[]){"n", "c", "h", "w"});
-    if (!ax) return NULL;
-    const int64_t pt = g->p.pad[0], pl = g->p.pad[1];
-    const te_expr *ch = te_var(c, ax[1]);
-    const te_expr *h = te_sub(c, te_var(c, ax[2]), te_int(c, pt));
-    const te_expr *w = te_sub(c, te_var(c, ax[3]), te_int(c, pl));
-    const te_expr *cond = NULL;
-    if (cp > g->cin) cond = te_cmp(c, TE_LT, ch, te_int(c, g->cin));
-    if (pt > 0) {
-        const te_expr *k = te_cmp(c, TE_LE, te_int(c, 0), h);
-        cond = cond ? te_and(c, cond, k) : k;
-    }
-    if (hp - pt > g->h) {
-        const te_expr *k = te_cmp(c, TE_LT, h, te_int(c, g->h));
-        cond = cond ? te_and(c, cond, k) : k;
-    }
-    if (pl > 0) {
-        const te_expr *k = te_cmp(c, TE_LE, te_int(c, 0), w);
-        cond = cond ? te_and(c, cond, k) : k;
-    }
-    if (wp - pl > g->w) {
-        const te_expr *k = te_cmp(c, TE_LT, w, te_int(c, g->w));
-        cond = cond ? te_and(c, cond, k) : k;
-    }
-    const te_expr *idx[4] = {te_var(c, ax[0]), cp > g->cin ? te_algo_clamp(c, ch, 0, g->cin - 1) : ch,
-                             te_algo_clamp(c, h, 0, g->h - 1), te_algo_clamp(c, w, 0, g->w - 1)};
-    const te_expr *v = te_load(c, x, 4, idx);
-    if (cond) v = te_select(c, cond, v, te_float(c, 0.0));
-    return v ? te_compute(c, "pad", 4, shape, ax, v) : NULL;
-}
-
-/* The weights over cop >= Cout output channels, zero past the real ones (an inline compute:
- * the padded channels' results are never stored). */
-static te_tensor *padded_weights(te_ctx *c, te_tensor *w, const tune_conv *g, int64_t cop) {
-    const int64_t shape[4] = {cop, g->cg, g->kh, g->kw};
-    te_iter **ax = te_compute_axes(c, 4, shape, (const char *const[]){"oc", "ic", "kh", "kw"});
-    if (!ax) return NULL;
-    const te_expr *oc = te_var(c, ax[0]);
-    const te_expr *idx[4] = {te_algo_clamp(c, oc, 0, g->cout - 1), te_var(c, ax[1]),
-                             te_var(c, ax[2]), te_var(c, ax[3])};
-    const te_expr *v = te_select(c, te_cmp(c, TE_LT, oc, te_int(c, g->cout)), te_load(c, w, 4, idx),
-                                 te_float(c, 0.0));
-    return v ? te_compute(c, "w.pad", 4, shape, ax, v) : NULL;
-}
-
-/* Fuse every axis of a shared stage and spread it over the block's threads: tx fastest, so
- * consecutive threads copy consecutive elements. */
-static wpk_status cooperative(te_stage *st, const knobs *k) {
-    te_tensor *t = st->tensor;
-    te_iter *f = t->axes[0], *f1, *f2, *f3, *x, *y, *z;
-    for (int d = 1; d < t->ndim; d++) TRY(te_fuse(st, f, t->axes[d], &f));
-    TRY(te_split(st, f, k->thx, &f1, &x));
-    TRY(te_split(st, f1, k->thy, &f2, &y));
-    TRY(te_split(st, f2, k->thz, &f3, &z));
-    TRY(te_reorder(st, 4, (te_iter *[]){f3, z, y, x}));
-    TRY(te_bind(st, z, "threadIdx.z"));
-    TRY(te_bind(st, y, "threadIdx.y"));
-    TRY(te_bind(st, x, "threadIdx.x"));
-    return WPK_OK;
-}
 
 static te_iter *raxis(const te_tensor *t, const char *name) {
     for (int i = 0; i < t->body->nraxes; i++)
@@ -262,9 +179,8 @@ static te_iter *raxis(const te_tensor *t, const char *name) {
     return NULL;
 }
 
-static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task *t, const tune_space *s,
-                        const tune_config *cfg, tune_build *out) {
-    (void)self;
+static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task *t,
+                        const tune_space *s, const tune_config *cfg, tune_build *out) {
     memset(out, 0, sizeof *out);
     tune_conv g;
     if (!tune_conv_read_task(t, &g) || g.op == IR_OP_CONV_NCHWC)
@@ -307,36 +223,18 @@ static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task 
     /* grouped: the block's padded channels may reach past the last group: so may the input */
     const int64_t per = g.cout / g.p.groups;
     const int64_t cp = g.p.groups > 1 ? (cop + per - 1) / per * g.cg : g.cin;
-    te_tensor *pad = padded_input(c, x, &g, cp, hp, wp);
-    te_tensor *wv = cop > g.cout ? padded_weights(c, w, &g, cop) : w;
-    if (!pad || !wv) return failed(c);
+    /* read at unclamped indices, the views keep the regions bounds inference gives the shared
+       stages tight */
+    te_tensor *pad = te_pad_to(c, "pad", x, (int64_t[]){0, 0, g.p.pad[0], g.p.pad[1]},
+                               (int64_t[]){g.n, cp, hp, wp}, 0.0,
+                               (const char *const[]){"n", "c", "h", "w"});
+    te_tensor *wv = te_pad_to(c, "w.pad", w, (int64_t[]){0, 0, 0, 0},
+                              (int64_t[]){cop, g.cg, g.kh, g.kw}, 0.0,
+                              (const char *const[]){"oc", "ic", "kh", "kw"});
     const int64_t ashape[4] = {g.n, cop, ohp, owp};
-    te_iter **aa = te_compute_axes(c, 4, ashape, (const char *const[]){"n", "oc", "oh", "ow"});
-    te_iter *rc = te_reduce_axis(c, "rc", 0, g.cg), *rh = te_reduce_axis(c, "kh", 0, g.kh);
-    te_iter *rw = te_reduce_axis(c, "kw", 0, g.kw);
-    if (!aa || !rc || !rh || !rw) return failed(c);
-    const te_expr *oc = te_var(c, aa[1]);
-    const te_expr *ic = te_var(c, rc);
-    if (g.p.groups > 1) ic = te_algo_affine(c, te_div(c, oc, te_int(c, per)), g.cg, ic);
-    const te_expr *vh = te_var(c, rh), *vw = te_var(c, rw);
-    const te_expr *xi[4] = {
-        te_var(c, aa[0]), ic,
-        te_algo_affine(c, te_var(c, aa[2]), g.p.stride[0], te_mul(c, vh, te_int(c, g.p.dilation[0]))),
-        te_algo_affine(c, te_var(c, aa[3]), g.p.stride[1], te_mul(c, vw, te_int(c, g.p.dilation[1])))};
-    const te_expr *wi[4] = {oc, te_var(c, rc), vh, vw};
-    const te_expr *prod = te_mul(c, te_load(c, pad, 4, xi), te_load(c, wv, 4, wi));
-    const te_expr *sum = prod ? te_reduce(c, TE_REDUCE_SUM, prod, 3, (te_iter *[]){rc, rh, rw}) : NULL;
-    te_tensor *acc = sum ? te_compute(c, "acc", 4, ashape, aa, sum) : NULL;
-    if (!acc) return failed(c);
-
+    te_tensor *acc = pad && wv ? te_conv2d_nchw_reduce(c, "acc", pad, wv, &g.p, ashape, per) : NULL;
     /* the output: the epilogue on acc, over the real shape */
-    const int64_t *yshape = t->out[0].dims;
-    te_iter **ya = te_compute_axes(c, 4, yshape, (const char *const[]){"n", "oc", "oh", "ow"});
-    if (!ya) return failed(c);
-    const te_expr *yi[4] = {te_var(c, ya[0]), te_var(c, ya[1]), te_var(c, ya[2]), te_var(c, ya[3])};
-    const te_expr *v = te_epilogue_apply(c, "y", &ep, te_load(c, acc, 4, yi), 4, ya, yi[1],
-                                         g.cout, NULL);
-    te_tensor *y = v ? te_compute(c, "y", 4, yshape, ya, v) : NULL;
+    te_tensor *y = te_epilogue_compute_to(c, "y", acc, t->out[0].dims, &ep, 1);
     if (!y) return failed(c);
     out->args[out->nargs++] = y;
 
@@ -348,7 +246,7 @@ static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task 
         TRY(te_cache_read(sc, pad, "shared", &acc, 1, &xs));
         TRY(te_cache_read(sc, wv, "shared", &acc, 1, &ws));
     }
-    TRY(te_compute_inline(te_stage_of(sc, pad)));
+    if (pad != x) TRY(te_compute_inline(te_stage_of(sc, pad)));
     if (wv != w) TRY(te_compute_inline(te_stage_of(sc, wv)));
 
     /* y: blocks and threads over the output, the thread's tile innermost */
@@ -378,7 +276,7 @@ static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task 
     te_iter *at[3], *ai[3];
     for (int d = 0; d < 3; d++) TRY(te_split(sa, acc->axes[d + 1], tile[d], &at[d], &ai[d]));
     te_iter *rco, *rci;
-    rc = raxis(acc, "rc"), rh = raxis(acc, "kh"), rw = raxis(acc, "kw");
+    te_iter *rc = raxis(acc, "rc"), *rh = raxis(acc, "kh"), *rw = raxis(acc, "kw");
     TRY(te_split(sa, rc, k.trz, &rco, &rci));
     te_iter *ord[11];
     int n = 0;
@@ -407,8 +305,9 @@ static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task 
         te_stage *sx = te_stage_of(sc, xs), *sw = te_stage_of(sc, ws);
         TRY(te_compute_at(sx, sa, attach));
         TRY(te_compute_at(sw, sa, attach));
-        TRY(cooperative(sx, &k));
-        TRY(cooperative(sw, &k));
+        const int64_t block[3] = {k.thx, k.thy, k.thz};
+        TRY(tune_cuda_cooperative(sx, 3, block));
+        TRY(tune_cuda_cooperative(sw, 3, block));
     }
     return WPK_OK;
 }

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "te/algo/conv2d_nchwc.h"
+#include "kernels/common.h"
 #include "kernels/conv.h"
 
 #define NAME "conv2d_nchw"
@@ -19,7 +20,8 @@
 enum { ORDER_IC_OUTER, ORDER_TAPS_OUTER };
 enum { PAR_ROWS, PAR_CHANNELS };
 
-static bool supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+static bool supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in,
+                     ir_tensor *const *out) {
     (void)self;
     tune_conv g;
     return tune_conv_read(n, in, out, &g) && g.op != IR_OP_CONV_NCHWC;
@@ -59,7 +61,8 @@ static void space(const kernel_provider *self, const tune_task *t, tune_space *s
     tune_space_add(s, "pack", g.wconst ? 2 : 1, flag);
 }
 
-static void default_config(const kernel_provider *self, const tune_task *t, const tune_space *s, tune_config *cfg) {
+static void default_config(const kernel_provider *self, const tune_task *t, const tune_space *s,
+                           tune_config *cfg) {
     (void)self;
     memset(cfg, 0, sizeof *cfg);
     tune_conv g;
@@ -78,12 +81,6 @@ static void default_config(const kernel_provider *self, const tune_task *t, cons
     tune_config_set(s, cfg, "pad_copy", 1);
     tune_config_set(s, cfg, "pack", 1);
 }
-
-#define TRY(x)                                                                             \
-    do {                                                                                   \
-        wpk_status st_ = (x);                                                              \
-        if (st_) return st_;                                                               \
-    } while (0)
 
 static wpk_status nomem(te_ctx *c) {
     if (c->oom) return WPK_ERR_NOMEM;
@@ -118,7 +115,8 @@ static te_iter *raxis(const te_tensor *t, const char *name) {
     return NULL;
 }
 
-static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task *t, const tune_space *s,
+static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task *t,
+                        const tune_space *s,
                         const tune_config *cfg, tune_build *out) {
     (void)self;
     memset(out, 0, sizeof *out);

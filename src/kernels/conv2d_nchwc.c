@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "te/algo/conv2d_nchwc.h"
+#include "kernels/common.h"
 #include "kernels/conv.h"
 
 #define NAME "conv2d_nchwc"
@@ -36,7 +37,8 @@ static const int64_t OWS[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
 /* Blocked kernels waste most of their lanes on fewer output channels than this. */
 #define MIN_CHANNELS 8
 
-static bool supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+static bool supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in,
+                     ir_tensor *const *out) {
     (void)self;
     tune_conv g;
     if (!tune_conv_read(n, in, out, &g)) return false;
@@ -164,7 +166,8 @@ static bool stem_avx2(const tune_conv *g, int64_t vec, int64_t ic_block) {
  *   few as one or two channel blocks, too few to share among threads on their own. The
  *   four-row tiles of a 7x7 image share channel blocks only (PAR_BLOCKS): 8 or more.
  * - On AVX2, a stem of 5x5 taps or more takes a small tile over a padded copy (below). */
-static void default_config(const kernel_provider *self, const tune_task *t, const tune_space *s, tune_config *cfg) {
+static void default_config(const kernel_provider *self, const tune_task *t, const tune_space *s,
+                           tune_config *cfg) {
     (void)self;
     memset(cfg, 0, sizeof *cfg);
     tune_conv g;
@@ -254,12 +257,6 @@ static void default_config(const kernel_provider *self, const tune_task *t, cons
 }
 
 /* ---- build ---- */
-
-#define TRY(x)                                                                             \
-    do {                                                                                   \
-        wpk_status st_ = (x);                                                              \
-        if (st_) return st_;                                                               \
-    } while (0)
 
 /* After an algorithm returned NULL: out of memory, or its message (prefixed). */
 static wpk_status nomem(te_ctx *c) {
@@ -358,7 +355,8 @@ static wpk_status schedule_copy(te_schedule *s, te_tensor *t) {
     return WPK_OK;
 }
 
-static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task *t, const tune_space *s,
+static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task *t,
+                        const tune_space *s,
                         const tune_config *cfg, tune_build *out) {
     (void)self;
     memset(out, 0, sizeof *out);

@@ -53,7 +53,8 @@ static bool takes(const tune_conv *g) {
            g->p.dilation[0] == 1 && g->p.dilation[1] == 1 && g->p.groups == 1 && g->wconst;
 }
 
-static bool supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+static bool supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in,
+                     ir_tensor *const *out) {
     (void)self;
     tune_conv g;
     return tune_conv_read(n, in, out, &g) && takes(&g);
@@ -127,7 +128,8 @@ static int64_t pick_tiles(int64_t p, int64_t regs) {
     return best;
 }
 
-static void default_config(const kernel_provider *self, const tune_task *t, const tune_space *s, tune_config *cfg) {
+static void default_config(const kernel_provider *self, const tune_task *t, const tune_space *s,
+                           tune_config *cfg) {
     (void)self;
     memset(cfg, 0, sizeof *cfg);
     tune_conv g;
@@ -180,12 +182,6 @@ static void default_config(const kernel_provider *self, const tune_task *t, cons
 }
 
 /* ---- build ---- */
-
-#define TRY(x)                                                                             \
-    do {                                                                                   \
-        wpk_status st_ = (x);                                                              \
-        if (st_) return st_;                                                               \
-    } while (0)
 
 typedef struct knobs {
     int m;
@@ -338,7 +334,8 @@ static wpk_status schedule_output(te_schedule *s, const te_winograd_parts *wp, c
     return te_vectorize(st, tout->axes[4]);
 }
 
-static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task *t, const tune_space *s,
+static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task *t,
+                        const tune_space *s,
                         const tune_config *cfg, tune_build *out) {
     (void)self;
     memset(out, 0, sizeof *out);

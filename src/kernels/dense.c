@@ -1,7 +1,6 @@
-/* dense.c -- the template of matrix products: Gemm (transposes, alpha, beta, C broadcast to
- * the output), wpk::FusedGemm (its C, a residual Z, an activation), MatMul (numpy semantics:
- * 1-D operands promoted, batch dims broadcast) and wpk::FusedMatMul (a bias per column, Z,
- * activation), on te_matmul (te/algo/dense.h) with the epilogue as one elementwise compute.
+/* dense.c -- the CPU template of matrix products (Gemm, MatMul and their fused forms; the
+ * reader, key and epilogue are matmul.h's, shared with dense_cuda.c): te_matmul with the
+ * epilogue as one elementwise compute, and this file's CPU schedule.
  *
  * The schedule (a register-tiled GEMM, TVM's dense_pack on x86): the output is tiled into
  * tile_m rows x tile_n columns; the tile's accumulator is a "local" stage computed at the tile
@@ -14,144 +13,23 @@
  * tile loops (1) in parallel. */
 #include <string.h>
 
-#include "te/algo/dense.h"
 #include "kernels/common.h"
 #include "kernels/conv.h"
+#include "kernels/matmul.h"
 
 #define NAME "dense"
-#define Z_INPUT 3
 
-/* A product node read into plain numbers. */
-typedef struct mm {
-    ir_op op;
-    int nb;                      /* batch dims of the output (te shape) */
-    int64_t batch[TE_MAX_DIMS];
-    int64_t m, n, k;
-    bool ta, tb;                 /* Gemm's transposes */
-    float alpha, beta;           /* Gemm's (FusedGemm: 1) */
-    const ir_tensor *a, *b, *c, *z; /* c: Gemm/FusedGemm's C or FusedMatMul's bias; NULL absent */
-    te_act act;
-    bool packable;               /* B is a constant matrix: it can be pre-packed */
-} mm;
-
-static bool is_gemm(ir_op op) { return op == IR_OP_GEMM || op == IR_OP_FUSED_GEMM; }
-
-/* C of a Gemm broadcasts to [M, N]. */
-static bool c_fits(const ir_tensor *c, int64_t m, int64_t n) {
-    if (c->ndim > 2) return false;
-    const int64_t want[2] = {m, n};
-    for (int i = 0; i < c->ndim; i++) {
-        int64_t d = c->dims[i], w = want[2 - c->ndim + i];
-        if (d != 1 && d != w) return false;
-    }
-    return true;
-}
-
-/* Read n with its tensors (in[i] NULL for an omitted input). */
-static bool read_mm(const ir_node *n, const ir_tensor *const *in, const ir_tensor *const *out,
-                    mm *g) {
-    memset(g, 0, sizeof *g);
-    if (!n || n->nout < 1 || !out[0] || !tune_static_f32(out[0]) || n->nin < 2) return false;
-    if (n->nout > 1 && out[1]) return false;
-    g->op = n->op;
-    switch (n->op) {
-    case IR_OP_GEMM: case IR_OP_MATMUL:
-        if (n->nin > (n->op == IR_OP_GEMM ? 3 : 2)) return false;
-        break;
-    case IR_OP_FUSED_GEMM: case IR_OP_FUSED_MATMUL:
-        if (n->nin > Z_INPUT + 1) return false;
-        break;
-    default: return false;
-    }
-    g->a = in[0], g->b = in[1];
-    g->c = n->nin > 2 ? in[2] : NULL;
-    g->z = n->nin > Z_INPUT ? in[Z_INPUT] : NULL;
-    if (!tune_static_f32(g->a) || !tune_static_f32(g->b)) return false;
-    if ((g->c && !tune_static_f32(g->c)) || (g->z && !tune_static_f32(g->z))) return false;
-    const ir_tensor *a = g->a, *b = g->b;
-    g->alpha = g->beta = 1.0f;
-    if (is_gemm(n->op)) {
-        if (a->ndim != 2 || b->ndim != 2) return false;
-        g->ta = ir_attr_int(n, "transA", 0) != 0;
-        g->tb = ir_attr_int(n, "transB", 0) != 0;
-        if (n->op == IR_OP_GEMM) {
-            g->alpha = ir_attr_float(n, "alpha", 1.0f);
-            g->beta = ir_attr_float(n, "beta", 1.0f);
-        }
-        g->m = a->dims[g->ta ? 1 : 0];
-        g->k = a->dims[g->ta ? 0 : 1];
-        g->n = b->dims[g->tb ? 0 : 1];
-        if (b->dims[g->tb ? 1 : 0] != g->k) return false;
-        if (g->c && !c_fits(g->c, g->m, g->n)) return false;
-    } else {
-        if (a->ndim < 1 || b->ndim < 1) return false;
-        g->m = a->ndim == 1 ? 1 : a->dims[a->ndim - 2];
-        g->k = a->dims[a->ndim - 1];
-        g->n = b->ndim == 1 ? 1 : b->dims[b->ndim - 1];
-        if ((b->ndim == 1 ? b->dims[0] : b->dims[b->ndim - 2]) != g->k) return false;
-        int na = a->ndim > 2 ? a->ndim - 2 : 0, nbb = b->ndim > 2 ? b->ndim - 2 : 0;
-        g->nb = na > nbb ? na : nbb;
-        if (g->nb + 2 > TE_MAX_DIMS) return false;
-        for (int i = 0; i < g->nb; i++) {
-            int ia = i - (g->nb - na), ib = i - (g->nb - nbb);
-            int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
-            if (da != db && da != 1 && db != 1) return false;
-            g->batch[i] = da > db ? da : db;
-        }
-        /* FusedMatMul's bias: one value per column */
-        if (g->c && (g->c->ndim != 1 || g->c->dims[0] != g->n)) return false;
-    }
-    int64_t want = g->m * g->n;
-    for (int i = 0; i < g->nb; i++) want *= g->batch[i];
-    if (ir_numel(out[0]) != want) return false;
-    if (g->z && ir_numel(g->z) != want) return false;
-    if (n->op == IR_OP_FUSED_GEMM || n->op == IR_OP_FUSED_MATMUL) {
-        if (!tune_read_act(n, &g->act)) return false;
-    } else {
-        g->act = te_act_default(TE_ACT_NONE);
-    }
-    g->packable = b->data != NULL && (b->ndim == 2 || (b->ndim > 2 && ir_numel(b) == g->k * g->n));
-    return true;
-}
-
-static bool read_task(const tune_task *t, mm *g) {
-    const ir_tensor *in[TUNE_MAX_ARGS] = {0}, *out[TUNE_MAX_ARGS] = {&t->out[0]};
-    for (int i = 0; i < t->nin; i++) in[i] = tune_task_in(t, i);
-    for (int i = 1; i < t->nout && i < TUNE_MAX_ARGS; i++) out[i] = &t->out[i];
-    return read_mm(t->node, in, out, g);
-}
-
-static bool supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+static bool supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in,
+                     ir_tensor *const *out) {
     (void)self;
-    mm g;
-    if (!n || !in || !out || n->nin > TUNE_MAX_ARGS || n->nout > TUNE_MAX_ARGS) return false;
-    const ir_tensor *ci[TUNE_MAX_ARGS] = {0}, *co[TUNE_MAX_ARGS] = {0};
-    for (int i = 0; i < n->nin; i++) ci[i] = in[i];
-    for (int i = 0; i < n->nout; i++) co[i] = out[i]; /* read_mm looks at every output */
-    return read_mm(n, ci, co, &g);
+    tune_mm g;
+    return tune_mm_read(n, in, out, &g);
 }
 
 static void describe(const kernel_provider *self, tune_task *t) {
     (void)self;
-    mm g;
-    if (!read_task(t, &g)) return;
-    tune_key_add(t, NAME ":%s,a=", t->node->op_type);
-    tune_key_dims(t, g.a);
-    tune_key_add(t, ",b=");
-    tune_key_dims(t, g.b);
-    if (g.ta) tune_key_add(t, ",ta");
-    if (g.tb) tune_key_add(t, ",tb");
-    if (g.alpha != 1.0f) tune_key_add(t, ",alpha=%g", (double)g.alpha);
-    if (g.c) {
-        tune_key_add(t, is_gemm(g.op) ? ",c=" : ",bias=");
-        tune_key_dims(t, g.c);
-        if (g.beta != 1.0f) tune_key_add(t, ",beta=%g", (double)g.beta);
-    }
-    if (g.z) tune_key_add(t, ",res");
-    tune_key_act(t, &g.act);
-    int64_t batch = 1;
-    for (int i = 0; i < g.nb; i++) batch *= g.batch[i];
-    t->flops = 2 * batch * g.m * g.n * g.k;
+    tune_mm g;
+    if (tune_mm_read_task(t, &g)) tune_mm_describe(NAME, &g, t);
 }
 
 /* Values of cand up to the first that covers `limit` (at least one). */
@@ -165,8 +43,8 @@ static void add_covering(tune_space *s, const char *name, const int64_t *cand, i
 static void space(const kernel_provider *self, const tune_task *t, tune_space *s) {
     (void)self;
     memset(s, 0, sizeof *s);
-    mm g;
-    if (!read_task(t, &g)) return;
+    tune_mm g;
+    if (!tune_mm_read_task(t, &g)) return;
     static const int64_t ms[] = {1, 2, 4, 6, 8}, ns[] = {8, 16, 24, 32, 48, 64};
     static const int64_t us[] = {1, 2, 4}, flag[] = {0, 1};
     int km = 1;
@@ -179,11 +57,12 @@ static void space(const kernel_provider *self, const tune_task *t, tune_space *s
     tune_space_add(s, "pack", g.packable ? 2 : 1, flag);
 }
 
-static void default_config(const kernel_provider *self, const tune_task *t, const tune_space *s, tune_config *cfg) {
+static void default_config(const kernel_provider *self, const tune_task *t, const tune_space *s,
+                           tune_config *cfg) {
     (void)self;
     memset(cfg, 0, sizeof *cfg);
-    mm g;
-    if (!read_task(t, &g)) return;
+    tune_mm g;
+    if (!tune_mm_read_task(t, &g)) return;
     const int64_t vec = tune_vector_floats();
     /* two vectors of columns, rows to fill about half the vector registers with accumulators */
     tune_config_set(s, cfg, "tile_n", g.n >= 2 * vec ? 2 * vec : g.n);
@@ -195,12 +74,6 @@ static void default_config(const kernel_provider *self, const tune_task *t, cons
     tune_config_set(s, cfg, "parallel", 1);
     tune_config_set(s, cfg, "pack", 1);
 }
-
-#define TRY(x)                                                                             \
-    do {                                                                                   \
-        wpk_status st_ = (x);                                                              \
-        if (st_) return st_;                                                               \
-    } while (0)
 
 /* A placeholder of t's data in the te shape `dims` (same elements, same order). */
 static te_tensor *ph(te_ctx *c, const char *name, const ir_tensor *t, int ndim,
@@ -223,38 +96,11 @@ static te_tensor *pack_b(te_ctx *c, te_tensor *b, bool tb, int64_t k, int64_t n,
     return v ? te_compute(c, "b.packed", 3, shape, ax, v) : NULL;
 }
 
-/* The epilogue over acc [batch..., M, N]: act(alpha * acc + beta * C + bias + Z). */
-static te_tensor *epilogue(te_ctx *c, const mm *g, te_tensor *acc, te_tensor *cin,
-                           te_tensor *z) {
-    const int nd = acc->ndim;
-    te_iter **ax = te_compute_axes(c, nd, acc->shape, NULL);
-    if (!ax) return NULL;
-    const te_expr *idx[TE_MAX_DIMS];
-    for (int i = 0; i < nd; i++) idx[i] = te_var(c, ax[i]);
-    const te_expr *v = te_load(c, acc, nd, idx);
-    if (g->alpha != 1.0f) v = te_mul(c, v, te_float(c, g->alpha));
-    if (cin) {
-        /* Gemm's C right-aligned against [M, N]; FusedMatMul's bias per column */
-        const te_expr *ci[2];
-        for (int i = 0; i < cin->ndim; i++) {
-            int od = nd - cin->ndim + i;
-            ci[i] = cin->shape[i] == 1 && acc->shape[od] != 1 ? te_int(c, 0) : idx[od];
-        }
-        const te_expr *cv = te_load(c, cin, cin->ndim, ci);
-        if (g->beta != 1.0f) cv = te_mul(c, cv, te_float(c, g->beta));
-        v = te_add(c, v, cv);
-    }
-    if (z) v = te_add(c, v, te_load(c, z, nd, idx));
-    v = te_activation(c, &g->act, v);
-    return v ? te_compute(c, "y", nd, acc->shape, ax, v) : NULL;
-}
-
-static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task *t, const tune_space *s,
-                        const tune_config *cfg, tune_build *out) {
-    (void)self;
+static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task *t,
+                        const tune_space *s, const tune_config *cfg, tune_build *out) {
     memset(out, 0, sizeof *out);
-    mm g;
-    if (!read_task(t, &g))
+    tune_mm g;
+    if (!tune_mm_read_task(t, &g))
         return wpk_error(c->err, WPK_ERR_INVALID_ARG, NAME ": node '%s' is not a product this "
                          "template takes", t->node ? t->node->name : "(null)");
     TRY(tune_check_legal(c, self, t, s, cfg));
@@ -301,24 +147,15 @@ static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task 
         if (b) out->args[out->nargs++] = b;
     }
     if (!b) return tune_failed(c, NAME);
-    te_tensor *cin = NULL, *z = NULL;
-    if (g.c) {
-        cin = tune_placeholder(c, is_gemm(g.op) ? "c" : "bias", g.c);
-        if (!cin) return tune_failed(c, NAME);
-        out->args[out->nargs++] = cin;
-    }
+    te_gemm_epilogue ep;
+    if (tune_mm_epilogue_args(c, &g, out, &ep)) return tune_failed(c, NAME);
+    out->ninputs = out->nargs;
     te_matmul_params mp = {g.ta, tb};
     te_algo_parts parts;
     te_tensor *acc = te_matmul(c, "acc", a, b, &mp, NULL, &parts);
     if (!acc) return tune_failed(c, NAME);
-    if (g.z) {
-        z = te_placeholder(c, "z", TE_F32, acc->ndim, acc->shape);
-        if (!z) return tune_failed(c, NAME);
-        out->args[out->nargs++] = z;
-    }
-    out->ninputs = out->nargs;
-    bool ep = g.alpha != 1.0f || cin || z || g.act.kind != TE_ACT_NONE;
-    te_tensor *y = ep ? epilogue(c, &g, acc, cin, z) : acc;
+    const bool fused = !te_gemm_epilogue_empty(&ep);
+    te_tensor *y = fused ? te_gemm_epilogue_compute(c, "y", acc, acc->shape, &ep) : acc;
     if (!y) return tune_failed(c, NAME);
     out->args[out->nargs++] = y;
 
@@ -326,7 +163,7 @@ static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task 
     if (!sc) return tune_failed(c, NAME);
     out->schedule = sc;
     if (pack) TRY(te_compute_inline(te_stage_of(sc, b)));
-    if (!ep) TRY(te_cache_write(sc, y, "local", &acc));
+    if (!fused) TRY(te_cache_write(sc, y, "local", &acc));
 
     /* the output: batch, tiles, then the tile (rows, columns) */
     te_stage *so = te_stage_of(sc, y);

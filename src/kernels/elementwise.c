@@ -57,7 +57,8 @@ static bool broadcasts(const ir_tensor *a, const ir_tensor *out) {
     return true;
 }
 
-static bool supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+static bool supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in,
+                     ir_tensor *const *out) {
     (void)self;
     if (!n || n->nout < 1 || !out || !out[0] || !tune_static_f32(out[0]) || out[0]->ndim < 1)
         return false;
@@ -174,7 +175,8 @@ static void space(const kernel_provider *self, const tune_task *t, tune_space *s
     tune_space_add(s, "parallel", total >= 1024 ? 2 : 1, flag);
 }
 
-static void default_config(const kernel_provider *self, const tune_task *t, const tune_space *s, tune_config *cfg) {
+static void default_config(const kernel_provider *self, const tune_task *t, const tune_space *s,
+                           tune_config *cfg) {
     (void)self;
     memset(cfg, 0, sizeof *cfg);
     const ir_tensor *o = &t->out[0];
@@ -257,13 +259,8 @@ static const te_expr *binary(te_ctx *c, ir_op op, const te_expr *a, const te_exp
     }
 }
 
-#define TRY(x)                                                                             \
-    do {                                                                                   \
-        wpk_status st_ = (x);                                                              \
-        if (st_) return st_;                                                               \
-    } while (0)
-
-static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task *t, const tune_space *s,
+static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task *t,
+                        const tune_space *s,
                         const tune_config *cfg, tune_build *out) {
     (void)self;
     memset(out, 0, sizeof *out);

@@ -8,7 +8,7 @@
  * dropped, every algorithmic choice (padding, broadcasts, the average's divisor, ONNX's
  * semantics) is kept, and the node readers exist once.
  *
- * The GPU schedule: the output's axes fused into one index space laid over the grid,
+ * The GPU schedule (tune_cuda_schedule_flat, sched_cuda.c): the output's axes fused into one index space laid over the grid,
  *     f = (block * per_thread + u) * threads + thread
  * so that the threads of a warp touch consecutive elements in every one of the `per_thread`
  * unrolled steps (coalesced); elementwise_cuda with `vec` 4 makes each element a float4 group
@@ -55,8 +55,6 @@ static void b_describe(const kernel_provider *self, tune_task *t) {
     t->key[sizeof t->key - 1] = '\0';
 }
 
-static int64_t out_elems(const tune_task *t) { return ir_numel(&t->out[0]); }
-
 /* vec 4 only where the innermost dim holds whole groups of four (so a group never straddles a
  * row of a broadcast input) */
 static bool can_vec(const borrowed *b, const tune_task *t) {
@@ -65,40 +63,13 @@ static bool can_vec(const borrowed *b, const tune_task *t) {
 }
 
 static void b_space(const kernel_provider *self, const tune_task *t, tune_space *s) {
-    const borrowed *b = borrowed_of(self);
-    memset(s, 0, sizeof *s);
-    static const int64_t threads[] = {32, 64, 128, 256, 512, 1024}, per[] = {1, 2, 4};
-    static const int64_t vecs[] = {1, 4};
-    const int64_t n = out_elems(t);
-    int k = 1;
-    while (k < 6 && threads[k - 1] < n) k++;
-    tune_space_add(s, "threads", k, threads);
-    int kp = 1;
-    while (kp < 3 && per[kp] * 32 <= n) kp++;
-    tune_space_add(s, "per_thread", kp, per);
-    tune_space_add(s, "vec", can_vec(b, t) ? 2 : 1, vecs);
+    tune_cuda_flat_space(t, s, true, can_vec(borrowed_of(self), t));
 }
 
-/* 256 threads (fewer for small outputs), one element each: enough blocks to fill the SMs for
- * all but the smallest outputs; float4 where the shape allows. */
 static void b_default(const kernel_provider *self, const tune_task *t, const tune_space *s,
                       tune_config *cfg) {
-    const borrowed *b = borrowed_of(self);
-    memset(cfg, 0, sizeof *cfg);
-    const int64_t n = out_elems(t);
-    const bool v = can_vec(b, t) && n >= 4096;
-    tune_config_set(s, cfg, "vec", v ? 4 : 1);
-    int64_t th = 256;
-    while (th > 32 && th * (v ? 4 : 1) / 2 >= n) th /= 2;
-    tune_config_set(s, cfg, "threads", th);
-    tune_config_set(s, cfg, "per_thread", 1);
+    tune_cuda_flat_default(t, s, can_vec(borrowed_of(self), t), cfg);
 }
-
-#define TRY(x)                                                                             \
-    do {                                                                                   \
-        wpk_status st_ = (x);                                                              \
-        if (st_) return st_;                                                               \
-    } while (0)
 
 static wpk_status b_build(const kernel_provider *self, te_ctx *c, const tune_task *t,
                           const tune_space *s, const tune_config *cfg, tune_build *out) {
@@ -108,8 +79,6 @@ static wpk_status b_build(const kernel_provider *self, te_ctx *c, const tune_tas
         return wpk_error(c->err, WPK_ERR_INVALID_ARG, "%s: node '%s' is not one this template "
                          "takes", self->name, t->node ? t->node->name : "(null)");
     TRY(tune_check_legal(c, self, t, s, cfg));
-    const int64_t threads = tune_value(s, cfg, "threads");
-    const int64_t per = tune_value(s, cfg, "per_thread"), vec = tune_value(s, cfg, "vec");
 
     /* the algorithm: the CPU template's build at its default config (no pre-packing there) */
     tune_space cs;
@@ -124,55 +93,7 @@ static wpk_status b_build(const kernel_provider *self, te_ctx *c, const tune_tas
     if (out->nargs != out->ninputs + 1)
         return wpk_error(c->err, WPK_ERR_INVALID_ARG, "%s: %d outputs", self->name,
                          out->nargs - out->ninputs);
-    return tune_cuda_schedule_flat(c, self->name, out->args[out->nargs - 1], threads, per, vec,
-                                   &out->schedule);
-}
-
-wpk_status tune_cuda_schedule_flat(te_ctx *c, const char *tmpl, te_tensor *y, int64_t threads,
-                                   int64_t per, int64_t vec, te_schedule **out) {
-    *out = NULL;
-    /* a fresh schedule of y: whatever schedule built it before is not this one */
-    te_schedule *sc = te_schedule_create(c, &y, 1);
-    if (!sc) return tune_failed(c, tmpl);
-    *out = sc;
-    te_stage *so = te_stage_of(sc, y);
-    te_iter *f = y->axes[0], *v = NULL;
-    if (vec > 1) {
-        TRY(te_split(so, y->axes[y->ndim - 1], vec, &f, &v));
-        if (y->ndim > 1) {
-            TRY(te_reorder(so, 2, (te_iter *[]){y->axes[y->ndim - 2], f}));
-            te_iter *last = f;
-            f = y->axes[0];
-            for (int d = 1; d < y->ndim - 1; d++) TRY(te_fuse(so, f, y->axes[d], &f));
-            TRY(te_fuse(so, f, last, &f));
-        }
-    } else {
-        for (int d = 1; d < y->ndim; d++) TRY(te_fuse(so, f, y->axes[d], &f));
-    }
-    te_iter *fo, *th, *bl, *u;
-    TRY(te_split(so, f, threads, &fo, &th));
-    TRY(te_split(so, fo, per, &bl, &u));
-    TRY(te_reorder(so, 3, (te_iter *[]){bl, th, u}));
-    TRY(te_bind(so, bl, "blockIdx.x"));
-    TRY(te_bind(so, th, "threadIdx.x"));
-    if (per > 1) TRY(te_unroll(so, u));
-    if (v) TRY(te_vectorize(so, v));
-
-    /* every other stage: inlined, or a reduction accumulated in the thread's registers */
-    for (int i = 0; i < sc->nstages; i++) {
-        te_stage *st = sc->stages[i];
-        if (st == so) continue;
-        if (st->tensor->body && st->tensor->body->kind == TE_REDUCE) {
-            if (v)
-                return wpk_error(c->err, WPK_ERR_INVALID_ARG, "%s: vec=4 with a reduction "
-                                 "('%s')", tmpl, st->tensor->name);
-            TRY(te_compute_at(st, so, u));
-            TRY(te_set_scope(st, "local"));
-        } else {
-            TRY(te_compute_inline(st));
-        }
-    }
-    return WPK_OK;
+    return tune_cuda_build_flat(self, c, s, cfg, out);
 }
 
 /* The three templates: one set of entry points, each template's description in impl. */

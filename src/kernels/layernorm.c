@@ -56,7 +56,8 @@ static bool read_task(const tune_task *t, ln *g) {
     return read_ln(t->node, in, &t->out[0], g);
 }
 
-static bool supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+static bool supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in,
+                     ir_tensor *const *out) {
     (void)self;
     ln g;
     if (!n || n->nout < 1 || !out[0]) return false;
@@ -96,7 +97,8 @@ static void space(const kernel_provider *self, const tune_task *t, tune_space *s
     tune_space_add(s, "parallel", g.rows > 1 ? 2 : 1, flag);
 }
 
-static void default_config(const kernel_provider *self, const tune_task *t, const tune_space *s, tune_config *cfg) {
+static void default_config(const kernel_provider *self, const tune_task *t, const tune_space *s,
+                           tune_config *cfg) {
     (void)self;
     memset(cfg, 0, sizeof *cfg);
     ln g;
@@ -106,13 +108,8 @@ static void default_config(const kernel_provider *self, const tune_task *t, cons
     tune_config_set(s, cfg, "parallel", g.rows * g.cols >= 16384);
 }
 
-#define TRY(x)                                                                             \
-    do {                                                                                   \
-        wpk_status st_ = (x);                                                              \
-        if (st_) return st_;                                                               \
-    } while (0)
-
-static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task *t, const tune_space *s,
+static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task *t,
+                        const tune_space *s,
                         const tune_config *cfg, tune_build *out) {
     (void)self;
     memset(out, 0, sizeof *out);

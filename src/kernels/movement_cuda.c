@@ -4,53 +4,47 @@
  * slice_cuda (Slice with constant starts/ends/axes/steps: ShuffleNet's split) and
  * reduce_mean_cuda (ReduceMean over constant axes: MnasNet's pooling). Each output element
  * reads its inputs at computed indices (a select over the inputs for Concat, clamped so that
- * every load stays inside its tensor; the mean a per-thread reduction), scheduled by
+ * every load stays inside its tensor; the mean a per-thread reduction). The readers are here
+ * (these ops have no CPU template); the algorithms are te/algo/movement.h's and the schedule is
  * tune_cuda_schedule_flat: `threads` per block, `per_thread` coalesced elements per thread. */
 #include <stdio.h>
 #include <string.h>
 
 #include "base/alloc.h"
 #include "ir/ops.h"
+#include "te/algo/movement.h"
 #include "kernels/common.h"
 #include "kernels/conv.h"
 #include "kernels/templates_cuda.h"
 
-#define TRY(x)                                                                             \
-    do {                                                                                   \
-        wpk_status st_ = (x);                                                              \
-        if (st_) return st_;                                                               \
-    } while (0)
-
-/* ---- shared: the knobs of the flat schedule ---- */
+/* ---- shared: the knobs of the flat schedule (no float4: their loads are gathers) ---- */
 
 static void flat_space(const kernel_provider *self, const tune_task *t, tune_space *s) {
     (void)self;
-    memset(s, 0, sizeof *s);
-    static const int64_t threads[] = {32, 64, 128, 256, 512, 1024}, per[] = {1, 2, 4};
-    const int64_t n = ir_numel(&t->out[0]);
-    int k = 1;
-    while (k < 6 && threads[k - 1] < n) k++;
-    tune_space_add(s, "threads", k, threads);
-    int kp = 1;
-    while (kp < 3 && per[kp] * 32 <= n) kp++;
-    tune_space_add(s, "per_thread", kp, per);
+    tune_cuda_flat_space(t, s, false, false);
 }
 
-static void flat_default(const kernel_provider *self, const tune_task *t, const tune_space *s, tune_config *cfg) {
+static void flat_default(const kernel_provider *self, const tune_task *t, const tune_space *s,
+                         tune_config *cfg) {
     (void)self;
-    memset(cfg, 0, sizeof *cfg);
-    const int64_t n = ir_numel(&t->out[0]);
-    int64_t th = 256;
-    while (th > 32 && th / 2 >= n) th /= 2;
-    tune_config_set(s, cfg, "threads", th);
-    tune_config_set(s, cfg, "per_thread", 1);
+    tune_cuda_flat_default(t, s, false, cfg);
 }
 
-static wpk_status flat_schedule(te_ctx *c, const char *name, const tune_space *s,
-                                const tune_config *cfg, tune_build *out) {
-    return tune_cuda_schedule_flat(c, name, out->args[out->nargs - 1],
-                                   tune_value(s, cfg, "threads"), tune_value(s, cfg, "per_thread"),
-                                   1, &out->schedule);
+/* The last of what every build here does: y as the output argument, scheduled flat. */
+static wpk_status finish(const kernel_provider *self, te_ctx *c, te_tensor *y,
+                         const tune_space *s, const tune_config *cfg, tune_build *out) {
+    if (!y) return tune_failed(c, self->name);
+    out->args[out->nargs++] = y;
+    return tune_cuda_build_flat(self, c, s, cfg, out);
+}
+
+/* x: the node's input 0 as the kernel's one input (the other inputs are constants read at build
+ * time). */
+static te_tensor *one_input(te_ctx *c, const tune_task *t, tune_build *out) {
+    te_tensor *x = tune_placeholder(c, "x", &t->in[0]);
+    if (x) out->args[out->nargs++] = x;
+    out->ninputs = 1;
+    return x;
 }
 
 static int norm_axis(int64_t a, int rank) { return (int)(a < 0 ? a + rank : a); }
@@ -83,7 +77,8 @@ static bool concat_read(const ir_node *n, ir_tensor *const *in, const ir_tensor 
     return total == y->dims[*axis];
 }
 
-static bool concat_supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+static bool concat_supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in,
+                            ir_tensor *const *out) {
     (void)self;
     int axis;
     return out && concat_read(n, in, out[0], &axis);
@@ -96,9 +91,8 @@ static void concat_describe(const kernel_provider *self, tune_task *t) {
     t->flops = ir_numel(&t->out[0]);
 }
 
-static wpk_status concat_build(const kernel_provider *self, te_ctx *c, const tune_task *t, const tune_space *s,
-                               const tune_config *cfg, tune_build *out) {
-    (void)self;
+static wpk_status concat_build(const kernel_provider *self, te_ctx *c, const tune_task *t,
+                               const tune_space *s, const tune_config *cfg, tune_build *out) {
     memset(out, 0, sizeof *out);
     ir_tensor *in[TUNE_MAX_ARGS];
     for (int i = 0; i < t->nin; i++) in[i] = (ir_tensor *)&t->in[i];
@@ -107,36 +101,13 @@ static wpk_status concat_build(const kernel_provider *self, te_ctx *c, const tun
         return wpk_error(c->err, WPK_ERR_INVALID_ARG, "concat_cuda: node '%s' is not a Concat "
                          "this template takes", t->node ? t->node->name : "(null)");
     TRY(tune_check_legal(c, self, t, s, cfg));
-    const ir_tensor *yt = &t->out[0];
-    te_iter **ax = te_compute_axes(c, yt->ndim, yt->dims, NULL);
-    if (!ax) return tune_failed(c, "concat_cuda");
-    const te_expr *pos = te_var(c, ax[axis]);
-    const te_expr *v = NULL;
-    int64_t off[TUNE_MAX_ARGS];
-    for (int i = 0, o = 0; i < t->nin; i++) off[i] = o, o += (int)t->in[i].dims[axis];
-    /* from the last input back: select(pos < end_i, x_i, later) */
     for (int i = 0; i < t->nin; i++) {
         te_tensor *x = tune_placeholder(c, "x", &t->in[i]);
-        if (!x) return tune_failed(c, "concat_cuda");
+        if (!x) return tune_failed(c, self->name);
         out->args[out->nargs++] = x;
     }
-    for (int i = t->nin - 1; i >= 0; i--) {
-        te_tensor *x = out->args[i];
-        const te_expr *idx[TE_MAX_DIMS];
-        for (int d = 0; d < yt->ndim; d++)
-            idx[d] = d == axis ? te_algo_clamp(c, te_sub(c, pos, te_int(c, off[i])), 0,
-                                               t->in[i].dims[axis] - 1)
-                               : te_var(c, ax[d]);
-        const te_expr *load = te_load(c, x, yt->ndim, idx);
-        v = !v ? load
-               : te_select(c, te_cmp(c, TE_LT, pos, te_int(c, off[i] + t->in[i].dims[axis])),
-                           load, v);
-    }
     out->ninputs = out->nargs;
-    te_tensor *y = v ? te_compute(c, "y", yt->ndim, yt->dims, ax, v) : NULL;
-    if (!y) return tune_failed(c, "concat_cuda");
-    out->args[out->nargs++] = y;
-    return flat_schedule(c, "concat_cuda", s, cfg, out);
+    return finish(self, c, te_concat(c, "y", out->args, t->nin, axis), s, cfg, out);
 }
 
 const kernel_provider tune_concat_cuda = {
@@ -168,7 +139,8 @@ static bool transpose_read(const ir_node *n, const ir_tensor *x, const ir_tensor
     return true;
 }
 
-static bool transpose_supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+static bool transpose_supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in,
+                               ir_tensor *const *out) {
     (void)self;
     int perm[WPK_MAX_DIMS];
     return in && out && transpose_read(n, in[0], out[0], perm);
@@ -184,28 +156,16 @@ static void transpose_describe(const kernel_provider *self, tune_task *t) {
     t->flops = ir_numel(&t->out[0]);
 }
 
-static wpk_status transpose_build(const kernel_provider *self, te_ctx *c, const tune_task *t, const tune_space *s,
-                                  const tune_config *cfg, tune_build *out) {
-    (void)self;
+static wpk_status transpose_build(const kernel_provider *self, te_ctx *c, const tune_task *t,
+                                  const tune_space *s, const tune_config *cfg, tune_build *out) {
     memset(out, 0, sizeof *out);
     int perm[WPK_MAX_DIMS];
     if (!transpose_read(t->node, &t->in[0], &t->out[0], perm))
         return wpk_error(c->err, WPK_ERR_INVALID_ARG, "transpose_cuda: node '%s' is not a "
                          "Transpose this template takes", t->node ? t->node->name : "(null)");
     TRY(tune_check_legal(c, self, t, s, cfg));
-    const ir_tensor *yt = &t->out[0];
-    te_tensor *x = tune_placeholder(c, "x", &t->in[0]);
-    te_iter **ax = te_compute_axes(c, yt->ndim, yt->dims, NULL);
-    if (!x || !ax) return tune_failed(c, "transpose_cuda");
-    out->args[out->nargs++] = x;
-    out->ninputs = 1;
-    const te_expr *idx[TE_MAX_DIMS];
-    for (int i = 0; i < yt->ndim; i++) idx[perm[i]] = te_var(c, ax[i]);
-    const te_expr *v = te_load(c, x, yt->ndim, idx);
-    te_tensor *y = v ? te_compute(c, "y", yt->ndim, yt->dims, ax, v) : NULL;
-    if (!y) return tune_failed(c, "transpose_cuda");
-    out->args[out->nargs++] = y;
-    return flat_schedule(c, "transpose_cuda", s, cfg, out);
+    te_tensor *x = one_input(c, t, out);
+    return finish(self, c, x ? te_transpose(c, "y", x, perm) : NULL, s, cfg, out);
 }
 
 const kernel_provider tune_transpose_cuda = {
@@ -255,7 +215,8 @@ static bool mean_read(const ir_node *n, ir_tensor *const *in, const ir_tensor *y
     return k == y->ndim;
 }
 
-static bool mean_supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+static bool mean_supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in,
+                          ir_tensor *const *out) {
     (void)self;
     bool red[WPK_MAX_DIMS], keep;
     return in && out && mean_read(n, in, out[0], red, &keep);
@@ -275,9 +236,8 @@ static void mean_describe(const kernel_provider *self, tune_task *t) {
     t->flops = ir_numel(&t->in[0]);
 }
 
-static wpk_status mean_build(const kernel_provider *self, te_ctx *c, const tune_task *t, const tune_space *s,
-                             const tune_config *cfg, tune_build *out) {
-    (void)self;
+static wpk_status mean_build(const kernel_provider *self, te_ctx *c, const tune_task *t,
+                             const tune_space *s, const tune_config *cfg, tune_build *out) {
     memset(out, 0, sizeof *out);
     bool red[WPK_MAX_DIMS], keep;
     ir_tensor *in[2] = {(ir_tensor *)&t->in[0], t->nin > 1 ? (ir_tensor *)&t->in[1] : NULL};
@@ -285,41 +245,8 @@ static wpk_status mean_build(const kernel_provider *self, te_ctx *c, const tune_
         return wpk_error(c->err, WPK_ERR_INVALID_ARG, "reduce_mean_cuda: node '%s' is not a "
                          "ReduceMean this template takes", t->node ? t->node->name : "(null)");
     TRY(tune_check_legal(c, self, t, s, cfg));
-    const ir_tensor *xt = &t->in[0], *yt = &t->out[0];
-    te_tensor *x = tune_placeholder(c, "x", xt);
-    te_iter **ax = te_compute_axes(c, yt->ndim, yt->dims, NULL);
-    if (!x || !ax) return tune_failed(c, "reduce_mean_cuda");
-    out->args[out->nargs++] = x;
-    out->ninputs = 1; /* the axes are constants read at build time */
-    te_iter *raxes[WPK_MAX_DIMS];
-    int nr = 0;
-    int64_t count = 1;
-    const te_expr *idx[TE_MAX_DIMS];
-    for (int d = 0, k = 0; d < xt->ndim; d++) {
-        if (red[d]) {
-            char name[16];
-            snprintf(name, sizeof name, "r%d", d);
-            raxes[nr] = te_reduce_axis(c, name, 0, xt->dims[d]);
-            if (!raxes[nr]) return tune_failed(c, "reduce_mean_cuda");
-            idx[d] = te_var(c, raxes[nr++]);
-            count *= xt->dims[d];
-            if (keep) k++;
-        } else {
-            idx[d] = te_var(c, ax[k++]);
-        }
-    }
-    const te_expr *sum = te_reduce(c, TE_REDUCE_SUM, te_load(c, x, xt->ndim, idx), nr, raxes);
-    te_tensor *acc = sum ? te_compute(c, "sum", yt->ndim, yt->dims, ax, sum) : NULL;
-    te_iter **ya = te_compute_axes(c, yt->ndim, yt->dims, NULL);
-    if (!acc || !ya) return tune_failed(c, "reduce_mean_cuda");
-    const te_expr *yi[TE_MAX_DIMS];
-    for (int d = 0; d < yt->ndim; d++) yi[d] = te_var(c, ya[d]);
-    /* the divide ReduceMean's reference kernel does: sum / count */
-    const te_expr *v = te_div(c, te_load(c, acc, yt->ndim, yi), te_float(c, (double)count));
-    te_tensor *y = v ? te_compute(c, "y", yt->ndim, yt->dims, ya, v) : NULL;
-    if (!y) return tune_failed(c, "reduce_mean_cuda");
-    out->args[out->nargs++] = y;
-    return flat_schedule(c, "reduce_mean_cuda", s, cfg, out);
+    te_tensor *x = one_input(c, t, out);
+    return finish(self, c, x ? te_reduce_mean(c, "y", x, red, keep, NULL) : NULL, s, cfg, out);
 }
 
 const kernel_provider tune_reduce_mean_cuda = {
@@ -352,7 +279,8 @@ static bool slice_ok(const ir_node *n, ir_tensor *const *in, const ir_tensor *y)
     return true;
 }
 
-static bool slice_supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+static bool slice_supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in,
+                           ir_tensor *const *out) {
     (void)self;
     return in && out && slice_ok(n, in, out[0]);
 }
@@ -417,9 +345,8 @@ static wpk_status slice_probe(te_ctx *c, const tune_task *t, int64_t *start, int
     return st;
 }
 
-static wpk_status slice_build(const kernel_provider *self, te_ctx *c, const tune_task *t, const tune_space *s,
-                              const tune_config *cfg, tune_build *out) {
-    (void)self;
+static wpk_status slice_build(const kernel_provider *self, te_ctx *c, const tune_task *t,
+                              const tune_space *s, const tune_config *cfg, tune_build *out) {
     memset(out, 0, sizeof *out);
     ir_tensor *in[5] = {0};
     for (int i = 0; i < t->nin && i < 5; i++) in[i] = (ir_tensor *)tune_task_in(t, i);
@@ -429,20 +356,9 @@ static wpk_status slice_build(const kernel_provider *self, te_ctx *c, const tune
     TRY(tune_check_legal(c, self, t, s, cfg));
     int64_t start[WPK_MAX_DIMS], step[WPK_MAX_DIMS];
     TRY(slice_probe(c, t, start, step));
-    const ir_tensor *yt = &t->out[0];
-    te_tensor *x = tune_placeholder(c, "x", &t->in[0]);
-    te_iter **ax = te_compute_axes(c, yt->ndim, yt->dims, NULL);
-    if (!x || !ax) return tune_failed(c, "slice_cuda");
-    out->args[out->nargs++] = x;
-    out->ninputs = 1; /* starts/ends/axes/steps are constants read at build time */
-    const te_expr *idx[TE_MAX_DIMS];
-    for (int d = 0; d < yt->ndim; d++)
-        idx[d] = te_add(c, te_mul(c, te_var(c, ax[d]), te_int(c, step[d])), te_int(c, start[d]));
-    const te_expr *v = te_load(c, x, yt->ndim, idx);
-    te_tensor *y = v ? te_compute(c, "y", yt->ndim, yt->dims, ax, v) : NULL;
-    if (!y) return tune_failed(c, "slice_cuda");
-    out->args[out->nargs++] = y;
-    return flat_schedule(c, "slice_cuda", s, cfg, out);
+    te_tensor *x = one_input(c, t, out);
+    return finish(self, c, x ? te_slice_affine(c, "y", x, t->out[0].dims, start, step) : NULL, s,
+                  cfg, out);
 }
 
 const kernel_provider tune_slice_cuda = {

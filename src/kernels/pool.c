@@ -119,7 +119,8 @@ static bool read_task(const tune_task *t, pool *g) {
     return t->nin >= 1 && read_pool(t->node, &t->in[0], &t->out[0], g);
 }
 
-static bool supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+static bool supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in,
+                     ir_tensor *const *out) {
     (void)self;
     pool g;
     if (!n || n->nin != 1 || n->nout < 1 || (n->nout > 1 && out[1])) return false;
@@ -167,7 +168,8 @@ static void space(const kernel_provider *self, const tune_task *t, tune_space *s
     tune_space_add(s, "pad_copy", padded(&g) ? 2 : 1, padded(&g) ? flag : zero);
 }
 
-static void default_config(const kernel_provider *self, const tune_task *t, const tune_space *s, tune_config *cfg) {
+static void default_config(const kernel_provider *self, const tune_task *t, const tune_space *s,
+                           tune_config *cfg) {
     (void)self;
     memset(cfg, 0, sizeof *cfg);
     pool g;
@@ -180,12 +182,6 @@ static void default_config(const kernel_provider *self, const tune_task *t, cons
     tune_config_set(s, cfg, "parallel", g.n * (g.c / g.x) < 4 * tune_threads());
     tune_config_set(s, cfg, "pad_copy", 0);
 }
-
-#define TRY(x)                                                                             \
-    do {                                                                                   \
-        wpk_status st_ = (x);                                                              \
-        if (st_) return st_;                                                               \
-    } while (0)
 
 /* The reduction axes of t (kh, kw, in that order, those that exist). */
 static int raxes(const te_tensor *t, te_iter **out) {
@@ -210,7 +206,8 @@ static wpk_status schedule_acc(te_schedule *sc, te_tensor *acc, te_stage *so, te
     return te_vectorize(sa, acc->axes[acc->ndim - 1]);
 }
 
-static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task *t, const tune_space *s,
+static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task *t,
+                        const tune_space *s,
                         const tune_config *cfg, tune_build *out) {
     (void)self;
     memset(out, 0, sizeof *out);
@@ -342,7 +339,8 @@ const kernel_provider tune_pool2d = {
 
 #define NAME "global_pool"
 
-static bool g_supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+static bool g_supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in,
+                       ir_tensor *const *out) {
     (void)self;
     if (!n || (n->op != IR_OP_GLOBAL_AVERAGE_POOL && n->op != IR_OP_GLOBAL_MAX_POOL) ||
         n->nin != 1 || n->nout != 1 || !in[0] || !out[0])
@@ -373,7 +371,8 @@ static void g_space(const kernel_provider *self, const tune_task *t, tune_space 
     tune_space_add(s, "parallel", planes > 1 ? 2 : 1, flag);
 }
 
-static void g_default(const kernel_provider *self, const tune_task *t, const tune_space *s, tune_config *cfg) {
+static void g_default(const kernel_provider *self, const tune_task *t, const tune_space *s,
+                      tune_config *cfg) {
     (void)self;
     memset(cfg, 0, sizeof *cfg);
     int64_t planes = g_planes(t), per = 1;
@@ -385,7 +384,8 @@ static void g_default(const kernel_provider *self, const tune_task *t, const tun
     tune_config_set(s, cfg, "parallel", planes * per >= 32768);
 }
 
-static wpk_status g_build(const kernel_provider *self, te_ctx *c, const tune_task *t, const tune_space *s,
+static wpk_status g_build(const kernel_provider *self, te_ctx *c, const tune_task *t,
+                          const tune_space *s,
                           const tune_config *cfg, tune_build *out) {
     (void)self;
     memset(out, 0, sizeof *out);

@@ -1,6 +1,6 @@
-/* softmax.c -- the template of Softmax (float32): te_softmax (te/algo/softmax.h) over the
- * input viewed as [outer, len, inner] with the normalized axis in the middle (opset 13: one
- * axis; older opsets: everything from `axis` on flattened into len, inner 1).
+/* softmax.c -- the CPU template of Softmax (float32): te_softmax over the input viewed as
+ * [outer, len, inner] with the normalized axis in the middle (the reader, key and algorithm
+ * call are softmax_rows.h's, shared with softmax_cuda.c); this file is the CPU schedule.
  *
  * The schedule: rows (outer x chunks of `chunk` inner columns) in parallel. The max of every
  * row is computed first (a stage of its own: both the sum and the output read it); the
@@ -10,57 +10,30 @@
  * columns, whose statistics are then vectors as well. */
 #include <string.h>
 
-#include "te/algo/softmax.h"
 #include "kernels/common.h"
 #include "kernels/conv.h"
+#include "kernels/softmax_rows.h"
 
 #define NAME "softmax"
 
-typedef struct sm {
-    int64_t outer, len, inner;
-} sm;
-
-static bool read_sm(const ir_node *n, const ir_tensor *x, const ir_tensor *y, sm *g) {
-    if (!n || n->op != IR_OP_SOFTMAX || !x || !y || !tune_static_f32(x) || x->ndim < 1 ||
-        !ir_same_shape(x, y))
-        return false;
-    bool v13 = n->opset >= 13;
-    int64_t axis = ir_attr_int(n, "axis", v13 ? -1 : 1);
-    if (axis < -x->ndim || axis >= x->ndim) return false;
-    if (axis < 0) axis += x->ndim;
-    g->outer = g->len = g->inner = 1;
-    for (int i = 0; i < x->ndim; i++) {
-        if (i < axis) g->outer *= x->dims[i];
-        else if (i == axis || !v13) g->len *= x->dims[i];
-        else g->inner *= x->dims[i];
-    }
-    return true;
-}
-
-static bool read_task(const tune_task *t, sm *g) {
-    return t->nin >= 1 && read_sm(t->node, &t->in[0], &t->out[0], g);
-}
-
-static bool supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+static bool supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in,
+                     ir_tensor *const *out) {
     (void)self;
-    sm g;
-    return n && n->nin == 1 && n->nout == 1 && read_sm(n, in[0], out[0], &g);
+    tune_softmax_rows g;
+    return tune_softmax_read(n, in, out, &g);
 }
 
 static void describe(const kernel_provider *self, tune_task *t) {
     (void)self;
-    sm g;
-    if (!read_task(t, &g)) return;
-    tune_key_add(t, NAME ":outer%lld,len%lld,inner%lld", (long long)g.outer, (long long)g.len,
-                 (long long)g.inner);
-    t->flops = 5 * g.outer * g.len * g.inner;
+    tune_softmax_rows g;
+    if (tune_softmax_read_task(t, &g)) tune_softmax_describe(NAME, &g, t);
 }
 
 static void space(const kernel_provider *self, const tune_task *t, tune_space *s) {
     (void)self;
     memset(s, 0, sizeof *s);
-    sm g;
-    if (!read_task(t, &g)) return;
+    tune_softmax_rows g;
+    if (!tune_softmax_read_task(t, &g)) return;
     static const int64_t vecs[] = {1, 4, 8, 16}, chunks[] = {1, 16, 64, 256}, flag[] = {0, 1};
     int64_t contiguous = g.inner > 1 ? g.inner : g.len;
     int k = 1;
@@ -77,47 +50,28 @@ static void space(const kernel_provider *self, const tune_task *t, tune_space *s
     tune_space_add(s, "parallel", 2, flag);
 }
 
-static void default_config(const kernel_provider *self, const tune_task *t, const tune_space *s, tune_config *cfg) {
+static void default_config(const kernel_provider *self, const tune_task *t, const tune_space *s,
+                           tune_config *cfg) {
     (void)self;
     memset(cfg, 0, sizeof *cfg);
-    sm g;
-    if (!read_task(t, &g)) return;
+    tune_softmax_rows g;
+    if (!tune_softmax_read_task(t, &g)) return;
     tune_config_set(s, cfg, "vec", tune_vector_floats());
     tune_config_set(s, cfg, "chunk", 256);
     tune_config_set(s, cfg, "stats", 1);
     tune_config_set(s, cfg, "parallel", g.outer * g.len * g.inner >= 16384);
 }
 
-#define TRY(x)                                                                             \
-    do {                                                                                   \
-        wpk_status st_ = (x);                                                              \
-        if (st_) return st_;                                                               \
-    } while (0)
-
-static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task *t, const tune_space *s,
-                        const tune_config *cfg, tune_build *out) {
-    (void)self;
-    memset(out, 0, sizeof *out);
-    sm g;
-    if (!read_task(t, &g))
-        return wpk_error(c->err, WPK_ERR_INVALID_ARG, NAME ": node '%s' is not a Softmax this "
-                         "template takes", t->node ? t->node->name : "(null)");
-    TRY(tune_check_legal(c, self, t, s, cfg));
+static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task *t,
+                        const tune_space *s, const tune_config *cfg, tune_build *out) {
+    te_algo_parts parts;
+    tune_softmax_rows g;
+    TRY(tune_softmax_build(self, c, t, s, cfg, false, out, &parts, &g));
     const int64_t vec = tune_value(s, cfg, "vec"), chunk = tune_value(s, cfg, "chunk");
     const bool stats_at_row = tune_value(s, cfg, "stats") != 0;
     const bool parallel = tune_value(s, cfg, "parallel") != 0;
-    const int64_t shape[3] = {g.outer, g.len, g.inner};
-    te_tensor *x = te_placeholder(c, "x", TE_F32, 3, shape);
-    if (!x) return tune_failed(c, NAME);
-    out->args[out->nargs++] = x;
-    out->ninputs = 1;
-    te_algo_parts parts;
-    te_tensor *y = te_softmax(c, "y", x, 1, &parts);
-    if (!y) return tune_failed(c, NAME);
-    out->args[out->nargs++] = y;
-    te_schedule *sc = te_schedule_create(c, &y, 1);
-    if (!sc) return tune_failed(c, NAME);
-    out->schedule = sc;
+    te_schedule *sc = out->schedule;
+    te_tensor *y = out->args[1];
 
     te_stage *so = te_stage_of(sc, y);
     te_iter *o = y->axes[0], *l = y->axes[1], *i = y->axes[2], *io = NULL, *ii = i, *row;

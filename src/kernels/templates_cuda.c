@@ -37,7 +37,5 @@ bool tune_cuda_legal(const tune_task *t, const tune_space *s, const tune_config 
     if (!t || !t->tmpl) return false;
     if (t->tmpl == &tune_conv2d_cuda) return tune_conv2d_cuda_legal(t, s, cfg);
     if (t->tmpl == &tune_dense_cuda) return tune_dense_cuda_legal(t, s, cfg);
-    for (int k = 0; k < s->nknobs; k++)
-        if (cfg->choice[k] < 0 || cfg->choice[k] >= s->knobs[k].nvalues) return false;
-    return true;
+    return tune_cuda_choices_ok(s, cfg);
 }

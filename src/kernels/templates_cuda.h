@@ -41,15 +41,39 @@ const kernel_provider *kernel_provider_cuda_for(const ir_node *n, ir_tensor *con
 /* The CUDA template called name ("dense_cuda"), or NULL. */
 const kernel_provider *kernel_provider_cuda_find(const char *name);
 
-/* The flat GPU schedule of an injective output y (injective_cuda.c), for templates that write
- * their own algorithm: a fresh schedule of y whose axes are fused into one index space over the
- * grid, `threads` per block, `per` elements per thread (coalesced: thread t of step u handles
- * block * per * threads + u * threads + t), `vec` > 1 making each element a group of vec
- * consecutive ones along the last axis (vectorized); every other compute inlined, reductions
- * accumulated per thread in registers. *out (the schedule) is set even on failure, with the
- * primitive's message on c (tmpl names the template). */
+/* ---- what the CUDA schedules share (sched_cuda.c) ---- */
+
+/* The flat GPU schedule of an injective output y: a fresh schedule of y whose axes are fused
+ * into one index space over the grid, `threads` per block, `per` elements per thread (coalesced:
+ * thread t of step u handles block * per * threads + u * threads + t), `vec` > 1 making each
+ * element a group of vec consecutive ones along the last axis (vectorized); every other compute
+ * inlined, reductions accumulated per thread in registers. *out (the schedule) is set even on
+ * failure, with the primitive's message on c (tmpl names the template). */
 wpk_status tune_cuda_schedule_flat(te_ctx *c, const char *tmpl, te_tensor *y, int64_t threads,
                                    int64_t per, int64_t vec, te_schedule **out);
+/* Its knobs for task t: "threads", "per_thread" and, with vec_knob, "vec" (4 offered when
+ * vec_ok). Configs are stored by their text, so a template keeps the knobs it was measured with. */
+void tune_cuda_flat_space(const tune_task *t, tune_space *s, bool vec_knob, bool vec_ok);
+/* 256 threads (fewer for small outputs), one element each: enough blocks to fill the SMs for all
+ * but the smallest outputs; float4 where vec_ok and the output is large. */
+void tune_cuda_flat_default(const tune_task *t, const tune_space *s, bool vec_ok,
+                            tune_config *cfg);
+/* tune_cuda_schedule_flat of out's last argument (the output) with cfg's knobs, into
+ * out->schedule. */
+wpk_status tune_cuda_build_flat(const kernel_provider *self, te_ctx *c, const tune_space *s,
+                                const tune_config *cfg, tune_build *out);
+
+/* The smallest power of two >= v. */
+int64_t tune_cuda_pow2_at_least(int64_t v);
+/* A knob of the values of cand[0..n) that are at most limit (the first one always). */
+void tune_cuda_add_upto(tune_space *s, const char *name, const int64_t *cand, int n,
+                        int64_t limit);
+/* Whether every choice of cfg indexes a value of its knob. */
+bool tune_cuda_choices_ok(const tune_space *s, const tune_config *cfg);
+/* A shared-memory stage copied by the whole block: its axes fused and spread over ndims (2 or 3)
+ * thread dims with threads[0] (x), threads[1] (y), threads[2] (z) threads, x fastest, so
+ * consecutive threads copy consecutive elements. */
+wpk_status tune_cuda_cooperative(te_stage *st, int ndims, const int64_t *threads);
 
 /* Limits every CUDA template keeps to (a block's threads, one thread's accumulators, the static
  * shared memory a block may take without opting in): configs beyond them are
