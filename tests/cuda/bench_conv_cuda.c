@@ -27,6 +27,7 @@
 #include "codegen/cuda/cg_cuda.h"
 #include "conv_problem.h"
 #include "loop/lower.h"
+#include "kernels/vendor/cuda_libs.h"
 #include "runtime/cuda/cuda_rt.h"
 #include "tune/strategy.h"
 #include "kernels/conv2d_cuda.h"

@@ -18,6 +18,7 @@
 
 #include "../unit/check.h"
 #include "base/context.h"
+#include "kernels/vendor/cuda_libs.h"
 #include "runtime/cuda/cuda_rt.h"
 #include "test_data.h"
 

@@ -21,6 +21,7 @@
 #include "../unit/check.h"
 #include "base/context.h"
 #include "runtime/cuda/cuda_program.h"
+#include "kernels/vendor/cuda_libs.h"
 #include "runtime/cuda/cuda_rt.h"
 
 static rt_cuda_kernel *load(wpk_context *ctx, rt_cuda *d, const char *image, const char *name,

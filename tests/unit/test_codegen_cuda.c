@@ -33,6 +33,7 @@
 #include "ir/ops.h"
 #include "loop/interp.h"
 #include "loop/lower.h"
+#include "kernels/vendor/cuda_libs.h"
 #include "runtime/cuda/cuda_rt.h"
 #include "te/schedule.h"
 #include "kernels/conv2d_cuda.h"

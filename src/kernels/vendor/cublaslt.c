@@ -1,17 +1,22 @@
-/* cublaslt.c -- cuBLASLt's matmul as a kernel provider for Gemm / FusedGemm / MatMul
- * (cuda_rt.h): one row-major product described once, the bias and ReLU epilogue fused, every
- * algorithm cuBLASLt's heuristic offers a config, one workspace for all of them. cuBLASLt is
- * loaded with dlopen.
+/* cublaslt.c -- cuBLASLt's matmul (cuda_libs.h): one row-major product described once, the bias
+ * and ReLU epilogue fused, every algorithm cuBLASLt's heuristic offers a config, one workspace
+ * for all of them; and the provider lib_cublaslt over it, for Gemm / wpk::FusedGemm / MatMul /
+ * wpk::FusedMatMul nodes of one matrix. cuBLASLt is loaded with dlopen.
  *
  * cuBLASLt is column-major. A row-major [r, c] matrix is the column-major [c, r] one with the
  * same bytes, so row-major C = A B is column-major C^T = B^T A^T: Lt's first operand is our B,
  * its second our A, D is [n rows, m cols] with leading dimension n, and Lt's bias (one value per
  * row of D) is one per column of our C -- Gemm's C row / FusedMatMul's bias. */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "base/alloc.h"
 #include "base/context.h"
+#include "kernels/vendor/cuda_libs.h"
+#include "kernels/vendor/lib.h"
+#include "kernels/vendor/lib_node.h"
+#include "ops/op_util.h"
 #include "runtime/cuda/cuda_api.h"
 
 struct rt_cublaslt_gemm {
@@ -151,3 +156,151 @@ wpk_status rt_cublaslt_gemm_run(rt_cublaslt_gemm *x, int config, uint64_t a, uin
     rt_cuda_set_fault(d, RT_CUDA_FAULT_NONE);
     return WPK_OK;
 }
+
+/* ---- the provider (kernels/provider.h) ---- */
+
+struct lib_kernel {
+    char name[64];           /* the node's, for messages */
+    rt_cublaslt_gemm *gemm;
+    int config;
+    bool bias;
+    lib_cuda_consts consts;  /* B (and the bias) when constant */
+};
+
+/* The node as one cuBLASLt product; what its epilogues cannot compute exactly is refused. */
+static wpk_status check(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
+                        ir_tensor *const *out, rt_gemm_desc *d) {
+    if (n->nin > LIB_CUDA_MAX_IN) return op_unsupported(ctx, n, "has %d inputs", n->nin);
+    lib_gemm g;
+    wpk_status st = lib_gemm_read(ctx, n, in, out, &g);
+    if (st) return st;
+    int64_t count = 1;
+    for (int i = 0; i < g.nb; i++) count *= g.batch[i];
+    if (count > 1)
+        return op_unsupported(ctx, n, "a batch of %lld products; the cublaslt provider takes "
+                              "one", (long long)count);
+    if (g.act.kind != ACT_NONE && g.act.kind != ACT_RELU)
+        return op_unsupported(ctx, n, "activation %s; cuBLASLt's epilogues fuse ReLU only",
+                              act_name(g.act.kind));
+    if (g.has_z)
+        return op_unsupported(ctx, n, "a residual input; the cublaslt provider's epilogue has "
+                              "none");
+    if (g.alpha != 1.0f)
+        return op_unsupported(ctx, n, "alpha %g; the cublaslt provider scales nothing",
+                              (double)g.alpha);
+    if (g.has_c && (g.cm != 1 || g.cn != g.n || g.beta != 1.0f))
+        return op_unsupported(ctx, n, "C broadcast from [%lld, %lld] with beta %g; cuBLASLt's "
+                              "bias epilogue adds a row [1, %lld] as it is", (long long)g.cm,
+                              (long long)g.cn, (double)g.beta, (long long)g.n);
+    if (!fits_int(g.m) || !fits_int(g.n) || !fits_int(g.k))
+        return op_unsupported(ctx, n, "matrices past cuBLASLt's int sizes");
+    *d = (rt_gemm_desc){.m = g.m, .n = g.n, .k = g.k, .trans_a = g.ta, .trans_b = g.tb,
+                        .bias = g.has_c || g.has_bias, .relu = g.act.kind == ACT_RELU};
+    return WPK_OK;
+}
+
+static bool supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in,
+                     ir_tensor *const *out) {
+    (void)self;
+    rt_gemm_desc d;
+    return check(NULL, n, in, out, &d) == WPK_OK;
+}
+
+/* The heuristic needs a device, which configs does not have: the configs are its first
+ * RT_CUBLASLT_MAX_ALGOS answers, and create refuses those it does not give for the node. */
+static int configs(const kernel_provider *self, const ir_node *n, ir_tensor *const *in,
+                   ir_tensor *const *out, char (*names)[LIB_CONFIG_MAX]) {
+    if (!supports(self, n, in, out)) return 0;
+    for (int i = 0; i < RT_CUBLASLT_MAX_ALGOS; i++)
+        snprintf(names[i], LIB_CONFIG_MAX, "heuristic_%d", i);
+    return RT_CUBLASLT_MAX_ALGOS;
+}
+
+static void destroy(const kernel_provider *self, lib_kernel *k) {
+    (void)self;
+    if (!k) return;
+    rt_cublaslt_gemm_free(k->gemm);
+    lib_cuda_consts_free(&k->consts);
+    wpk_free(k);
+}
+
+static wpk_status create(const kernel_provider *self, wpk_context *ctx, const ir_node *n,
+                         ir_tensor *const *in, ir_tensor *const *out, int config,
+                         const kernel_device *dev, lib_kernel **out_k) {
+    *out_k = NULL;
+    if (!dev->cuda) return lib_cuda_device_only(ctx, self, n);
+    rt_gemm_desc d;
+    wpk_status st = check(ctx, n, in, out, &d);
+    if (st) return st;
+    if (config < 0 || config >= RT_CUBLASLT_MAX_ALGOS)
+        return op_unsupported(ctx, n, "the cublaslt provider has %d configs, not %d",
+                              RT_CUBLASLT_MAX_ALGOS, config);
+    lib_kernel *k = wpk_calloc(1, sizeof *k);
+    if (!k) return wpk_error(ctx, WPK_ERR_NOMEM, "node '%s': out of memory creating a cublaslt "
+                             "kernel", n->name);
+    snprintf(k->name, sizeof k->name, "%s", n->name);
+    k->config = config;
+    k->bias = d.bias;
+    rt_cuda *dv = dev->cuda;
+    st = lib_cuda_relay(ctx, dv, n->name, self->name, rt_cublaslt_gemm_create(dv, &d, &k->gemm));
+    if (!st && config >= rt_cublaslt_gemm_configs(k->gemm))
+        st = op_unsupported(ctx, n, "cuBLASLt's heuristic offers %d algorithms for it, not "
+                            "config %d", rt_cublaslt_gemm_configs(k->gemm), config);
+    if (!st) st = lib_cuda_consts_upload(ctx, dv, self->name, n, in, &k->consts);
+    if (st) {
+        destroy(self, k);
+        return st;
+    }
+    *out_k = k;
+    return WPK_OK;
+}
+
+static wpk_status run(const kernel_provider *self, wpk_context *ctx, lib_kernel *k,
+                      ir_tensor *const *in, ir_tensor *const *out) {
+    const lib_cuda_consts *c = &k->consts;
+    wpk_status st = lib_cuda_check_run(ctx, k->name, self->name, c, in, out);
+    if (st) return st;
+    /* the bias is Gemm's C or FusedMatMul's bias: input 2 either way */
+    uint64_t bias = k->bias ? lib_cuda_in(c, in, LIB_IN_BIAS) : 0;
+    st = rt_cublaslt_gemm_run(k->gemm, k->config, lib_cuda_in(c, in, 0), lib_cuda_in(c, in, 1),
+                              bias, (uint64_t)(uintptr_t)out[0]->data);
+    return lib_cuda_relay(ctx, k->gemm->d, k->name, self->name, st);
+}
+
+/* The constants live in device memory: there is nothing for the host's cache flush to touch. */
+static int constants(const kernel_provider *self, const lib_kernel *k, const void **start,
+                     size_t *bytes, int max) {
+    (void)self, (void)k, (void)start, (void)bytes, (void)max;
+    return 0;
+}
+
+static char version_buf[64];
+static pthread_once_t version_once = PTHREAD_ONCE_INIT;
+
+static void version_init(void) {
+    char why[768];
+    const rt_cublaslt_api *lt = rt_cublaslt_load(why, sizeof why);
+    if (lt) snprintf(version_buf, sizeof version_buf, "cuBLASLt %zu", lt->version());
+    else snprintf(version_buf, sizeof version_buf, "cuBLASLt (unavailable)");
+}
+
+static const char *version(const kernel_provider *self) {
+    (void)self;
+    pthread_once(&version_once, version_init);
+    return version_buf;
+}
+
+const kernel_provider lib_cublaslt = {
+    .name = "cublaslt",
+    .family = "cublaslt",
+    .describe = lib_describe,
+    .space = lib_space,
+    .default_config = lib_default_config,
+    .supports = supports,
+    .configs = configs,
+    .create = create,
+    .run = run,
+    .destroy = destroy,
+    .constants = constants,
+    .version = version,
+};

@@ -1,11 +1,17 @@
-/* cudnn.c -- cuDNN's forward convolution as a kernel provider (cuda_rt.h): one conv described
- * once, every forward algorithm cuDNN offers for it a config, the fused bias + residual + ReLU
- * epilogue where cuDNN has it, the workspace grown on demand. cuDNN is loaded with dlopen. */
+/* cudnn.c -- cuDNN's forward convolution (cuda_libs.h): one conv described once, every forward
+ * algorithm cuDNN offers for it a config, the fused bias + residual + ReLU epilogue where cuDNN
+ * has it, the workspace grown on demand; and the provider lib_cudnn over it, for Conv /
+ * wpk::FusedConv nodes. cuDNN is loaded with dlopen. */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "base/alloc.h"
 #include "base/context.h"
+#include "kernels/vendor/cuda_libs.h"
+#include "kernels/vendor/lib.h"
+#include "kernels/vendor/lib_node.h"
+#include "ops/op_util.h"
 #include "runtime/cuda/cuda_api.h"
 
 struct rt_cudnn_conv {
@@ -188,20 +194,25 @@ wpk_status rt_cudnn_conv_workspace(rt_cudnn_conv *c, int algo, size_t *bytes) {
     return s == 0 ? WPK_OK : failed(c, s, "sizing the workspace", algo);
 }
 
-wpk_status rt_cudnn_conv_run(rt_cudnn_conv *c, int algo, uint64_t x, uint64_t w, uint64_t bias,
-                             uint64_t z, uint64_t y) {
+/* A workspace of at least algo's size, kept for later runs. */
+static wpk_status reserve(rt_cudnn_conv *c, int algo) {
     size_t need;
     wpk_status st = rt_cudnn_conv_workspace(c, algo, &need);
+    if (st || need <= c->ws_bytes) return st;
+    /* the old workspace may still be in use by queued work: wait before freeing it */
+    if (c->ws && (st = rt_cuda_sync(c->d, 0))) return st;
+    rt_cuda_free(c->d, c->ws);
+    c->ws = 0;
+    c->ws_bytes = 0;
+    if ((st = rt_cuda_alloc(c->d, need, &c->ws))) return st;
+    c->ws_bytes = need;
+    return WPK_OK;
+}
+
+wpk_status rt_cudnn_conv_run(rt_cudnn_conv *c, int algo, uint64_t x, uint64_t w, uint64_t bias,
+                             uint64_t z, uint64_t y) {
+    wpk_status st = reserve(c, algo);
     if (st) return st;
-    if (need > c->ws_bytes) {
-        /* the old workspace may still be in use by queued work: wait before freeing it */
-        if (c->ws && (st = rt_cuda_sync(c->d, 0))) return st;
-        rt_cuda_free(c->d, c->ws);
-        c->ws = 0;
-        c->ws_bytes = 0;
-        if ((st = rt_cuda_alloc(c->d, need, &c->ws))) return st;
-        c->ws_bytes = need;
-    }
     const float one = 1.0f, zero = 0.0f;
     void *wsp = (void *)(uintptr_t)c->ws;
     cudnn_status s;
@@ -223,3 +234,154 @@ wpk_status rt_cudnn_conv_run(rt_cudnn_conv *c, int algo, uint64_t x, uint64_t w,
     rt_cuda_set_fault(c->d, RT_CUDA_FAULT_NONE);
     return WPK_OK;
 }
+
+/* ---- the provider (kernels/provider.h) ---- */
+
+/* Configs in this order, so that config 0 (the default) is the one algorithm cuDNN's fused
+ * call runs without an activation (IMPLICIT_PRECOMP_GEMM): then the rest by id. */
+static const int CONFIG_ALGOS[CUDNN_ALGO_COUNT] = {ALGO_PRECOMP, 0, 2, 3, 4, 5, 6, 7};
+
+struct lib_kernel {
+    char name[64];           /* the node's, for messages */
+    rt_cudnn_conv *conv;
+    int algo;
+    bool bias, z;
+    lib_cuda_consts consts;  /* W (and B, Z) when constant */
+};
+
+/* The node as a cuDNN conv; what cuDNN's legacy API cannot compute exactly is refused. */
+static wpk_status check(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
+                        ir_tensor *const *out, rt_conv_desc *d) {
+    if (n->op == IR_OP_CONV_NCHWC)
+        return op_unsupported(ctx, n, "blocked tensors (NCHW[x]c); the cudnn provider takes NCHW");
+    if (n->nin > LIB_CUDA_MAX_IN) return op_unsupported(ctx, n, "has %d inputs", n->nin);
+    lib_conv c;
+    wpk_status st = lib_conv_read(ctx, n, in, out, &c);
+    if (st) return st;
+    if (c.pad0[0] != c.pad1[0] || c.pad0[1] != c.pad1[1])
+        return op_unsupported(ctx, n, "asymmetric pads (%lld, %lld, %lld, %lld); cuDNN's "
+                              "convolution descriptor takes one pad per side pair",
+                              (long long)c.pad0[0], (long long)c.pad0[1], (long long)c.pad1[0],
+                              (long long)c.pad1[1]);
+    if (c.act.kind != ACT_NONE && c.act.kind != ACT_RELU)
+        return op_unsupported(ctx, n, "activation %s; cuDNN fuses ReLU only",
+                              act_name(c.act.kind));
+    *d = (rt_conv_desc){.n = c.n, .c = c.c, .h = c.h, .w = c.w, .k = c.k, .kh = c.kh,
+                        .kw = c.kw, .stride = {c.stride[0], c.stride[1]},
+                        .pad = {c.pad0[0], c.pad0[1], c.pad1[0], c.pad1[1]},
+                        .dilation = {c.dil[0], c.dil[1]}, .groups = c.group,
+                        .bias = c.has_bias, .residual = c.has_z, .relu = c.act.kind == ACT_RELU};
+    return WPK_OK;
+}
+
+static bool supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in,
+                     ir_tensor *const *out) {
+    (void)self;
+    rt_conv_desc d;
+    return check(NULL, n, in, out, &d) == WPK_OK;
+}
+
+/* How many configs the node has: its epilogue without an activation runs with one algorithm. */
+static int nconfigs(const rt_conv_desc *d) {
+    return (d->bias || d->residual) && !d->relu ? 1 : CUDNN_ALGO_COUNT;
+}
+
+static int configs(const kernel_provider *self, const ir_node *n, ir_tensor *const *in,
+                   ir_tensor *const *out, char (*names)[LIB_CONFIG_MAX]) {
+    (void)self;
+    rt_conv_desc d;
+    if (check(NULL, n, in, out, &d)) return 0;
+    int count = nconfigs(&d);
+    for (int i = 0; i < count; i++)
+        snprintf(names[i], LIB_CONFIG_MAX, "%s", rt_cudnn_algo_name(CONFIG_ALGOS[i]));
+    return count;
+}
+
+static void destroy(const kernel_provider *self, lib_kernel *k) {
+    (void)self;
+    if (!k) return;
+    rt_cudnn_conv_free(k->conv);
+    lib_cuda_consts_free(&k->consts);
+    wpk_free(k);
+}
+
+static wpk_status create(const kernel_provider *self, wpk_context *ctx, const ir_node *n,
+                         ir_tensor *const *in, ir_tensor *const *out, int config,
+                         const kernel_device *dev, lib_kernel **out_k) {
+    *out_k = NULL;
+    if (!dev->cuda) return lib_cuda_device_only(ctx, self, n);
+    rt_conv_desc d;
+    wpk_status st = check(ctx, n, in, out, &d);
+    if (st) return st;
+    if (config < 0 || config >= nconfigs(&d))
+        return op_unsupported(ctx, n, "the cudnn provider has %d configs for it, not %d",
+                              nconfigs(&d), config);
+    lib_kernel *k = wpk_calloc(1, sizeof *k);
+    if (!k) return wpk_error(ctx, WPK_ERR_NOMEM, "node '%s': out of memory creating a cudnn "
+                             "kernel", n->name);
+    snprintf(k->name, sizeof k->name, "%s", n->name);
+    k->algo = CONFIG_ALGOS[config];
+    k->bias = d.bias, k->z = d.residual;
+    rt_cuda *dv = dev->cuda;
+    st = lib_cuda_relay(ctx, dv, n->name, self->name, rt_cudnn_conv_create(dv, &d, &k->conv));
+    /* an algorithm cuDNN does not offer for this conv is refused now, and the workspace of the
+     * one it runs allocated now: run allocates nothing */
+    if (!st) st = lib_cuda_relay(ctx, dv, n->name, self->name, reserve(k->conv, k->algo));
+    if (!st) st = lib_cuda_consts_upload(ctx, dv, self->name, n, in, &k->consts);
+    if (st) {
+        destroy(self, k);
+        return st;
+    }
+    *out_k = k;
+    return WPK_OK;
+}
+
+static wpk_status run(const kernel_provider *self, wpk_context *ctx, lib_kernel *k,
+                      ir_tensor *const *in, ir_tensor *const *out) {
+    const lib_cuda_consts *c = &k->consts;
+    wpk_status st = lib_cuda_check_run(ctx, k->name, self->name, c, in, out);
+    if (st) return st;
+    uint64_t x = lib_cuda_in(c, in, 0), w = lib_cuda_in(c, in, 1);
+    uint64_t b = k->bias ? lib_cuda_in(c, in, LIB_IN_BIAS) : 0;
+    uint64_t z = k->z ? lib_cuda_in(c, in, LIB_IN_Z) : 0;
+    st = rt_cudnn_conv_run(k->conv, k->algo, x, w, b, z, (uint64_t)(uintptr_t)out[0]->data);
+    return lib_cuda_relay(ctx, k->conv->d, k->name, self->name, st);
+}
+
+/* The weights live in device memory: there is nothing for the host's cache flush to touch. */
+static int constants(const kernel_provider *self, const lib_kernel *k, const void **start,
+                     size_t *bytes, int max) {
+    (void)self, (void)k, (void)start, (void)bytes, (void)max;
+    return 0;
+}
+
+static char version_buf[64];
+static pthread_once_t version_once = PTHREAD_ONCE_INIT;
+
+static void version_init(void) {
+    char why[768];
+    const rt_cudnn_api *api = rt_cudnn_load(why, sizeof why);
+    if (api) snprintf(version_buf, sizeof version_buf, "cuDNN %zu", api->version());
+    else snprintf(version_buf, sizeof version_buf, "cuDNN (unavailable)");
+}
+
+static const char *version(const kernel_provider *self) {
+    (void)self;
+    pthread_once(&version_once, version_init);
+    return version_buf;
+}
+
+const kernel_provider lib_cudnn = {
+    .name = "cudnn",
+    .family = "cudnn",
+    .describe = lib_describe,
+    .space = lib_space,
+    .default_config = lib_default_config,
+    .supports = supports,
+    .configs = configs,
+    .create = create,
+    .run = run,
+    .destroy = destroy,
+    .constants = constants,
+    .version = version,
+};

@@ -1,5 +1,5 @@
-/* lib.c -- the vendor-library providers found at build time, and the workload key, space and
- * default every one of them shares (lib.h). */
+/* lib.c -- the vendor-library providers: the host ones found at build time, the CUDA ones (always
+ * built, dlopen'd), and the workload key, space and default every one of them shares (lib.h). */
 #include "kernels/vendor/lib.h"
 
 #include <stdio.h>
@@ -8,6 +8,7 @@
 #include "base/context.h"
 #include "ir/flops.h"
 #include "kernels/common.h"
+#include "kernels/vendor/cuda_libs.h"
 
 #ifdef WPK_HAVE_ONEDNN
 extern const kernel_provider lib_onednn;
@@ -31,6 +32,17 @@ const kernel_provider *const *lib_providers(void) { return providers; }
 const kernel_provider *lib_provider_find(const char *name) {
     for (int i = 0; providers[i]; i++)
         if (!strcmp(providers[i]->name, name)) return providers[i];
+    return NULL;
+}
+
+static const kernel_provider *const cuda_providers[] = {&lib_cudnn, &lib_cublas, &lib_cublaslt,
+                                                       NULL};
+
+const kernel_provider *const *lib_cuda_providers(void) { return cuda_providers; }
+
+const kernel_provider *lib_cuda_provider_find(const char *name) {
+    for (int i = 0; cuda_providers[i]; i++)
+        if (!strcmp(cuda_providers[i]->name, name)) return cuda_providers[i];
     return NULL;
 }
 

@@ -34,4 +34,12 @@ const kernel_provider *const *lib_providers(void);
 /* The provider called name, or NULL. */
 const kernel_provider *lib_provider_find(const char *name);
 
+/* The CUDA libraries' providers (cuDNN, cuBLAS, cuBLASLt: kernels/vendor/cuda_libs.h),
+ * NULL-terminated. They are always built in (the libraries are loaded with dlopen when a
+ * kernel is made) and make kernels for a CUDA device only, so they are kept apart from the
+ * host list above, which the cpu backend's choice and tuning read. */
+const kernel_provider *const *lib_cuda_providers(void);
+/* The CUDA provider called name ("cudnn", "cublas", "cublaslt"), or NULL. */
+const kernel_provider *lib_cuda_provider_find(const char *name);
+
 #endif

@@ -1,14 +1,13 @@
 /* cuda_rt.h -- the CUDA backend of the runtime: one GPU through the driver API (device memory,
  * async copies on the backend's stream, modules from NVRTC images, launches, on-device timing
- * with CUDA events, a watchdog for hung kernels) and the vendor-library kernels (cuDNN forward
- * convolution with each algorithm as a config, cuBLAS sgemm, cuBLASLt GEMM with fused
- * epilogues). Every CUDA library is loaded with
- * dlopen when first needed, never linked: on a machine without a GPU the same binary runs and
+ * with CUDA events, a watchdog for hung kernels). The vendor libraries' kernels on it (cuDNN,
+ * cuBLAS, cuBLASLt) are kernels/vendor/cuda_libs.h. Every CUDA library is loaded with dlopen
+ * when first needed, never linked: on a machine without a GPU the same binary runs and
  * rt_cuda_open reports "CUDA unavailable: <reason>". Depends on base only.
  *
- * Errors: WPK_ERR_UNSUPPORTED when CUDA (or cuDNN/cuBLAS) is unavailable or a conv is not one
- * the library takes; WPK_ERR_NOMEM for device (or host) memory exhaustion, classified as such
- * (never as "no implementation"); WPK_ERR_INTERNAL for a failed launch, a crashed or hung
+ * Errors: WPK_ERR_UNSUPPORTED when CUDA (or a library it loads) is unavailable; WPK_ERR_NOMEM
+ * for device (or host) memory exhaustion, classified as such (never as "no implementation");
+ * WPK_ERR_INTERNAL for a failed launch, a crashed or hung
  * kernel, a module that does not load. rt_cuda_last_fault() tells the class for the tuner's records.
  * A device handle is for one thread at a time. */
 #ifndef WPK_RUNTIME_CUDA_CUDA_RT_H
@@ -170,68 +169,6 @@ typedef wpk_status (*rt_cuda_child_fn)(void *user, rt_cuda *d, rt_cuda_result *r
  * The child's context (wpk_context) messages stay in the child; r->message carries them. */
 wpk_status rt_cuda_run_isolated(wpk_context *ctx, int ordinal, double timeout_s,
                                 rt_cuda_child_fn fn, void *user, rt_cuda_result *r);
-
-/* ---- cuDNN: forward convolution, every algorithm a config ---- */
-typedef struct rt_conv_desc {
-    int64_t n, c, h, w;      /* X, NCHW */
-    int64_t k, kh, kw;       /* W [k, c/groups, kh, kw] */
-    int64_t stride[2], pad[4], dilation[2], groups; /* pads top, left, bottom, right */
-    bool bias, residual, relu; /* fused epilogue: y = relu(conv + bias + z) */
-    bool tf32;               /* let cuDNN use TF32 tensor cores (faster, ~1e-3 relative error) */
-} rt_conv_desc;
-
-typedef struct rt_cudnn_conv rt_cudnn_conv;
-
-/* cuDNN's version (9xxxx) when it loads, else 0 with the reason on ctx. */
-size_t rt_cudnn_version(wpk_context *ctx);
-/* A conv on device d. WPK_ERR_UNSUPPORTED when cuDNN is missing or the conv is not one it
- * takes (asymmetric pads; an epilogue other than bias/residual/relu). */
-wpk_status rt_cudnn_conv_create(rt_cuda *d, const rt_conv_desc *desc, rt_cudnn_conv **out);
-void rt_cudnn_conv_free(rt_cudnn_conv *c);
-/* The forward algorithms cuDNN offers for this conv (ids 0..7, its own order of preference),
- * each a config: returns the count, algos[0..min(count, max)). */
-int rt_cudnn_conv_algos(rt_cudnn_conv *c, int *algos, int max);
-const char *rt_cudnn_algo_name(int algo);
-/* Workspace bytes algo needs (WPK_ERR_UNSUPPORTED when it does not run this conv). */
-wpk_status rt_cudnn_conv_workspace(rt_cudnn_conv *c, int algo, size_t *bytes);
-/* Queue y = epilogue(conv(x, w)) with algo; bias and z are 0 when the desc has none; the
- * workspace (the conv's own, grown as needed) is allocated on first use of each size. */
-wpk_status rt_cudnn_conv_run(rt_cudnn_conv *c, int algo, uint64_t x, uint64_t w, uint64_t bias,
-                             uint64_t z, uint64_t y);
-
-/* ---- cuBLAS ---- */
-typedef struct rt_cublas rt_cublas;
-wpk_status rt_cublas_create(rt_cuda *d, bool tf32, rt_cublas **out);
-void rt_cublas_free(rt_cublas *b);
-/* Row-major C[m, n] = A[m, k] * B (B is [k, n], or [n, k] when trans_b), queued on d's stream. */
-wpk_status rt_cublas_matmul(rt_cublas *b, int64_t m, int64_t n, int64_t k, uint64_t a,
-                            uint64_t bm, bool trans_b, uint64_t c);
-
-/* ---- cuBLASLt: row-major GEMM with the bias / ReLU epilogue fused, each algorithm its
- * heuristic offers a config ---- */
-typedef struct rt_gemm_desc {
-    int64_t m, n, k;
-    bool trans_a, trans_b;   /* A stored [k, m] / B stored [n, k] (Gemm's transA / transB) */
-    bool bias, relu;         /* C[m, n] = relu(A B + bias[n]): Gemm's C as a row, FusedGemm */
-    bool tf32;               /* TF32 tensor cores (else FP32 pedantic math) */
-} rt_gemm_desc;
-
-typedef struct rt_cublaslt_gemm rt_cublaslt_gemm;
-
-#define RT_CUBLASLT_MAX_ALGOS 8
-#define RT_CUBLASLT_MAX_WORKSPACE ((size_t)32 << 20)
-
-/* Describe the product on device d and ask cuBLASLt's heuristic for up to RT_CUBLASLT_MAX_ALGOS
- * algorithms (each needing at most RT_CUBLASLT_MAX_WORKSPACE); the largest workspace among them
- * is allocated now. WPK_ERR_UNSUPPORTED when cuBLASLt is missing or offers no algorithm (the
- * message says which); WPK_ERR_NOMEM for device memory. *out is the caller's. */
-wpk_status rt_cublaslt_gemm_create(rt_cuda *d, const rt_gemm_desc *g, rt_cublaslt_gemm **out);
-void rt_cublaslt_gemm_free(rt_cublaslt_gemm *g);
-/* How many algorithms (configs 0..n-1, the heuristic's order: its best first). */
-int rt_cublaslt_gemm_configs(const rt_cublaslt_gemm *g);
-/* Queue C = epilogue(A B) with algorithm `config` on d's stream; bias 0 unless the desc has one. */
-wpk_status rt_cublaslt_gemm_run(rt_cublaslt_gemm *g, int config, uint64_t a, uint64_t b,
-                                uint64_t bias, uint64_t c);
 
 /* ---- the backend (runtime/backend.h) over device d (borrowed: must outlive b): memory,
  * copies and synchronize on d's stream; errors are left on d's context. Loading modules and
