@@ -52,6 +52,19 @@ wpk_status tune_schedule_flat(te_stage *st, te_iter *outer, int64_t nouter, te_i
                               int64_t ninner, int64_t vec, int64_t unroll, int64_t grain,
                               bool parallel);
 
+/* The provider table of a DSL template `var` called `label`: its supports and describe entry
+ * points, and the file's static space, default_config and build. */
+#define TUNE_TEMPLATE(var, label, supports_fn, describe_fn)                                \
+    const kernel_provider var = {                                                          \
+        .name = label,                                                                     \
+        .family = "generated",                                                             \
+        .supports = supports_fn,                                                           \
+        .describe = describe_fn,                                                           \
+        .space = space,                                                                    \
+        .default_config = default_config,                                                  \
+        .build = build,                                                                    \
+    }
+
 /* Return the status of x from the enclosing function when it failed (the schedule primitives',
  * the checks'). */
 #define TRY(x)                                                                             \

@@ -247,3 +247,20 @@ wpk_status tune_check_config(te_ctx *c, const char *tmpl, const tune_space *s,
 int64_t tune_value(const tune_space *s, const tune_config *cfg, const char *name) {
     return tune_config_get(s, cfg, name, 0);
 }
+
+bool tune_conv_supports_nchw(const kernel_provider *self, const ir_node *n, ir_tensor *const *in,
+                             ir_tensor *const *out) {
+    (void)self;
+    tune_conv g;
+    return tune_conv_read(n, in, out, &g) && g.op != IR_OP_CONV_NCHWC;
+}
+
+void tune_conv_describe_task(const kernel_provider *self, tune_task *t) {
+    tune_conv g;
+    if (tune_conv_read_task(t, &g)) tune_conv_describe(self->name, &g, t);
+}
+
+bool tune_conv_default_start(const tune_task *t, tune_config *cfg, tune_conv *g) {
+    memset(cfg, 0, sizeof *cfg);
+    return tune_conv_read_task(t, g);
+}

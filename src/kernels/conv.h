@@ -33,6 +33,16 @@ bool tune_conv_read_task(const tune_task *t, tune_conv *g);
  * FLOPs (2 per multiply-add; epilogues not counted). */
 void tune_conv_describe(const char *tmpl, const tune_conv *g, tune_task *t);
 
+/* The provider entry points of the templates that take Conv / FusedConv but not the blocked
+ * ConvNCHWc (conv2d_nchw, conv2d_cuda): supports, and describe with the key prefixed by
+ * self->name. */
+bool tune_conv_supports_nchw(const kernel_provider *self, const ir_node *n, ir_tensor *const *in,
+                             ir_tensor *const *out);
+void tune_conv_describe_task(const kernel_provider *self, tune_task *t);
+/* A zeroed cfg and the task's conv in g, for a default_config; false when the task is not a
+ * conv (cfg stays zeroed). */
+bool tune_conv_default_start(const tune_task *t, tune_config *cfg, tune_conv *g);
+
 /* Placeholders of the node's present inputs, in order (omitted optional inputs take no
  * argument slot): X (x_shape), W (w_shape, marked constant when its data is known), B, Z
  * (z_shape). args[0..*nargs), and the epilogue reading B and Z. NULL entries only when out of

@@ -33,19 +33,6 @@
 
 enum { ORDER_RC_OUTER, ORDER_TAPS_INNER, ORDER_TAPS_OUTER };
 
-static bool supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in,
-                     ir_tensor *const *out) {
-    (void)self;
-    tune_conv g;
-    return tune_conv_read(n, in, out, &g) && g.op != IR_OP_CONV_NCHWC;
-}
-
-static void describe(const kernel_provider *self, tune_task *t) {
-    (void)self;
-    tune_conv g;
-    if (tune_conv_read_task(t, &g)) tune_conv_describe(NAME, &g, t);
-}
-
 static void space(const kernel_provider *self, const tune_task *t, tune_space *s) {
     (void)self;
     memset(s, 0, sizeof *s);
@@ -139,9 +126,8 @@ bool tune_conv2d_cuda_legal(const tune_task *t, const tune_space *s, const tune_
 static void default_config(const kernel_provider *self, const tune_task *t, const tune_space *s,
                            tune_config *cfg) {
     (void)self;
-    memset(cfg, 0, sizeof *cfg);
     tune_conv g;
-    if (!tune_conv_read_task(t, &g)) return;
+    if (!tune_conv_default_start(t, cfg, &g)) return;
     int64_t thx = g.ow >= 8 ? 8 : tune_cuda_pow2_at_least(g.ow), thy = g.oh >= 4 ? 4 : tune_cuda_pow2_at_least(g.oh);
     tune_config_set(s, cfg, "thread_x", thx);
     tune_config_set(s, cfg, "thread_y", thy);
@@ -312,12 +298,4 @@ static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task 
     return WPK_OK;
 }
 
-const kernel_provider tune_conv2d_cuda = {
-    .name = NAME,
-    .family = "generated",
-    .supports = supports,
-    .describe = describe,
-    .space = space,
-    .default_config = default_config,
-    .build = build,
-};
+TUNE_TEMPLATE(tune_conv2d_cuda, NAME, tune_conv_supports_nchw, tune_conv_describe_task);

@@ -20,19 +20,6 @@
 enum { ORDER_IC_OUTER, ORDER_TAPS_OUTER };
 enum { PAR_ROWS, PAR_CHANNELS };
 
-static bool supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in,
-                     ir_tensor *const *out) {
-    (void)self;
-    tune_conv g;
-    return tune_conv_read(n, in, out, &g) && g.op != IR_OP_CONV_NCHWC;
-}
-
-static void describe(const kernel_provider *self, tune_task *t) {
-    (void)self;
-    tune_conv g;
-    if (tune_conv_read_task(t, &g)) tune_conv_describe(NAME, &g, t);
-}
-
 /* The values of cand up to `limit` (the first one at least). */
 static void add_upto(tune_space *s, const char *name, const int64_t *cand, int n, int64_t limit) {
     int k = 1;
@@ -221,8 +208,8 @@ static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task 
 const kernel_provider tune_conv2d_nchw = {
     .name = NAME,
     .family = "generated",
-    .supports = supports,
-    .describe = describe,
+    .supports = tune_conv_supports_nchw,
+    .describe = tune_conv_describe_task,
     .space = space,
     .default_config = default_config,
     .build = build,

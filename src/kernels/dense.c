@@ -98,12 +98,8 @@ static te_tensor *pack_b(te_ctx *c, te_tensor *b, bool tb, int64_t k, int64_t n,
 
 static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task *t,
                         const tune_space *s, const tune_config *cfg, tune_build *out) {
-    memset(out, 0, sizeof *out);
     tune_mm g;
-    if (!tune_mm_read_task(t, &g))
-        return wpk_error(c->err, WPK_ERR_INVALID_ARG, NAME ": node '%s' is not a product this "
-                         "template takes", t->node ? t->node->name : "(null)");
-    TRY(tune_check_legal(c, self, t, s, cfg));
+    TRY(tune_mm_build_start(self, c, t, s, cfg, false, &g, out));
     const int64_t tm = tune_value(s, cfg, "tile_m"), tn = tune_value(s, cfg, "tile_n");
     const int64_t uk = tune_value(s, cfg, "unroll_k");
     const bool cols_outer = tune_value(s, cfg, "order") != 0;

@@ -113,8 +113,8 @@ bool tune_dense_cuda_legal(const tune_task *t, const tune_space *s, const tune_c
 static void default_config(const kernel_provider *self, const tune_task *t, const tune_space *s,
                            tune_config *cfg) {
     (void)self;
-    memset(cfg, 0, sizeof *cfg);
     tune_mm g;
+    memset(cfg, 0, sizeof *cfg);
     if (!read_task(t, &g)) return;
     tune_config_set(s, cfg, "tile_m", g.m >= 64 ? 4 : g.m >= 16 ? 2 : 1);
     tune_config_set(s, cfg, "tile_n", g.n >= 64 ? 4 : g.n >= 16 ? 2 : 1);
@@ -136,12 +136,8 @@ static wpk_status failed(te_ctx *c) { return tune_failed(c, NAME); }
 
 static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task *t,
                         const tune_space *s, const tune_config *cfg, tune_build *out) {
-    memset(out, 0, sizeof *out);
     tune_mm g;
-    if (!read_task(t, &g))
-        return wpk_error(c->err, WPK_ERR_INVALID_ARG, NAME ": node '%s' is not a 2-D product "
-                         "this template takes", t->node ? t->node->name : "(null)");
-    TRY(tune_check_legal(c, self, t, s, cfg));
+    TRY(tune_mm_build_start(self, c, t, s, cfg, true, &g, out));
     const knobs k = read_knobs(s, cfg);
     char why[160];
     if (over_limit(&k, why, sizeof why))
@@ -221,12 +217,4 @@ static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task 
     return WPK_OK;
 }
 
-const kernel_provider tune_dense_cuda = {
-    .name = NAME,
-    .family = "generated",
-    .supports = supports,
-    .describe = describe,
-    .space = space,
-    .default_config = default_config,
-    .build = build,
-};
+TUNE_TEMPLATE(tune_dense_cuda, NAME, supports, describe);

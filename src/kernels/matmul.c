@@ -126,6 +126,17 @@ void tune_mm_describe(const char *tmpl, const tune_mm *g, tune_task *t) {
     t->flops = 2 * batch * g->m * g->n * g->k;
 }
 
+wpk_status tune_mm_build_start(const kernel_provider *self, te_ctx *c, const tune_task *t,
+                               const tune_space *s, const tune_config *cfg, bool only_2d,
+                               tune_mm *g, tune_build *out) {
+    memset(out, 0, sizeof *out);
+    if (!tune_mm_read_task(t, g) || (only_2d && !tune_mm_is_2d(g, t->nout, &t->out[0])))
+        return wpk_error(c->err, WPK_ERR_INVALID_ARG, "%s: node '%s' is not a %sproduct this "
+                         "template takes", self->name, t->node ? t->node->name : "(null)",
+                         only_2d ? "2-D " : "");
+    return tune_check_legal(c, self, t, s, cfg);
+}
+
 wpk_status tune_mm_epilogue_args(te_ctx *c, const tune_mm *g, tune_build *out,
                                  te_gemm_epilogue *ep) {
     *ep = (te_gemm_epilogue){g->alpha, g->beta, NULL, NULL, g->act};

@@ -36,6 +36,12 @@ bool tune_mm_is_gemm(const tune_mm *g);
 /* "<tmpl>:Gemm,a=1x512,b=1000x512,tb,c=1000[,res][,act=relu]" and the FLOPs. */
 void tune_mm_describe(const char *tmpl, const tune_mm *g, tune_task *t);
 
+/* The start of a build: out zeroed, the task's product in g (only_2d: tune_mm_is_2d too), cfg
+ * checked against self's space. WPK_ERR_INVALID_ARG naming self otherwise. */
+wpk_status tune_mm_build_start(const kernel_provider *self, te_ctx *c, const tune_task *t,
+                               const tune_space *s, const tune_config *cfg, bool only_2d,
+                               tune_mm *g, tune_build *out);
+
 /* Placeholders of C (or the bias) and Z after the operands in out->args (Z of the output's te
  * shape, batch dims included), and the epilogue reading them. NULL tensors only when out of
  * memory (reported on c). */

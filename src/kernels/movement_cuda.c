@@ -57,6 +57,18 @@ static void key_shapes(tune_task *t, const char *name) {
     }
 }
 
+/* A template of this file: its reader-backed entry points and the flat knobs. */
+#define FLAT_PROVIDER(var, label, prefix)                                                  \
+    const kernel_provider var = {                                                          \
+        .name = label,                                                                     \
+        .family = "generated",                                                             \
+        .supports = prefix##_supports,                                                     \
+        .describe = prefix##_describe,                                                     \
+        .space = flat_space,                                                               \
+        .default_config = flat_default,                                                    \
+        .build = prefix##_build,                                                           \
+    }
+
 /* ---- concat_cuda ---- */
 
 static bool concat_read(const ir_node *n, ir_tensor *const *in, const ir_tensor *y, int *axis) {
@@ -110,15 +122,7 @@ static wpk_status concat_build(const kernel_provider *self, te_ctx *c, const tun
     return finish(self, c, te_concat(c, "y", out->args, t->nin, axis), s, cfg, out);
 }
 
-const kernel_provider tune_concat_cuda = {
-    .name = "concat_cuda",
-    .family = "generated",
-    .supports = concat_supports,
-    .describe = concat_describe,
-    .space = flat_space,
-    .default_config = flat_default,
-    .build = concat_build,
-};
+FLAT_PROVIDER(tune_concat_cuda, "concat_cuda", concat);
 
 /* ---- transpose_cuda ---- */
 
@@ -168,15 +172,7 @@ static wpk_status transpose_build(const kernel_provider *self, te_ctx *c, const 
     return finish(self, c, x ? te_transpose(c, "y", x, perm) : NULL, s, cfg, out);
 }
 
-const kernel_provider tune_transpose_cuda = {
-    .name = "transpose_cuda",
-    .family = "generated",
-    .supports = transpose_supports,
-    .describe = transpose_describe,
-    .space = flat_space,
-    .default_config = flat_default,
-    .build = transpose_build,
-};
+FLAT_PROVIDER(tune_transpose_cuda, "transpose_cuda", transpose);
 
 /* ---- reduce_mean_cuda ---- */
 
@@ -249,15 +245,7 @@ static wpk_status mean_build(const kernel_provider *self, te_ctx *c, const tune_
     return finish(self, c, x ? te_reduce_mean(c, "y", x, red, keep, NULL) : NULL, s, cfg, out);
 }
 
-const kernel_provider tune_reduce_mean_cuda = {
-    .name = "reduce_mean_cuda",
-    .family = "generated",
-    .supports = mean_supports,
-    .describe = mean_describe,
-    .space = flat_space,
-    .default_config = flat_default,
-    .build = mean_build,
-};
+FLAT_PROVIDER(tune_reduce_mean_cuda, "reduce_mean_cuda", mean);
 
 /* ---- slice_cuda ----
  * Slice's semantics (negative starts, clamping, backward steps) are the reference kernel's: at
@@ -361,12 +349,4 @@ static wpk_status slice_build(const kernel_provider *self, te_ctx *c, const tune
                   cfg, out);
 }
 
-const kernel_provider tune_slice_cuda = {
-    .name = "slice_cuda",
-    .family = "generated",
-    .supports = slice_supports,
-    .describe = slice_describe,
-    .space = flat_space,
-    .default_config = flat_default,
-    .build = slice_build,
-};
+FLAT_PROVIDER(tune_slice_cuda, "slice_cuda", slice);

@@ -16,19 +16,6 @@
 
 #define NAME "softmax"
 
-static bool supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in,
-                     ir_tensor *const *out) {
-    (void)self;
-    tune_softmax_rows g;
-    return tune_softmax_read(n, in, out, &g);
-}
-
-static void describe(const kernel_provider *self, tune_task *t) {
-    (void)self;
-    tune_softmax_rows g;
-    if (tune_softmax_read_task(t, &g)) tune_softmax_describe(NAME, &g, t);
-}
-
 static void space(const kernel_provider *self, const tune_task *t, tune_space *s) {
     (void)self;
     memset(s, 0, sizeof *s);
@@ -118,8 +105,8 @@ static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task 
 const kernel_provider tune_softmax = {
     .name = NAME,
     .family = "generated",
-    .supports = supports,
-    .describe = describe,
+    .supports = tune_softmax_supports,
+    .describe = tune_softmax_describe_task,
     .space = space,
     .default_config = default_config,
     .build = build,

@@ -19,24 +19,10 @@
 
 #define NAME "softmax_cuda"
 
-static bool supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in,
-                     ir_tensor *const *out) {
-    (void)self;
-    tune_softmax_rows g;
-    return tune_softmax_read(n, in, out, &g);
-}
-
-static void describe(const kernel_provider *self, tune_task *t) {
-    (void)self;
-    tune_softmax_rows g;
-    if (tune_softmax_read_task(t, &g)) tune_softmax_describe(NAME, &g, t);
-}
-
 static void space(const kernel_provider *self, const tune_task *t, tune_space *s) {
     (void)self;
-    memset(s, 0, sizeof *s);
     tune_softmax_rows g;
-    if (!tune_softmax_read_task(t, &g)) return;
+    if (!tune_softmax_space_start(t, s, &g)) return;
     static const int64_t threads[] = {32, 64, 128, 256};
     const int64_t rows = g.outer * g.inner;
     int k = 1;
@@ -47,9 +33,8 @@ static void space(const kernel_provider *self, const tune_task *t, tune_space *s
 static void default_config(const kernel_provider *self, const tune_task *t, const tune_space *s,
                            tune_config *cfg) {
     (void)self;
-    memset(cfg, 0, sizeof *cfg);
     tune_softmax_rows g;
-    if (!tune_softmax_read_task(t, &g)) return;
+    if (!tune_softmax_default_start(t, cfg, &g)) return;
     /* small blocks: more of them spread over the SMs */
     tune_config_set(s, cfg, "threads", g.outer * g.inner >= 64 * 132 ? 128 : 32);
 }
@@ -82,12 +67,4 @@ static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task 
     return WPK_OK;
 }
 
-const kernel_provider tune_softmax_cuda = {
-    .name = NAME,
-    .family = "generated",
-    .supports = supports,
-    .describe = describe,
-    .space = space,
-    .default_config = default_config,
-    .build = build,
-};
+TUNE_TEMPLATE(tune_softmax_cuda, NAME, tune_softmax_supports, tune_softmax_describe_task);

@@ -38,6 +38,28 @@ void tune_softmax_describe(const char *tmpl, const tune_softmax_rows *g, tune_ta
     t->flops = 5 * g->outer * g->len * g->inner;
 }
 
+bool tune_softmax_supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in,
+                           ir_tensor *const *out) {
+    (void)self;
+    tune_softmax_rows g;
+    return tune_softmax_read(n, in, out, &g);
+}
+
+void tune_softmax_describe_task(const kernel_provider *self, tune_task *t) {
+    tune_softmax_rows g;
+    if (tune_softmax_read_task(t, &g)) tune_softmax_describe(self->name, &g, t);
+}
+
+bool tune_softmax_space_start(const tune_task *t, tune_space *s, tune_softmax_rows *g) {
+    memset(s, 0, sizeof *s);
+    return tune_softmax_read_task(t, g);
+}
+
+bool tune_softmax_default_start(const tune_task *t, tune_config *cfg, tune_softmax_rows *g) {
+    memset(cfg, 0, sizeof *cfg);
+    return tune_softmax_read_task(t, g);
+}
+
 wpk_status tune_softmax_build(const kernel_provider *self, te_ctx *c, const tune_task *t,
                               const tune_space *s, const tune_config *cfg, bool split_max,
                               tune_build *out, te_algo_parts *parts, tune_softmax_rows *g) {
