@@ -7,8 +7,12 @@
  * per algorithm), every algorithm as a config giving the reference result (plain C here) for
  * plain and fused (bias + residual + ReLU) convolutions and for row-major products with every
  * transpose, cuBLASLt's bias/ReLU epilogues, and refusals named (asymmetric pads, a config out
- * of range). What this cannot check -- the real libraries' numerics and speed -- is
- * test_cuda_gpu's part on a GPU. */
+ * of range). Then the three as kernel_providers (lib_cudnn, lib_cublas, lib_cublaslt) on real
+ * nodes against the reference kernels: supports and configs, the task's key and space, every
+ * config created on the mock device (those the library lacks refused, WPK_ERR_UNSUPPORTED),
+ * run twice on device buffers with the constants copied at create, destroyed; a host device
+ * refused naming the node; what each cannot compute exactly refused with its cause. What this
+ * cannot check -- the real libraries' numerics and speed -- is test_cuda_gpu's part on a GPU. */
 #define _DEFAULT_SOURCE
 
 #include <dlfcn.h>
@@ -18,7 +22,10 @@
 
 #include "../unit/check.h"
 #include "base/context.h"
+#include "ir/graph.h"
+#include "ir/ops.h"
 #include "kernels/vendor/cuda_libs.h"
+#include "kernels/vendor/lib.h"
 #include "runtime/cuda/cuda_rt.h"
 #include "test_data.h"
 
@@ -214,6 +221,304 @@ static void test_cublas(rt_cuda *d, wpk_context *ctx) {
     free(a), free(b), free(bias), free(want), free(got);
 }
 
+/* ---- the three through the kernel_provider interface ---- */
+
+/* A node with its tensors: inputs 0..3 and output 4 (host data, the output's the reference's). */
+typedef struct problem {
+    ir_graph *g;
+    ir_node *node;
+    ir_tensor t[5];
+    ir_tensor *in[4], *out[1];
+    unsigned dynamic;        /* inputs given at run time, on the device (a bit each) */
+    float *want;
+    int64_t ny;
+} problem;
+
+static void problem_free(problem *p) {
+    for (int i = 0; i < 5; i++) free(p->t[i].data);
+    free(p->want);
+    ir_graph_free(p->g);
+}
+
+/* Shape and reference result of p's node. */
+static bool problem_finish(wpk_context *ctx, problem *p) {
+    ir_tensor *y = &p->t[4];
+    p->out[0] = y;
+    if (ir_op_get(p->node->op)->shape(ctx, p->node, p->in, p->out)) {
+        fprintf(stderr, "%s: shape: %s\n", p->node->name, wpk_context_error(ctx));
+        return false;
+    }
+    p->ny = ir_numel(y);
+    y->data = nans(p->ny);
+    p->want = nans(p->ny);
+    if (ir_op_get(p->node->op)->ref(ctx, p->node, p->in, p->out)) {
+        fprintf(stderr, "%s: reference: %s\n", p->node->name, wpk_context_error(ctx));
+        return false;
+    }
+    memcpy(p->want, y->data, sizeof(float) * (size_t)p->ny);
+    return true;
+}
+
+static void set_input(problem *p, int i, int ndim, const int64_t *dims) {
+    p->t[i] = (ir_tensor){.dtype = WPK_DTYPE_FLOAT32, .ndim = ndim};
+    memcpy(p->t[i].dims, dims, sizeof(int64_t) * (size_t)ndim);
+    p->t[i].data = randoms(ir_numel(&p->t[i]));
+    p->in[i] = &p->t[i];
+}
+
+/* Y = act(conv(X, W) + B + Z): X [1 or 2, c, h, w], W [k, c/group, 3, 3]. */
+static bool conv_problem(wpk_context *ctx, problem *p, const char *name, const char *op,
+                         int64_t group, const int64_t *pads, bool bias, bool residual,
+                         const char *act) {
+    memset(p, 0, sizeof *p);
+    p->g = ir_graph_create();
+    bool onnx = !strcmp(op, "Conv");
+    int nin = residual ? 4 : bias ? 3 : 2;
+    int idx = ir_graph_add_node(p->g, name, op, onnx ? "" : "wpk", onnx ? 17 : 1, nin, 1);
+    ir_node *n = p->node = &p->g->nodes[idx];
+    ir_node_set_ints(p->g, n, "strides", (const int64_t[]){2, 1}, 2);
+    ir_node_set_ints(p->g, n, "dilations", (const int64_t[]){1, 2}, 2);
+    ir_node_set_ints(p->g, n, "pads", pads, 4);
+    ir_node_set_int(p->g, n, "group", group);
+    if (act) ir_node_set_str(p->g, n, "activation", act);
+    if (act && !strcmp(act, "LeakyRelu")) ir_node_set_float(p->g, n, "alpha", 0.1f);
+    set_input(p, 0, 4, (const int64_t[]){2, 4, 7, 6});
+    set_input(p, 1, 4, (const int64_t[]){6, 4 / group, 3, 3});
+    if (bias) set_input(p, 2, 1, (const int64_t[]){6});
+    p->dynamic = 1u;
+    if (residual) {
+        /* Z has Y's shape: inferred first, without it */
+        ir_tensor y = {0};
+        ir_tensor *yo[1] = {&y};
+        n->nin = 3;
+        if (ir_op_get(n->op)->shape(ctx, n, p->in, yo)) return false;
+        n->nin = 4;
+        set_input(p, 3, y.ndim, y.dims);
+        p->dynamic |= 1u << 3;
+    }
+    return problem_finish(ctx, p);
+}
+
+/* Y = act(alpha A' B' + beta C + bias + Z) for Gemm / FusedGemm / MatMul / FusedMatMul. */
+static bool gemm_problem(wpk_context *ctx, problem *p, const char *name, const char *op, int an,
+                         const int64_t *adims, int bn, const int64_t *bdims, int cn,
+                         const int64_t *cdims, bool ta, bool tb, float alpha, float beta,
+                         const char *act, unsigned dynamic) {
+    memset(p, 0, sizeof *p);
+    p->g = ir_graph_create();
+    bool onnx = !strcmp(op, "Gemm") || !strcmp(op, "MatMul");
+    int idx = ir_graph_add_node(p->g, name, op, onnx ? "" : "wpk", onnx ? 17 : 1,
+                                cn >= 0 ? 3 : 2, 1);
+    ir_node *n = p->node = &p->g->nodes[idx];
+    if (!strcmp(op, "Gemm") || !strcmp(op, "FusedGemm")) {
+        ir_node_set_int(p->g, n, "transA", ta);
+        ir_node_set_int(p->g, n, "transB", tb);
+    }
+    if (!strcmp(op, "Gemm")) {
+        ir_node_set_float(p->g, n, "alpha", alpha);
+        ir_node_set_float(p->g, n, "beta", beta);
+    }
+    if (act) ir_node_set_str(p->g, n, "activation", act);
+    set_input(p, 0, an, adims);
+    set_input(p, 1, bn, bdims);
+    if (cn >= 0) set_input(p, 2, cn, cdims);
+    p->dynamic = dynamic | 1u;
+    return problem_finish(ctx, p);
+}
+
+static float *dup_floats(const ir_tensor *t) {
+    float *q = malloc(ir_nbytes(t));
+    memcpy(q, t->data, ir_nbytes(t));
+    return q;
+}
+
+/* Provider lp on p through the interface: supports, configs, the task's key and space; every
+ * config created on device d (ok_configs: the bits of those the library has, the others
+ * refused naming `refused`), run on device buffers and compared with the reference, destroyed;
+ * a host device refused. Constant inputs are handed to create as host copies overwritten
+ * after it (they must have been copied), and given no data at run. */
+static void drive(rt_cuda *d, wpk_context *ctx, const kernel_provider *lp, problem *p,
+                  int want_configs, unsigned ok_configs, const char *refused) {
+    char what[1200];
+    snprintf(what, sizeof what, "%s on '%s'", lp->name, p->node->name);
+    CHECK(lp->supports(lp, p->node, p->in, p->out));
+    char names[LIB_MAX_CONFIGS][LIB_CONFIG_MAX];
+    int nc = lp->configs(lp, p->node, p->in, p->out, names);
+    if (nc != want_configs) fprintf(stderr, "%s: %d configs, want %d\n", what, nc, want_configs);
+    CHECK(nc == want_configs);
+    tune_task task;
+    tune_task_init(&task, lp, p->node, p->in, p->out);
+    CHECK(!strncmp(task.key, lp->name, strlen(lp->name)) && task.key[strlen(lp->name)] == '|');
+    tune_space sp;
+    lp->space(lp, &task, &sp);
+    CHECK(sp.nknobs == 1 && !strcmp(sp.knobs[0].name, "algo") && sp.knobs[0].nvalues == nc);
+    CHECK(lp->version(lp) && strstr(lp->version(lp), "cu"));
+
+    ir_tensor ct[4], rt[4], ot = *p->out[0], yt = *p->out[0];
+    ir_tensor *cin[4] = {0}, *rin[4] = {0}, *cout[1] = {&ot}, *rout[1] = {&yt};
+    uint64_t dev_in[4] = {0};
+    ot.data = NULL;
+    for (int i = 0; i < 4; i++) {
+        if (!p->in[i]) continue;
+        ct[i] = rt[i] = *p->in[i];
+        cin[i] = &ct[i], rin[i] = &rt[i];
+        rt[i].data = NULL;
+        if (p->dynamic >> i & 1) {
+            ct[i].data = NULL;
+            dev_in[i] = upload(d, p->in[i]->data, ir_numel(p->in[i]));
+            rt[i].data = (void *)(uintptr_t)dev_in[i];
+        }
+    }
+    uint64_t dy[2] = {upload(d, NULL, p->ny), upload(d, NULL, p->ny)};
+    float *got = nans(p->ny);
+    const kernel_device dev = {.threads = 1, .cuda = d};
+    for (int cfg = 0; cfg < nc; cfg++) {
+        float *copies[4] = {0};
+        for (int i = 0; i < 4; i++)
+            if (cin[i] && ct[i].data) ct[i].data = copies[i] = dup_floats(p->in[i]);
+        lib_kernel *k = NULL;
+        wpk_status st = lp->create(lp, ctx, p->node, cin, cout, cfg, &dev, &k);
+        for (int i = 0; i < 4; i++)
+            if (copies[i]) {
+                for (int64_t j = 0; j < ir_numel(&ct[i]); j++) copies[i][j] = NAN;
+                free(copies[i]);
+                ct[i].data = p->in[i]->data;
+            }
+        if (!(ok_configs >> cfg & 1)) {
+            CHECK_ERR(ctx, st, WPK_ERR_UNSUPPORTED, refused);
+            CHECK(k == NULL);
+            continue;
+        }
+        if (st) fprintf(stderr, "%s config %d (%s): %s\n", what, cfg, names[cfg],
+                        wpk_context_error(ctx));
+        CHECK(st == WPK_OK && k);
+        if (!k) continue;
+        const void *cs[4];
+        size_t cb[4];
+        CHECK(lp->constants(lp, k, cs, cb, 4) == 0);
+        /* twice, on two output buffers: nothing of the first run's is kept */
+        for (int r = 0; r < 2; r++) {
+            yt.data = (void *)(uintptr_t)dy[r];
+            CHECK(rt_cuda_memset_async(d, dy[r], 0xff, (size_t)p->ny * 4) == WPK_OK);
+            st = lp->run(lp, ctx, k, rin, rout);
+            if (st) fprintf(stderr, "%s config %d run: %s\n", what, cfg, wpk_context_error(ctx));
+            CHECK(st == WPK_OK);
+            CHECK(rt_cuda_download(d, got, dy[r], (size_t)p->ny * 4) == WPK_OK);
+            char w2[2600];
+            snprintf(w2, sizeof w2, "%s config %d (%s) run %d", what, cfg, names[cfg], r);
+            CHECK(close_all(got, p->want, p->ny, w2));
+        }
+        yt.data = NULL;
+        CHECK_ERR(ctx, lp->run(lp, ctx, k, rin, rout), WPK_ERR_INVALID_ARG,
+                  "output 0 has no device address");
+        lp->destroy(lp, k);
+    }
+    /* the host is not a device these providers run on */
+    const kernel_device host = {.threads = 1};
+    lib_kernel *k = NULL;
+    char needle[1200];
+    snprintf(needle, sizeof needle, "node '%s': %s runs on a CUDA device, not on the host",
+             p->node->name, lp->name);
+    CHECK_ERR(ctx, lp->create(lp, ctx, p->node, cin, cout, 0, &host, &k), WPK_ERR_UNSUPPORTED,
+              needle);
+    CHECK(k == NULL);
+    for (int i = 0; i < 4; i++) rt_cuda_free(d, dev_in[i]);
+    rt_cuda_free(d, dy[0]), rt_cuda_free(d, dy[1]);
+    free(got);
+}
+
+/* What lp does not take: supports false, no configs, create refused naming the cause. */
+static void refuse(rt_cuda *d, wpk_context *ctx, const kernel_provider *lp, const problem *p,
+                   const char *needle) {
+    char names[LIB_MAX_CONFIGS][LIB_CONFIG_MAX];
+    if (lp->supports(lp, p->node, p->in, p->out))
+        fprintf(stderr, "%s supports '%s'\n", lp->name, p->node->name);
+    CHECK(!lp->supports(lp, p->node, p->in, p->out));
+    CHECK(lp->configs(lp, p->node, p->in, p->out, names) == 0);
+    const kernel_device dev = {.cuda = d};
+    lib_kernel *k = NULL;
+    CHECK_ERR(ctx, lp->create(lp, ctx, p->node, p->in, p->out, 0, &dev, &k), WPK_ERR_UNSUPPORTED,
+              needle);
+    CHECK(k == NULL);
+}
+
+static void test_providers(rt_cuda *d, wpk_context *ctx) {
+    const kernel_provider *const *list = lib_cuda_providers();
+    CHECK(list[0] == &lib_cudnn && list[1] == &lib_cublas && list[2] == &lib_cublaslt &&
+          !list[3]);
+    CHECK(lib_cuda_provider_find("cublaslt") == &lib_cublaslt);
+    CHECK(!lib_cuda_provider_find("onednn") && !lib_provider_find("cudnn"));
+    for (int i = 0; list[i]; i++) CHECK(!strcmp(list[i]->family, list[i]->name));
+    const kernel_provider *dnn = &lib_cudnn, *blas = &lib_cublas, *lt = &lib_cublaslt;
+    const int64_t sym[4] = {1, 1, 1, 1}, asym[4] = {1, 1, 1, 2};
+    /* mock cuDNN offers algorithms 1, 0, 4 (failing), 6, 2: configs 0..7 are algorithms 1, 0,
+     * 2, 3, 4, 5, 6, 7, so configs 0, 1, 2 and 6 run */
+    problem p;
+    if (conv_problem(ctx, &p, "fused conv", "FusedConv", 2, sym, true, true, "Relu")) {
+        drive(d, ctx, dnn, &p, 8, 0x47, "does not run this conv");
+        refuse(d, ctx, blas, &p, "not a matrix product");
+        refuse(d, ctx, lt, &p, "not a matrix product");
+    }
+    problem_free(&p);
+    if (conv_problem(ctx, &p, "conv", "Conv", 1, sym, false, false, NULL))
+        drive(d, ctx, dnn, &p, 8, 0x47, "does not run this conv");
+    problem_free(&p);
+    /* a bias without an activation: cuDNN's fused call runs IMPLICIT_PRECOMP_GEMM alone */
+    if (conv_problem(ctx, &p, "conv + bias", "Conv", 1, sym, true, false, NULL))
+        drive(d, ctx, dnn, &p, 1, 0x1, "");
+    problem_free(&p);
+    if (conv_problem(ctx, &p, "asymmetric conv", "Conv", 1, asym, true, false, NULL))
+        refuse(d, ctx, dnn, &p, "asymmetric pads (1, 1, 1, 2)");
+    problem_free(&p);
+    if (conv_problem(ctx, &p, "leaky conv", "FusedConv", 1, sym, true, false, "LeakyRelu"))
+        refuse(d, ctx, dnn, &p, "cuDNN fuses ReLU only");
+    problem_free(&p);
+
+    /* mock cuBLASLt's heuristic gives 2 algorithms (a third failing): configs 0 and 1 */
+    if (gemm_problem(ctx, &p, "gemm row C", "Gemm", 2, (const int64_t[]){5, 3}, 2,
+                     (const int64_t[]){7, 3}, 1, (const int64_t[]){7}, false, true, 1, 1, NULL,
+                     0)) {
+        drive(d, ctx, blas, &p, 1, 0x1, "");
+        drive(d, ctx, lt, &p, RT_CUBLASLT_MAX_ALGOS, 0x3, "heuristic offers 2 algorithms");
+        refuse(d, ctx, dnn, &p, "not a convolution");
+    }
+    problem_free(&p);
+    if (gemm_problem(ctx, &p, "gemm column C, alpha, beta", "Gemm", 2, (const int64_t[]){3, 5}, 2,
+                     (const int64_t[]){3, 7}, 2, (const int64_t[]){5, 1}, true, false, 0.5f, 2.0f,
+                     NULL, 0x4)) {
+        drive(d, ctx, blas, &p, 1, 0x1, "");
+        refuse(d, ctx, lt, &p, "alpha 0.5");
+    }
+    problem_free(&p);
+    if (gemm_problem(ctx, &p, "gemm full C", "Gemm", 2, (const int64_t[]){5, 3}, 2,
+                     (const int64_t[]){3, 7}, 2, (const int64_t[]){5, 7}, false, false, 1, 1,
+                     NULL, 0)) {
+        refuse(d, ctx, blas, &p, "a row [1, 7] or a column [5, 1]");
+        refuse(d, ctx, lt, &p, "C broadcast from [5, 7]");
+    }
+    problem_free(&p);
+    if (gemm_problem(ctx, &p, "batched matmul", "MatMul", 3, (const int64_t[]){3, 4, 6}, 2,
+                     (const int64_t[]){6, 5}, -1, NULL, false, false, 1, 1, NULL, 0x2)) {
+        drive(d, ctx, blas, &p, 1, 0x1, "");
+        refuse(d, ctx, lt, &p, "a batch of 3 products");
+    }
+    problem_free(&p);
+    if (gemm_problem(ctx, &p, "fused matmul", "FusedMatMul", 2, (const int64_t[]){5, 3}, 2,
+                     (const int64_t[]){3, 7}, 1, (const int64_t[]){7}, false, false, 1, 1, "Relu",
+                     0)) {
+        drive(d, ctx, lt, &p, RT_CUBLASLT_MAX_ALGOS, 0x3, "heuristic offers 2 algorithms");
+        refuse(d, ctx, blas, &p, "an epilogue");
+    }
+    problem_free(&p);
+    if (gemm_problem(ctx, &p, "fused gemm gelu", "FusedGemm", 2, (const int64_t[]){5, 3}, 2,
+                     (const int64_t[]){7, 3}, 1, (const int64_t[]){7}, false, true, 1, 1, "Gelu",
+                     0)) {
+        refuse(d, ctx, lt, &p, "activation Gelu");
+        refuse(d, ctx, blas, &p, "an epilogue");
+    }
+    problem_free(&p);
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr, "usage: %s libwpk_mock_cuda.so libwpk_mock_cudalibs.so\n", argv[0]);
@@ -239,6 +544,7 @@ int main(int argc, char **argv) {
     CHECK(rt_cudnn_version(ctx) == 91000);
     test_cudnn(d, ctx);
     test_cublas(d, ctx);
+    test_providers(d, ctx);
     rt_cuda_close(d);
     wpk_context_free(ctx);
     dlclose(lib);

@@ -24,7 +24,8 @@ static wpk_status failed(rt_cuda *d, const rt_cublas_api *api, cublas_status s, 
     const char *text = api->status_string ? api->status_string(s) : "?";
     if (s == CUBLAS_ALLOC_FAILED) {
         rt_cuda_set_fault(d, RT_CUDA_FAULT_OOM);
-        return wpk_error(rt_cuda_ctx(d), WPK_ERR_NOMEM, "cuBLAS: out of memory: %s: %s", what, text);
+        return wpk_error(rt_cuda_ctx(d), WPK_ERR_NOMEM, "cuBLAS: out of memory: %s: %s", what,
+                         text);
     }
     rt_cuda_set_fault(d, RT_CUDA_FAULT_LIBRARY);
     return wpk_error(rt_cuda_ctx(d), WPK_ERR_INTERNAL, "cuBLAS: %s: %s (status %d)", what, text, s);

@@ -7,9 +7,9 @@
  *
  * Errors: WPK_ERR_UNSUPPORTED when CUDA (or a library it loads) is unavailable; WPK_ERR_NOMEM
  * for device (or host) memory exhaustion, classified as such (never as "no implementation");
- * WPK_ERR_INTERNAL for a failed launch, a crashed or hung
- * kernel, a module that does not load. rt_cuda_last_fault() tells the class for the tuner's records.
- * A device handle is for one thread at a time. */
+ * WPK_ERR_INTERNAL for a failed launch, a crashed or hung kernel, a module that does not load.
+ * rt_cuda_last_fault() tells the class for the tuner's records. A device handle is for one
+ * thread at a time. */
 #ifndef WPK_RUNTIME_CUDA_CUDA_RT_H
 #define WPK_RUNTIME_CUDA_CUDA_RT_H
 
