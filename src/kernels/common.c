@@ -1,7 +1,6 @@
 /* common.c -- helpers of the non-conv templates (see common.h). */
 #include "kernels/common.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -71,15 +70,6 @@ bool tune_read_act(const ir_node *n, te_act *a) {
     a->lo = p.lo;
     a->hi = p.hi;
     return true;
-}
-
-void tune_key_add(tune_task *task, const char *fmt, ...) {
-    size_t len = strnlen(task->key, sizeof task->key);
-    if (len + 1 >= sizeof task->key) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(task->key + len, sizeof task->key - len, fmt, ap);
-    va_end(ap);
 }
 
 void tune_key_act(tune_task *task, const te_act *a) {

@@ -21,6 +21,10 @@ typedef struct tune_task {
     int nin;
     ir_tensor out[TUNE_MAX_ARGS];
     int nout;
+    /* The node's first code-generating provider (kernel_provider_for), or NULL: a library's
+     * workload key extends its key, so the records of one workload's implementations sit side
+     * by side. Set by tune_task_init before describe, so describe needs no registry. */
+    const struct kernel_provider *primary;
 } tune_task;
 
 /* A kernel built from a template: its lowered function plus how its arguments map to the node's

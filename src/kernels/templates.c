@@ -64,5 +64,6 @@ void tune_task_init(tune_task *task, const kernel_provider *t, const ir_node *n,
     task->nout = n->nout < TUNE_MAX_ARGS ? n->nout : TUNE_MAX_ARGS;
     for (int i = 0; i < task->nout; i++)
         if (out[i]) task->out[i] = *out[i];
+    task->primary = kernel_provider_for(n, in, out);
     t->describe(t, task);
 }

@@ -15,6 +15,16 @@ fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
 [ -f "$MODEL" ] || { echo "no $MODEL (the gen_plan_models fixture writes it)"; exit 1; }
 "$WPK" compile "$MODEL" --db '' -o "$T/m.wpk" >"$T/log" 2>&1 || { cat "$T/log"; fail "wpk compile"; }
+# the vendor libraries this wpk was built with (their names in `wpk help`'s provider list)
+libs=$("$WPK" help 2>&1 | grep -o 'auto|generated|ref[|a-z]*' | head -1 | tr '|' '\n' |
+       grep -v -x -e auto -e generated -e ref)
+for lib in $libs; do
+    "$WPK" compile "$MODEL" --db '' --provider "$lib" -o "$T/m_$lib.wpk" >"$T/log" 2>&1 ||
+        { cat "$T/log"; fail "wpk compile --provider $lib"; }
+    # the summary's total row: nodes, tuned, default, library, reference
+    awk '$1 == "total" { exit !($5 > 0) }' "$T/log" ||
+        { cat "$T/log"; fail "no node of the $lib plan runs on a library kernel"; }
+done
 # the plan's input name and shape, from the example itself (random inputs, no -i)
 "$RUN_PLAN" "$T/m.wpk" -o "$T/rand" --seed 7 >"$T/log" 2>&1 || { cat "$T/log"; fail "run_plan (random inputs)"; }
 # the model's input at batch 1 (what `wpk compile` specializes to by default)
@@ -26,9 +36,13 @@ x = [i for i in m.graph.input if i.name not in init][0]
 shape = [d.dim_value if d.HasField('dim_value') else 1 for d in x.type.tensor_type.shape.dim]
 np.save('$T/x.npy', np.random.default_rng(5).uniform(-1, 1, shape).astype(np.float32))
 print(x.name)")
-"$RUN_PLAN" "$T/m.wpk" -i "$IN=$T/x.npy" -o "$T/ex" --threads 2 >"$T/log" 2>&1 || { cat "$T/log"; fail "run_plan"; }
-"$WPK" run --plan "$T/m.wpk" -i "$IN=$T/x.npy" -o "$T/cli" --threads 2 >"$T/log" 2>&1 || { cat "$T/log"; fail "wpk run --plan"; }
-python3 - "$T/ex" "$T/cli" <<'PY' || fail "the example's outputs differ from wpk run's"
+for plan in m $(for lib in $libs; do echo "m_$lib"; done); do
+echo "$plan.wpk:"
+"$RUN_PLAN" "$T/$plan.wpk" -i "$IN=$T/x.npy" -o "$T/ex_$plan" --threads 2 >"$T/log" 2>&1 ||
+    { cat "$T/log"; fail "run_plan $plan.wpk"; }
+"$WPK" run --plan "$T/$plan.wpk" -i "$IN=$T/x.npy" -o "$T/cli_$plan" --threads 2 >"$T/log" 2>&1 ||
+    { cat "$T/log"; fail "wpk run --plan $plan.wpk"; }
+python3 - "$T/ex_$plan" "$T/cli_$plan" <<'PY' || fail "$plan: the example's outputs differ from wpk run's"
 import os, sys, numpy as np
 a_dir, b_dir = sys.argv[1], sys.argv[2]
 names = sorted(f for f in os.listdir(b_dir) if f.endswith(".npy"))
@@ -37,8 +51,9 @@ for f in names:
     a, b = np.load(os.path.join(a_dir, f)), np.load(os.path.join(b_dir, f))
     assert a.shape == b.shape and a.dtype == b.dtype, (f, a.shape, b.shape)
     assert np.allclose(a, b, rtol=1e-5, atol=0), (f, float(np.abs(a - b).max()))
-    print(f"{f}: {a.shape}, max abs difference {float(np.abs(a - b).max()):.3g}")
+    print(f"  {f}: {a.shape}, max abs difference {float(np.abs(a - b).max()):.3g}")
 PY
+done
 ldd "$RUN_PLAN" >"$T/ldd" || fail "ldd"
 grep -q "libwpk_runtime" "$T/ldd" || fail "run_plan does not link libwpk_runtime"
 for lib in libsqlite3 libxgboost libprotobuf-c libcjson libz.so; do

@@ -62,10 +62,13 @@ static void task_tensors(const tune_task *task, ir_tensor **in, ir_tensor **out)
 void lib_describe(const kernel_provider *self, tune_task *task) {
     ir_tensor *in[TUNE_MAX_ARGS] = {0}, *out[TUNE_MAX_ARGS] = {0};
     task_tensors(task, in, out);
-    const kernel_provider *dsl = kernel_provider_for(task->node, in, out);
+    const kernel_provider *dsl = task->primary;
     if (dsl) {
-        tune_task inner;
-        tune_task_init(&inner, dsl, task->node, in, out);
+        tune_task inner = *task;
+        inner.tmpl = dsl;
+        memset(inner.key, 0, sizeof inner.key);
+        inner.flops = 0;
+        dsl->describe(dsl, &inner);
         /* "<library>|<key>", cut at the key's size like any key */
         size_t n = (size_t)snprintf(task->key, sizeof task->key, "%s|", self->name);
         size_t len = strlen(inner.key);

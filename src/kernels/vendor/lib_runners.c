@@ -23,3 +23,6 @@ static void register_libs(void) {
 }
 
 void lib_runners_register(void) { pthread_once(&once, register_libs); }
+
+/* In libwpk_runtime, nothing else would: a plan's library steps find their runners by name. */
+__attribute__((constructor)) static void register_at_load(void) { lib_runners_register(); }
