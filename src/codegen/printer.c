@@ -532,9 +532,9 @@ void cg_stmt(cg_printer *p, const loop_stmt *s) {
         return;
     case LOOP_ALLOC: p->d->alloc(p, s); return;
     case LOOP_SEQ:
-        if (loop_is_barrier(s)) p->d->barrier(p, s);
         for (int i = 0; i < s->nstmts; i++) cg_stmt(p, s->stmts[i]);
         return;
+    case LOOP_BARRIER: p->d->barrier(p, s); return;
     }
     cg_fail(p, WPK_ERR_INVALID_ARG, "statement kind %d", (int)s->kind);
 }

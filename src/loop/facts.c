@@ -197,6 +197,7 @@ static bool promotable(const loop_stmt *s, const loop_buffer *b, int *lanes) {
         for (int i = 0; i < s->nstmts; i++)
             if (!promotable(s->stmts[i], b, lanes)) return false;
         return true;
+    case LOOP_BARRIER: return true;
     }
     return false;
 }

@@ -378,10 +378,11 @@ static wpk_status exec(interp *I, const loop_stmt *s) {
         wpk_free(data);
         return st;
     }
-    case LOOP_SEQ: /* a barrier has no statements: threads run one after another here */
+    case LOOP_SEQ:
         for (int i = 0; i < s->nstmts; i++)
             if ((st = exec(I, s->stmts[i]))) return st;
         return WPK_OK;
+    case LOOP_BARRIER: return WPK_OK; /* threads run one after another here */
     }
     return wpk_error(I->ctx, WPK_ERR_INTERNAL, "interp: bad statement kind %d", (int)s->kind);
 }

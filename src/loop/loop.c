@@ -118,16 +118,6 @@ const loop_stmt *loop_seq(te_ctx *c, int n, const loop_stmt *const *stmts) {
     return s;
 }
 
-const loop_stmt *loop_barrier(te_ctx *c) {
-    loop_stmt *s = stmt(c, LOOP_SEQ);
-    if (!s) return NULL;
-    s->stmts = arena_alloc(&c->mem, sizeof(loop_stmt *));
-    if (!s->stmts) {
-        c->oom = true;
-        return NULL;
-    }
-    s->barrier = true;
-    return s;
-}
+const loop_stmt *loop_barrier(te_ctx *c) { return stmt(c, LOOP_BARRIER); }
 
-bool loop_is_barrier(const loop_stmt *s) { return s && s->kind == LOOP_SEQ && s->barrier; }
+bool loop_is_barrier(const loop_stmt *s) { return s && s->kind == LOOP_BARRIER; }

@@ -27,7 +27,10 @@ struct loop_buffer {
     int id;
 };
 
-typedef enum loop_stmt_kind { LOOP_FOR, LOOP_LET, LOOP_IF, LOOP_STORE, LOOP_ALLOC, LOOP_SEQ } loop_stmt_kind;
+/* LOOP_BARRIER: a GPU block barrier, placed by loop/sync.c after every other pass. */
+typedef enum loop_stmt_kind {
+    LOOP_FOR, LOOP_LET, LOOP_IF, LOOP_STORE, LOOP_ALLOC, LOOP_SEQ, LOOP_BARRIER
+} loop_stmt_kind;
 
 typedef enum loop_for_kind {
     LOOP_SERIAL, LOOP_PARALLEL, LOOP_VECTORIZED, LOOP_UNROLLED, LOOP_BIND
@@ -48,9 +51,6 @@ struct loop_stmt {
     const loop_stmt *else_body;     /* IF (may be NULL) */
     const loop_stmt **stmts;        /* SEQ */
     int nstmts;
-    /* SEQ of no statements: a GPU block barrier (loop/sync.c places them, after every other
-     * pass). A SEQ so that what knows no barriers sees the empty statement. */
-    bool barrier;
 };
 
 /* A kernel: void name(void *const *args), args[i] pointing at buffer args[i]'s data. */

@@ -101,6 +101,7 @@ static void scan(cut *K, const loop_stmt *s, const loop_range_env *env) {
     case LOOP_SEQ:
         for (int i = 0; i < s->nstmts; i++) scan(K, s->stmts[i], env);
         return;
+    case LOOP_BARRIER: return;
     }
 }
 
@@ -210,7 +211,7 @@ static const loop_stmt *part(te_ctx *c, const loop_stmt *s, const loop_range_env
             if (!(v[i] = part(c, s->stmts[i], env))) return NULL;
         return loop_seq(c, s->nstmts, v);
     }
-    case LOOP_STORE: return s;
+    case LOOP_STORE: case LOOP_BARRIER: return s;
     }
     return s;
 }

@@ -284,11 +284,11 @@ void loop_print_stmt(const loop_stmt *s, int indent, strbuf *b) {
         sb_puts(b, "}\n");
         break;
     case LOOP_SEQ:
-        if (s->barrier) {
-            pad(indent, b);
-            sb_puts(b, "barrier\n");
-        }
         for (int i = 0; i < s->nstmts; i++) loop_print_stmt(s->stmts[i], indent, b);
+        break;
+    case LOOP_BARRIER:
+        pad(indent, b);
+        sb_puts(b, "barrier\n");
         break;
     }
 }

@@ -707,6 +707,7 @@ static const loop_stmt *ss(te_ctx *c, const loop_stmt *s, const loop_range_env *
         return loop_alloc(c, s->buffer, body);
     }
     case LOOP_SEQ: return seq_flat(c, s, env);
+    case LOOP_BARRIER: return s;
     }
     return s;
 }

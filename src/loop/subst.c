@@ -98,6 +98,7 @@ const loop_stmt *loop_subst_stmt(te_ctx *c, const loop_stmt *s, int n, const te_
         for (int i = 0; i < s->nstmts; i++) v[i] = loop_subst_stmt(c, s->stmts[i], n, vars, values);
         return loop_seq(c, s->nstmts, v);
     }
+    case LOOP_BARRIER: return s;
     }
     return NULL;
 }
@@ -127,6 +128,7 @@ bool loop_stmt_uses(const loop_stmt *s, const te_iter *var) {
         for (int i = 0; i < s->nstmts; i++)
             if (loop_stmt_uses(s->stmts[i], var)) return true;
         return false;
+    case LOOP_BARRIER: return false;
     }
     return false;
 }

@@ -85,6 +85,7 @@ static void effects(const sync_state *S, const loop_stmt *s, uint64_t *r, uint64
     case LOOP_SEQ:
         for (int i = 0; i < s->nstmts; i++) effects(S, s->stmts[i], r, w);
         return;
+    case LOOP_BARRIER: return;
     }
 }
 
@@ -240,6 +241,9 @@ static const loop_stmt *walk(sync_state *S, const loop_stmt *s) {
     }
     case LOOP_ALLOC: return rebody(S, s, walk(S, s->body), NULL);
     case LOOP_SEQ: return walk_seq(S, s);
+    case LOOP_BARRIER: /* one placed before: what was pending is ordered by it */
+        barrier(S);
+        return s;
     }
     return s;
 }

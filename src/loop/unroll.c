@@ -59,7 +59,7 @@ static const loop_stmt *unroll(te_ctx *c, const loop_stmt *s) {
         }
         return same ? s : loop_seq(c, s->nstmts, v);
     }
-    case LOOP_STORE: return s;
+    case LOOP_STORE: case LOOP_BARRIER: return s;
     }
     return s;
 }

@@ -138,8 +138,8 @@ static bool stmt_ok(ver *V, const loop_stmt *s, const loop_range_env *env, int d
         V->nbufs--;
         return ok;
     }
+    case LOOP_BARRIER: return true;
     case LOOP_SEQ:
-        if (s->barrier && s->nstmts) return fail(V, "a barrier holds %d statements", s->nstmts);
         for (int i = 0; i < s->nstmts; i++)
             if (!stmt_ok(V, s->stmts[i], env, depth + 1)) return false;
         return true;

@@ -170,7 +170,7 @@ static double store_work(const loop_stmt *s) {
 static double direct_work(const loop_stmt *s) {
     if (!s) return 0;
     switch (s->kind) {
-    case LOOP_FOR: return 0;
+    case LOOP_FOR: case LOOP_BARRIER: return 0;
     case LOOP_STORE: return store_work(s);
     case LOOP_LET: case LOOP_ALLOC: return direct_work(s->body);
     case LOOP_IF: return direct_work(s->body) + direct_work(s->else_body);
@@ -217,6 +217,7 @@ static void find_hot(search *S, const loop_stmt *s, double trips) {
         break;
     }
     case LOOP_STORE: S->total_work += trips * store_work(s); break;
+    case LOOP_BARRIER: break;
     case LOOP_LET: find_hot(S, s->body, trips); break;
     case LOOP_ALLOC:
         if (s->buffer && s->buffer->scope == LOOP_SCOPE_HEAP)
@@ -406,6 +407,7 @@ static void scan_stmt(scan *B, const loop_stmt *s) {
     case LOOP_SEQ:
         for (int i = 0; i < s->nstmts; i++) scan_stmt(B, s->stmts[i]);
         return;
+    case LOOP_BARRIER: return;
     }
 }
 

@@ -113,7 +113,7 @@ static void block_box(const loop_stmt *s, box *B) {
         return;
     case LOOP_IF: block_box(s->body, B); block_box(s->else_body, B); return;
     case LOOP_LET: case LOOP_ALLOC: block_box(s->body, B); return;
-    case LOOP_STORE: return;
+    case LOOP_STORE: case LOOP_BARRIER: return;
     }
 }
 
@@ -275,6 +275,7 @@ static void scan_stmt(em *m, const loop_stmt *s, scan_ctx k, scan_state *S) {
         return;
     }
     case LOOP_SEQ: scan_seq(m, s, k, S); return;
+    case LOOP_BARRIER: return; /* reads and writes nothing */
     }
     cg_fail(&m->p, WPK_ERR_INVALID_ARG, "statement kind %d", (int)s->kind);
 }

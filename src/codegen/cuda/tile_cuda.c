@@ -264,6 +264,7 @@ static void tile_stmt(em *m, tile_scan *T, const loop_stmt *s) {
     case LOOP_SEQ:
         for (int i = 0; i < s->nstmts; i++) tile_stmt(m, T, s->stmts[i]);
         return;
+    case LOOP_BARRIER: return;
     }
 }
 
