@@ -1,7 +1,8 @@
-/* program_cuda.c -- a static plan turned into a CUDA program description (program_cuda.h):
- * per node its CUDA template's kernel (built, lowered, emitted, NVRTC-compiled; shared between
- * nodes of one workload and config), its arguments placed at the memory plan's offsets or in
- * the weights blob, views free or copied. */
+/* cuda_program.c -- a static plan turned into a runtime plan for the CUDA backend
+ * (cuda_program.h): per node its CUDA template's kernel (built, lowered, emitted,
+ * NVRTC-compiled; one module shared by the nodes of one workload and config), its arguments the
+ * tensors of its values (workspace offsets, constants in the blob), views free or copied; and
+ * the runner that runs that plan through rt_exec on a device. */
 #include "compile/cuda_program.h"
 
 #include <stdio.h>
@@ -12,9 +13,12 @@
 #include "ir/ops.h"
 #include "loop/lower.h"
 #include "kernels/templates_cuda.h"
+#include "runtime/cuda/cuda_rt.h"
+#include "runtime/exec.h"
 
 #define WEIGHT_ALIGN 256
 #define MAX_NODE_ARGS (TUNE_MAX_ARGS * 2)
+#define MAX_STEP_ARGS 64    /* the "cuda_kernel" runner's limit */
 
 tune_cuda_program_options tune_cuda_program_default_options(void) {
     return (tune_cuda_program_options){.sm = 90};
@@ -26,16 +30,13 @@ void tune_cuda_program_free(tune_cuda_program *p) {
         cg_cuda_image_free(&p->compiled[i]);
         wpk_free(p->sources[i]);
     }
-    wpk_free(p->images);
     wpk_free(p->compiled);
     wpk_free(p->sources);
     wpk_free(p->launch);
     wpk_free(p->keys);
     wpk_free(p->names);
-    wpk_free(p->steps);
-    wpk_free(p->weights);
-    wpk_free(p->inputs);
-    wpk_free(p->outputs);
+    wpk_free((void *)p->plan.consts);
+    rt_plan_free(&p->plan);
     memset(p, 0, sizeof *p);
 }
 
@@ -50,37 +51,68 @@ typedef struct builder {
     const memory_plan *mem;
     const tune_cuda_program_options *opt;
     tune_cuda_program *p;
-    int64_t *woff;            /* per value: its offset in the weights, -1 before it is placed */
-    size_t wcap;
+    unsigned char *weights;   /* the constants blob while it grows */
+    size_t weights_bytes, wcap;
+    int32_t *args;            /* the next free argument slot */
 } builder;
 
-/* Where value v lives: the workspace, or the weights (a constant, appended on first use). */
-static wpk_status place(builder *b, int v, const char *node, rt_cuda_ref *out) {
-    const memory_plan *mem = b->mem;
-    if (mem->offset[v] >= 0) {
-        *out = (rt_cuda_ref){RT_CUDA_WORKSPACE, (uint64_t)mem->offset[v]};
-        return WPK_OK;
-    }
+/* Value v as an argument: its tensor, placed in the workspace by the memory plan or, for a
+ * constant, in the blob (appended on first use). */
+static wpk_status place(builder *b, int v, const char *node, int32_t *out) {
+    rt_tensor_desc *d = &b->p->plan.tensors[v];
+    *out = v;
+    if (d->place != RT_PLACE_NONE) return WPK_OK;
     const ir_value *val = &b->g->values[v];
     if (!val->t.data)
         return wpk_error(b->ctx, WPK_ERR_INTERNAL, "CUDA backend: node '%s' reads '%s', which has "
                          "neither a planned buffer nor constant data", node, val->name);
-    if (b->woff[v] < 0) {
-        size_t bytes = ir_nbytes(&val->t);
-        size_t at = (b->p->weights_bytes + WEIGHT_ALIGN - 1) / WEIGHT_ALIGN * WEIGHT_ALIGN;
-        if (at + bytes > b->wcap) {
-            size_t cap = (at + bytes) * 2 + 4096;
-            unsigned char *w = wpk_realloc(b->p->weights, cap);
-            if (!w) return wpk_error(b->ctx, WPK_ERR_NOMEM, "out of memory placing the weights");
-            memset(w + b->wcap, 0, cap - b->wcap);
-            b->p->weights = w, b->wcap = cap;
-        }
-        memcpy(b->p->weights + at, val->t.data, bytes);
-        b->p->weights_bytes = at + bytes;
-        b->woff[v] = (int64_t)at;
+    size_t bytes = ir_nbytes(&val->t);
+    size_t at = (b->weights_bytes + WEIGHT_ALIGN - 1) / WEIGHT_ALIGN * WEIGHT_ALIGN;
+    if (at + bytes > b->wcap) {
+        size_t cap = (at + bytes) * 2 + 4096;
+        unsigned char *w = wpk_realloc(b->weights, cap);
+        if (!w) return wpk_error(b->ctx, WPK_ERR_NOMEM, "out of memory placing the weights");
+        memset(w + b->wcap, 0, cap - b->wcap);
+        b->weights = w, b->wcap = cap;
     }
-    *out = (rt_cuda_ref){RT_CUDA_WEIGHTS, (uint64_t)b->woff[v]};
+    memcpy(b->weights + at, val->t.data, bytes);
+    b->weights_bytes = at + bytes;
+    d->place = RT_PLACE_CONST;
+    d->offset = (int64_t)at;
     return WPK_OK;
+}
+
+/* A new step of the plan for node n (its arguments start at b->args). */
+static rt_step *new_step(builder *b, const ir_node *n, const char *runner) {
+    rt_plan *pl = &b->p->plan;
+    rt_step *s = &pl->steps[pl->nsteps++];
+    memset(s, 0, sizeof *s);
+    s->runner = runner;
+    s->module = -1;
+    s->symbol = "";
+    s->node = n->name;
+    s->op = n->op_type;
+    s->impl = "";
+    s->source = "";
+    s->args = b->args;
+    return s;
+}
+
+/* A device copy of bytes from value x (at byte offset `at`) into value y. */
+static wpk_status copy_step(builder *b, const ir_node *n, int x, int y, size_t at, size_t bytes) {
+    rt_step *s = new_step(b, n, "cuda_copy");
+    s->impl = "device copy";
+    uint8_t *payload = arena_alloc(&b->p->plan.mem, RT_CUDA_COPY_PAYLOAD);
+    if (!payload) return wpk_error(b->ctx, WPK_ERR_NOMEM, "out of memory building the plan");
+    rt_cuda_copy_payload(at, bytes, payload);
+    s->payload = payload;
+    s->payload_len = RT_CUDA_COPY_PAYLOAD;
+    wpk_status st = place(b, x, n->name, &b->args[0]);
+    if (!st) st = place(b, y, n->name, &b->args[1]);
+    s->nargs = 2;
+    b->args += 2;
+    b->p->ncopy_steps++;
+    return st;
 }
 
 /* The image for task t at config cfg: an existing one of the same key, or a new one. */
@@ -137,15 +169,9 @@ static wpk_status kernel_of(builder *b, const tune_task *t, const tune_space *s,
     }
     p->sources[k] = sb_take(&src);
     snprintf(p->keys[k], sizeof p->keys[k], "%s", key);
-    const cg_cuda_launch *L = &p->launch[k];
-    rt_cuda_image *im = &p->images[k];
-    im->data = p->compiled[k].data;
-    im->size = p->compiled[k].size;
-    im->name = p->names[k];
-    memcpy(im->dims.grid, L->grid, sizeof L->grid);
-    memcpy(im->dims.block, L->block, sizeof L->block);
-    im->dims.shared_bytes = L->shared_bytes;
-    p->nimages++;
+    p->plan.modules[k].data = p->compiled[k].data;
+    p->plan.modules[k].len = p->compiled[k].size;
+    p->plan.nmodules = ++p->nimages;
     *image = k;
     return WPK_OK;
 }
@@ -165,32 +191,44 @@ static wpk_status kernel_step(builder *b, int k) {
     tune_space s;
     t->space(t, &task, &s);
     tune_config cfg;
-    if (!b->opt->choose || !b->opt->choose(b->opt->choose_user, &task, &s, &cfg))
-        t->default_config(t, &task, &s, &cfg);
+    bool chosen = b->opt->choose && b->opt->choose(b->opt->choose_user, &task, &s, &cfg);
+    if (!chosen) t->default_config(t, &task, &s, &cfg);
     int ninputs = 0, image = -1;
     wpk_status st = kernel_of(b, &task, &s, &cfg, &ninputs, &image);
     if (st) return st;
-    rt_cuda_step *step = &b->p->steps[b->p->nsteps];
-    memset(step, 0, sizeof *step);
-    step->node = n->name;
-    step->kernel = image;
-    for (int i = 0; i < n->nin && step->nargs < ninputs; i++)
-        if (n->in[i] >= 0 && (st = place(b, n->in[i], n->name, &step->args[step->nargs++])))
-            return st;
-    if (step->nargs != ninputs)
+    rt_step *step = new_step(b, n, "cuda_kernel");
+    step->module = image;
+    step->symbol = b->p->names[image];
+    step->impl = b->p->keys[image];
+    step->source = chosen ? "tuned" : "default";
+    const cg_cuda_launch *L = &b->p->launch[image];
+    rt_cuda_dims dims;
+    memcpy(dims.grid, L->grid, sizeof dims.grid);
+    memcpy(dims.block, L->block, sizeof dims.block);
+    dims.shared_bytes = L->shared_bytes;
+    uint8_t *payload = arena_alloc(&b->p->plan.mem, RT_CUDA_LAUNCH_PAYLOAD);
+    if (!payload) return wpk_error(b->ctx, WPK_ERR_NOMEM, "out of memory building the plan");
+    rt_cuda_launch_payload(&dims, payload);
+    step->payload = payload;
+    step->payload_len = RT_CUDA_LAUNCH_PAYLOAD;
+    int a = 0;
+    for (int i = 0; i < n->nin && a < ninputs; i++)
+        if (n->in[i] >= 0 && (st = place(b, n->in[i], n->name, &b->args[a++]))) return st;
+    if (a != ninputs)
         return wpk_error(b->ctx, WPK_ERR_INTERNAL, "CUDA backend: node '%s': its kernel takes %d "
-                         "inputs, the node has %d", n->name, ninputs, step->nargs);
+                         "inputs, the node has %d", n->name, ninputs, a);
     for (int i = 0; i < n->nout; i++) {
         if (n->out[i] < 0) continue;
-        if (step->nargs == RT_CUDA_STEP_ARGS)
+        if (a == MAX_STEP_ARGS)
             return wpk_error(b->ctx, WPK_ERR_UNSUPPORTED, "CUDA backend: node '%s' has more "
-                             "than %d arguments", n->name, RT_CUDA_STEP_ARGS);
+                             "than %d arguments", n->name, MAX_STEP_ARGS);
         if (b->mem->offset[n->out[i]] < 0)
             return wpk_error(b->ctx, WPK_ERR_INTERNAL, "CUDA backend: output '%s' of node '%s' "
                              "has no planned buffer", g->values[n->out[i]].name, n->name);
-        if ((st = place(b, n->out[i], n->name, &step->args[step->nargs++]))) return st;
+        if ((st = place(b, n->out[i], n->name, &b->args[a++]))) return st;
     }
-    b->p->nsteps++;
+    step->nargs = a;
+    b->args += a;
     b->p->nkernel_nodes++;
     return WPK_OK;
 }
@@ -204,17 +242,7 @@ static wpk_status view_step(builder *b, int k) {
         b->p->nview_nodes++;
         return WPK_OK;
     }
-    rt_cuda_step *step = &b->p->steps[b->p->nsteps];
-    memset(step, 0, sizeof *step);
-    step->node = n->name;
-    step->kernel = -1;
-    wpk_status st = place(b, x, n->name, &step->copy_src);
-    if (!st) st = place(b, y, n->name, &step->copy_dst);
-    if (st) return st;
-    step->copy_bytes = mem->bytes[y];
-    b->p->nsteps++;
-    b->p->ncopy_steps++;
-    return WPK_OK;
+    return copy_step(b, n, x, y, 0, ir_nbytes(&b->g->values[y].t));
 }
 
 /* A Split whose outputs are contiguous ranges of its input (every dimension before the axis is
@@ -239,20 +267,28 @@ static wpk_status split_step(builder *b, int k) {
     const ir_node *n = &b->g->nodes[k];
     size_t at = 0;
     for (int i = 0; i < n->nout; i++) {
-        rt_cuda_step *step = &b->p->steps[b->p->nsteps];
-        memset(step, 0, sizeof *step);
-        step->node = n->name;
-        step->kernel = -1;
-        wpk_status st = place(b, n->in[0], n->name, &step->copy_src);
-        if (!st) st = place(b, n->out[i], n->name, &step->copy_dst);
+        size_t bytes = ir_nbytes(&b->g->values[n->out[i]].t);
+        wpk_status st = copy_step(b, n, n->in[0], n->out[i], at, bytes);
         if (st) return st;
-        step->copy_src.offset += at;
-        step->copy_bytes = ir_nbytes(&b->g->values[n->out[i]].t);
-        at += step->copy_bytes;
-        b->p->nsteps++;
-        b->p->ncopy_steps++;
+        at += bytes;
     }
     return WPK_OK;
+}
+
+/* Tensor v is value v: workspace values at their planned offsets now, constants when a step
+ * first reads them (place), the rest nowhere. */
+static void value_tensors(builder *b) {
+    const ir_graph *g = b->g;
+    for (int v = 0; v < g->nvalues; v++) {
+        rt_tensor_desc *d = &b->p->plan.tensors[v];
+        const ir_tensor *t = &g->values[v].t;
+        d->name = g->values[v].name;
+        d->dtype = t->dtype;
+        d->ndim = t->ndim;
+        memcpy(d->dims, t->dims, sizeof d->dims);
+        d->place = b->mem->offset[v] >= 0 ? RT_PLACE_WORKSPACE : RT_PLACE_NONE;
+        d->offset = b->mem->offset[v] >= 0 ? b->mem->offset[v] : 0;
+    }
 }
 
 static bool planned_io(const memory_plan *mem, int v) { return v >= 0 && mem->offset[v] >= 0; }
@@ -293,29 +329,37 @@ wpk_status tune_cuda_program_build(wpk_context *ctx, const ir_graph *g, const me
     wpk_status st = cg_cuda_nvrtc_available(ctx);
     if (st) return st;
     tune_cuda_program *p = out;
+    rt_plan *pl = &p->plan;
     const size_t nn = g->nnodes > 0 ? (size_t)g->nnodes : 1;
-    p->images = wpk_calloc(nn, sizeof *p->images);
     p->compiled = wpk_calloc(nn, sizeof *p->compiled);
     p->sources = wpk_calloc(nn, sizeof *p->sources);
     p->launch = wpk_calloc(nn, sizeof *p->launch);
     p->keys = wpk_calloc(nn, sizeof *p->keys);
     p->names = wpk_calloc(nn, sizeof *p->names);
-    size_t nsteps = nn; /* a step per node, a contiguous Split's one per output */
-    for (int k = 0; k < g->nnodes; k++)
+    size_t nsteps = nn, nargs = 1; /* a step per node, a contiguous Split's one per output */
+    for (int k = 0; k < g->nnodes; k++) {
         if (!g->nodes[k].dead && contiguous_split(g, &g->nodes[k]))
             nsteps += (size_t)g->nodes[k].nout - 1;
-    p->steps = wpk_calloc(nsteps, sizeof *p->steps);
-    p->inputs = wpk_calloc(g->ninputs ? (size_t)g->ninputs : 1, sizeof *p->inputs);
-    p->outputs = wpk_calloc(g->noutputs ? (size_t)g->noutputs : 1, sizeof *p->outputs);
-    builder b = {ctx, g, mem, opt, p, wpk_calloc((size_t)g->nvalues + 1, sizeof(int64_t)), 0};
-    if (!p->images || !p->compiled || !p->sources || !p->launch || !p->keys || !p->names ||
-        !p->steps ||
-        !p->inputs || !p->outputs || !b.woff) {
-        wpk_free(b.woff);
+        nargs += 2 * (size_t)(g->nodes[k].nin + g->nodes[k].nout);
+    }
+    pl->threads = 1;
+    pl->provider = "";
+    pl->records = "";
+    pl->workspace = (int64_t)mem->workspace;
+    pl->ntensors = g->nvalues;
+    pl->tensors = arena_alloc(&pl->mem, sizeof *pl->tensors * ((size_t)g->nvalues + 1));
+    pl->modules = arena_alloc(&pl->mem, sizeof *pl->modules * nn);
+    pl->steps = arena_alloc(&pl->mem, sizeof *pl->steps * nsteps);
+    pl->inputs = arena_alloc(&pl->mem, sizeof *pl->inputs * ((size_t)g->ninputs + 1));
+    pl->outputs = arena_alloc(&pl->mem, sizeof *pl->outputs * ((size_t)g->noutputs + 1));
+    builder b = {ctx, g, mem, opt, p, NULL, 0, 0,
+                 arena_alloc(&pl->mem, sizeof(int32_t) * nargs)};
+    if (!p->compiled || !p->sources || !p->launch || !p->keys || !p->names || !pl->tensors ||
+        !pl->modules || !pl->steps || !pl->inputs || !pl->outputs || !b.args) {
         tune_cuda_program_free(p);
         return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory building a CUDA program");
     }
-    for (int v = 0; v < g->nvalues; v++) b.woff[v] = -1;
+    value_tensors(&b);
     for (int k = 0; k < g->nnodes && !st; k++) {
         const ir_node *n = &g->nodes[k];
         if (n->dead) continue;
@@ -323,41 +367,40 @@ wpk_status tune_cuda_program_build(wpk_context *ctx, const ir_graph *g, const me
              : contiguous_split(g, n)                    ? split_step(&b, k)
                                                          : kernel_step(&b, k);
     }
+    pl->consts = b.weights;
+    pl->consts_len = (int64_t)b.weights_bytes;
+    pl->ninputs = g->ninputs;
+    pl->noutputs = g->noutputs;
     for (int i = 0; i < g->ninputs && !st; i++) {
         int v = g->inputs[i];
+        pl->inputs[i].tensor = v;
+        for (int d = 0; d < WPK_MAX_DIMS; d++) pl->inputs[i].dim_names[d] = "";
         if (!planned_io(mem, v))
             st = wpk_error(ctx, WPK_ERR_INTERNAL, "CUDA backend: input '%s' has no planned buffer",
                            g->values[v].name);
-        else
-            p->inputs[i] = (rt_cuda_io){{RT_CUDA_WORKSPACE, (uint64_t)mem->offset[v]},
-                                        mem->bytes[v]};
     }
     for (int i = 0; i < g->noutputs && !st; i++) {
         int v = g->outputs[i];
+        pl->outputs[i].tensor = v;
         if (!planned_io(mem, v))
             st = wpk_error(ctx, WPK_ERR_UNSUPPORTED, "CUDA backend: output '%s' is a constant "
                            "(no kernel computes it)", g->values[v].name);
-        else
-            p->outputs[i] = (rt_cuda_io){{RT_CUDA_WORKSPACE, (uint64_t)mem->offset[v]},
-                                         mem->bytes[v]};
     }
-    wpk_free(b.woff);
     if (st) {
         tune_cuda_program_free(p);
         return st;
     }
-    p->desc = (rt_cuda_program_desc){p->images, p->nimages, p->steps, p->nsteps,
-                                     mem->workspace, p->weights, p->weights_bytes,
-                                     p->inputs, g->ninputs, p->outputs, g->noutputs};
     return WPK_OK;
 }
 
 /* ---- the runner ---- */
 
 struct tune_cuda_runner {
+    wpk_context *ctx;
     rt_cuda *d;
     tune_cuda_program prog;
-    rt_cuda_program *rp;
+    rt_backend *be;
+    rt_exec *x;
 };
 
 wpk_status tune_cuda_runner_create(wpk_context *ctx, const ir_graph *g, const memory_plan *mem,
@@ -369,11 +412,14 @@ wpk_status tune_cuda_runner_create(wpk_context *ctx, const ir_graph *g, const me
     if (st) return st;
     tune_cuda_runner *r = wpk_calloc(1, sizeof *r);
     if (!r) return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory creating the CUDA backend");
+    r->ctx = ctx;
     tune_cuda_program_options o = opt ? *opt : tune_cuda_program_default_options();
     if (!opt || !opt->sm) o.sm = info.sm; /* code for this GPU */
     st = tune_cuda_program_build(ctx, g, mem, &o, &r->prog);
     if (!st) st = rt_cuda_open(ctx, 0, &r->d);
-    if (!st) st = rt_cuda_program_create(r->d, &r->prog.desc, graph, &r->rp);
+    rt_cuda_backend_options bo = {graph, 0};
+    if (!st) st = rt_cuda_backend_create(ctx, r->d, &bo, &r->be);
+    if (!st) st = rt_exec_create(ctx, "CUDA program", &r->prog.plan, r->be, false, &r->x);
     if (st) {
         tune_cuda_runner_free(r);
         return st;
@@ -384,20 +430,32 @@ wpk_status tune_cuda_runner_create(wpk_context *ctx, const ir_graph *g, const me
 
 wpk_status tune_cuda_runner_run(tune_cuda_runner *r, const void *const *inputs,
                                 void *const *outputs) {
-    return rt_cuda_program_run(r->rp, inputs, outputs, 0);
+    const rt_plan *pl = &r->prog.plan;
+    wpk_status st = WPK_OK;
+    for (int i = 0; i < pl->ninputs && !st; i++) {
+        int t = pl->inputs[i].tensor;
+        st = rt_exec_upload(r->x, r->ctx, t, inputs[i], rt_tensor_bytes(&pl->tensors[t]));
+    }
+    if (!st) st = rt_exec_run(r->x, r->ctx);
+    for (int i = 0; i < pl->noutputs && !st; i++) {
+        int t = pl->outputs[i].tensor;
+        st = rt_exec_download(r->x, r->ctx, t, outputs[i], rt_tensor_bytes(&pl->tensors[t]));
+    }
+    return st;
 }
 
 const char *tune_cuda_runner_describe(const tune_cuda_runner *r, char *buf, size_t cap) {
     const rt_cuda_info *i = rt_cuda_device_info(r->d);
     snprintf(buf, cap, "%s (sm_%d, driver %d), %d kernels for %d nodes%s", i->name, i->sm,
              i->driver_version, r->prog.nimages, r->prog.nkernel_nodes,
-             rt_cuda_program_uses_graph(r->rp) ? ", CUDA Graph" : "");
+             rt_cuda_backend_uses_graph(r->be) ? ", CUDA Graph" : "");
     return buf;
 }
 
 void tune_cuda_runner_free(tune_cuda_runner *r) {
     if (!r) return;
-    rt_cuda_program_free(r->rp);
+    rt_exec_free(r->x);
+    rt_cuda_backend_free(r->be);
     tune_cuda_program_free(&r->prog);
     rt_cuda_close(r->d);
     wpk_free(r);

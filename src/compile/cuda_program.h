@@ -1,19 +1,19 @@
-/* program_cuda.h -- the compiler's side of the CUDA backend: a static plan (a graph whose shapes
- * are all known, in execution order, with its memory plan) turned into the description the
- * runtime's executor runs (runtime/cuda/cuda_program.h): every node that computes gets the
- * kernel of its CUDA template (templates_cuda.h) at the default config or the one `choose`
- * picks, lowered, emitted and compiled by NVRTC (kernels of one workload and config shared);
- * its arguments are the memory plan's workspace offsets, or offsets into one weights blob for
- * constants; views (Reshape, Flatten, ...) cost nothing where the planner gave them their
- * input's buffer and a device copy where it did not. Needs NVRTC, never a GPU.
- * It lives beside the templates because it is their client (a compile driver: task, build,
- * lower, emit, compile); the engine calls it from its plan compilation. */
+/* cuda_program.h -- the compiler's side of the CUDA target: a static plan (a graph whose shapes
+ * are all known, in execution order, with its memory plan) turned into a target-neutral runtime
+ * plan (runtime/plan.h) that rt_exec runs on the CUDA backend (runtime/cuda/cuda_rt.h). Every
+ * node that computes gets the kernel of its CUDA template (templates_cuda.h) at the default
+ * config or the one `choose` picks, lowered, emitted and compiled by NVRTC (one module per
+ * distinct workload and config, its entry the step's symbol, the launch dims the step's
+ * payload: runner "cuda_kernel"); tensor v is graph value v, at its workspace offset or, for a
+ * constant, in the constants blob; views (Reshape, Flatten, ...) cost nothing where the planner
+ * gave them their input's buffer and a device copy (runner "cuda_copy") where it did not.
+ * Needs NVRTC, never a GPU. */
 #ifndef WPK_TUNE_TEMPLATES_PROGRAM_CUDA_H
 #define WPK_TUNE_TEMPLATES_PROGRAM_CUDA_H
 
 #include "codegen/cuda/cg_cuda.h"
 #include "passes/memory_plan.h"
-#include "runtime/cuda/cuda_program.h"
+#include "runtime/plan.h"
 #include "kernels/provider.h"
 
 typedef struct tune_cuda_program_options {
@@ -29,19 +29,13 @@ tune_cuda_program_options tune_cuda_program_default_options(void);
 
 /* The program of one plan; everything it points to is its own (tune_cuda_program_free). */
 typedef struct tune_cuda_program {
-    rt_cuda_program_desc desc;   /* ready for rt_cuda_program_create */
-    rt_cuda_image *images;
-    cg_cuda_image *compiled;     /* per image: NVRTC's output (the image data) */
-    char **sources;              /* per image: the CUDA C it was compiled from */
-    cg_cuda_launch *launch;      /* per image */
-    char (*keys)[600];           /* per image: template key + config (for sharing, reports) */
-    char (*names)[32];           /* per image: its kernel's entry, "wpk_cuda_k<i>" */
+    rt_plan plan;                /* ready for rt_exec_create on the CUDA backend (or writing) */
+    cg_cuda_image *compiled;     /* per module: NVRTC's output (the module's bytes) */
+    char **sources;              /* per module: the CUDA C it was compiled from */
+    cg_cuda_launch *launch;      /* per module */
+    char (*keys)[600];           /* per module: template key + config (for sharing, reports) */
+    char (*names)[32];           /* per module: its kernel's entry, "wpk_cuda_k<i>" */
     int nimages;
-    rt_cuda_step *steps;
-    int nsteps;
-    unsigned char *weights;
-    size_t weights_bytes;
-    rt_cuda_io *inputs, *outputs;
     int nkernel_nodes, nview_nodes, ncopy_steps;
 } tune_cuda_program;
 
@@ -59,7 +53,8 @@ void tune_cuda_program_free(tune_cuda_program *p);
  * What a session with backend "cuda" needs, in three calls. create first probes the device
  * (WPK_ERR_UNSUPPORTED "CUDA unavailable: <reason>" before anything is compiled: no libcuda,
  * cuInit failed, no device), then builds the program for the device's own SM version, opens the
- * device and places the program on it (graph: runs as one CUDA Graph after the first).
+ * device and makes the plan ready on its backend with rt_exec (graph: the steps run as one
+ * CUDA Graph after the first run).
  * g and mem are borrowed and must outlive the runner. run: inputs/outputs in the order of
  * g->inputs / g->outputs, each ir_nbytes of its value; the watchdog's timeout is rt_cuda_sync's
  * default. A runner is for one thread at a time. */

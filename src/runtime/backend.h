@@ -43,6 +43,13 @@ typedef struct rt_backend_i {
     wpk_status (*run_steps)(rt_backend *self, wpk_context *ctx, const rt_exec_step *steps,
                             int n, double *step_ms);
     wpk_status (*synchronize)(rt_backend *self, wpk_context *ctx);
+    /* Optional (NULL: the executor uploads zeros): set bytes at dst to zero, complete when
+     * synchronize returns. */
+    wpk_status (*zero)(rt_backend *self, wpk_context *ctx, void *dst, size_t bytes);
+    /* Optional: steps (as passed to run_steps) are going away; drop what the backend keeps
+     * for them (a captured graph), so a later array at the same address is not mistaken for
+     * them. */
+    void (*forget_steps)(rt_backend *self, const rt_exec_step *steps);
 } rt_backend_i;
 
 struct rt_backend {

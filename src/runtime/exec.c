@@ -20,6 +20,7 @@ struct rt_exec {
 
 void rt_exec_free(rt_exec *x) {
     if (!x) return;
+    if (x->be->iface->forget_steps) x->be->iface->forget_steps(x->be, x->steps);
     for (int k = 0; k < x->nprepared; k++)
         if (x->steps[k].runner->release) x->steps[k].runner->release(x->steps[k].state);
     for (int m = 0; m < x->nloaded; m++) x->be->iface->unload_module(x->be, x->modules[m]);
@@ -39,6 +40,12 @@ const double *rt_exec_step_ms(const rt_exec *x) { return x->step_ms; }
 
 wpk_status rt_exec_upload(rt_exec *x, wpk_context *ctx, int t, const void *data, size_t bytes) {
     return bytes ? x->be->iface->upload(x->be, ctx, x->data[t], data, bytes) : WPK_OK;
+}
+
+wpk_status rt_exec_download(rt_exec *x, wpk_context *ctx, int t, void *data, size_t bytes) {
+    if (!bytes) return WPK_OK;
+    wpk_status st = x->be->iface->download(x->be, ctx, data, x->data[t], bytes);
+    return st ? st : x->be->iface->synchronize(x->be, ctx);
 }
 
 /* Device memory: workspace (zeroed, so an input never bound reads as zeros) and constants. */
@@ -63,6 +70,7 @@ static wpk_status zero_workspace(wpk_context *ctx, rt_exec *x) {
     /* one page of zeros at a time: the host side of the copy allocates little */
     static const char zeros[4096];
     size_t left = (size_t)x->plan->workspace + 1;
+    if (x->be->iface->zero) return x->be->iface->zero(x->be, ctx, x->ws, left);
     wpk_status st = WPK_OK;
     for (size_t at = 0; st == WPK_OK && at < left; at += sizeof zeros) {
         size_t n = left - at < sizeof zeros ? left - at : sizeof zeros;
@@ -73,7 +81,7 @@ static wpk_status zero_workspace(wpk_context *ctx, rt_exec *x) {
 
 static wpk_status prepare_steps(wpk_context *ctx, const char *what, rt_exec *x) {
     const rt_plan *p = x->plan;
-    rt_step_env env = {p, x->data, x->modules, x->be->threads};
+    rt_step_env env = {p, x->data, x->modules, x->be->threads, x->be};
     void **argv = x->argv;
     for (int k = 0; k < p->nsteps; k++) {
         const rt_step *s = &p->steps[k];

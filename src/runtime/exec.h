@@ -22,6 +22,10 @@ void *rt_exec_data(const rt_exec *x, int t);
 /* Copy bytes of host data into tensor t (an input). */
 wpk_status rt_exec_upload(rt_exec *x, wpk_context *ctx, int t, const void *data, size_t bytes);
 
+/* Copy bytes of tensor t (an output) into host data; complete when it returns (on a device
+ * that is not host_visible the outputs are read only this way). */
+wpk_status rt_exec_download(rt_exec *x, wpk_context *ctx, int t, void *data, size_t bytes);
+
 /* Run every step; the first error stops the run. Allocates nothing. Not thread-safe for one
  * executor. */
 wpk_status rt_exec_run(rt_exec *x, wpk_context *ctx);

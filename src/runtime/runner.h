@@ -10,13 +10,14 @@
 #include "runtime/plan.h"
 
 /* What prepare may read: the plan, each tensor's address (NULL where it has no bytes), the
- * loaded modules (as the backend loaded them), the threads to run on. All borrowed: they
- * outlive the state. */
+ * loaded modules (as the backend loaded them), the threads to run on, the backend. All
+ * borrowed: they outlive the state. */
 typedef struct rt_step_env {
     const rt_plan *plan;
     void *const *data;      /* per tensor of plan */
     void *const *modules;   /* per module of plan */
     int threads;
+    struct rt_backend *backend; /* what the steps run on (a device runner reaches its stream) */
 } rt_step_env;
 
 typedef struct rt_runner rt_runner;

@@ -8,7 +8,8 @@
  * Two kernels do real work on their first two arguments over grid.x * block.x floats:
  * "wpk_mock_scale2" (y = 2x) and "wpk_mock_add1" (y = x + 1). Pinned host memory is plain
  * memory; stream capture records copies and launches into a graph instead of running them, and
- * a graph launch replays them (mock_graph_replays counts). */
+ * a graph launch replays them (mock_graph_replays counts). mock_allocs counts device and pinned
+ * allocations (a run must make none). */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -58,6 +59,7 @@ struct cu_event_s {
 static size_t used;
 static long launches;
 long mock_graph_replays;
+long mock_allocs;
 
 static bool record(cu_stream s, mock_op op) {
     if (!s || !s->capturing) return false;
@@ -201,6 +203,7 @@ static void drop(void *p) {
 /* every allocation carries its size in front of it */
 cu_result cuMemAlloc_v2(cu_deviceptr *p, size_t bytes) {
     if (bytes > MOCK_MEMORY - used) return CU_ERROR_OUT_OF_MEMORY;
+    mock_allocs++;
     size_t *b = keep(malloc(bytes + 16));
     if (!b) return CU_ERROR_OUT_OF_MEMORY;
     b[0] = bytes;
@@ -239,6 +242,7 @@ cu_result cuMemcpyDtoDAsync_v2(cu_deviceptr dst, cu_deviceptr src, size_t n, cu_
     return CU_SUCCESS;
 }
 cu_result cuMemAllocHost_v2(void **p, size_t bytes) {
+    mock_allocs++;
     *p = malloc(bytes ? bytes : 1);
     return *p ? CU_SUCCESS : CU_ERROR_OUT_OF_MEMORY;
 }

@@ -7,10 +7,12 @@
  * hung kernel (watchdog) losing the context while the rest of the process goes on; and the
  * isolated measurement (rt_cuda_run_isolated): a good candidate's samples, a hung kernel killed
  * by the host's deadline (TIMEOUT), one stopped by the child's own watchdog, device memory
- * exhaustion classified as OOM, a crashing child as CRASH; the program executor (cuda_program.h)
- * with the mock's computing kernels: workspace offsets, weights uploaded once, a device copy,
- * pinned staging, direct runs and CUDA Graph capture + replay giving the same outputs, steps
- * reaching outside their space refused. */
+ * exhaustion classified as OOM, a crashing child as CRASH; a runtime plan (runtime/plan.h) run
+ * by rt_exec on the CUDA backend with the mock's computing kernels: modules loaded from the
+ * plan's bytes, workspace offsets, constants uploaded once, device copies (one of a byte range),
+ * direct runs and CUDA Graph capture + replay giving the same outputs, no allocation per run,
+ * per-step times from events, the plan written and read back; steps the runners cannot take
+ * (a kernel not in its module, a copy past its tensor, a module without its NUL) refused. */
 #define _DEFAULT_SOURCE
 
 #include <dlfcn.h>
@@ -20,7 +22,8 @@
 
 #include "../unit/check.h"
 #include "base/context.h"
-#include "runtime/cuda/cuda_program.h"
+#include "base/alloc.h"
+#include "runtime/exec.h"
 #include "kernels/vendor/cuda_libs.h"
 #include "runtime/cuda/cuda_rt.h"
 
@@ -44,70 +47,168 @@ static wpk_status enqueue(void *user, rt_cuda *d) {
     return rt_cuda_kernel_launch(d, j->k, j->args, 2);
 }
 
-/* ---- the program executor ---- */
+/* ---- a plan on the CUDA backend through the executor ---- */
 
 #define PN 256 /* floats per buffer: grid 4 x block 64 */
+#define PB (PN * 4)
 
-static void test_program(wpk_context *ctx, rt_cuda *d) {
-    const rt_cuda_dims dims = {{4, 1, 1}, {64, 1, 1}, 0};
-    const rt_cuda_image images[2] = {{"// PTX", 7, "wpk_mock_scale2", dims},
-                                     {"// PTX", 7, "wpk_mock_add1", dims}};
-    const uint64_t B = PN * 4;
-    /* in -> 2x -> mid -> +1 -> out -> copy -> out2; weights -> 2w -> out3 */
-    const rt_cuda_step steps[4] = {
-        {"scale", 0, 2, {{RT_CUDA_WORKSPACE, 0}, {RT_CUDA_WORKSPACE, B}}, {0}, {0}, 0},
-        {"add", 1, 2, {{RT_CUDA_WORKSPACE, B}, {RT_CUDA_WORKSPACE, 2 * B}}, {0}, {0}, 0},
-        {"copy", -1, 0, {{0}}, {RT_CUDA_WORKSPACE, 2 * B}, {RT_CUDA_WORKSPACE, 3 * B}, B},
-        {"weights", 0, 2, {{RT_CUDA_WEIGHTS, 0}, {RT_CUDA_WORKSPACE, 4 * B}}, {0}, {0}, 0}};
-    const rt_cuda_io in[1] = {{{RT_CUDA_WORKSPACE, 0}, B}};
-    const rt_cuda_io outs[3] = {{{RT_CUDA_WORKSPACE, 2 * B}, B}, {{RT_CUDA_WORKSPACE, 3 * B}, B},
-                                {{RT_CUDA_WORKSPACE, 4 * B}, B}};
-    float w[PN], x[PN], y[3][PN];
-    for (int i = 0; i < PN; i++) w[i] = (float)i * 0.25f;
-    rt_cuda_program_desc desc = {images, 2, steps, 4, 5 * B, w, sizeof w, in, 1, outs, 3};
-    for (int graph = 0; graph < 2; graph++) {
-        rt_cuda_program *p = NULL;
-        wpk_status st = rt_cuda_program_create(d, &desc, graph, &p);
-        if (st) fprintf(stderr, "program: %s\n", wpk_context_error(ctx));
-        CHECK(st == WPK_OK && p);
-        if (!p) continue;
-        CHECK(rt_cuda_program_device_bytes(p) == 6 * B);
-        for (int run = 0; run < 3; run++) {
-            for (int i = 0; i < PN; i++) x[i] = (float)(i - run * 7);
-            for (int j = 0; j < 3; j++)
-                for (int i = 0; i < PN; i++) y[j][i] = NAN;
-            void *o[3] = {y[0], y[1], y[2]};
-            const void *ii[1] = {x};
-            st = rt_cuda_program_run(p, ii, o, 0);
-            if (st) fprintf(stderr, "program run: %s\n", wpk_context_error(ctx));
-            CHECK(st == WPK_OK);
-            bool ok = true;
-            for (int i = 0; i < PN; i++)
-                ok &= y[0][i] == 2 * x[i] + 1 && y[1][i] == y[0][i] && y[2][i] == 2 * w[i];
-            CHECK(ok);
-        }
-        int64_t gl, kl;
-        rt_cuda_program_counts(p, &gl, &kl);
-        if (graph) CHECK(rt_cuda_program_uses_graph(p) && gl == 3 && kl == 0);
-        else CHECK(!rt_cuda_program_uses_graph(p) && gl == 0 && kl == 9);
-        rt_cuda_program_free(p);
+/* x -> 2x -> mid -> +1 -> y -> copy -> y2; w -> 2w -> y3; y's second half -> copy -> y4 */
+typedef struct mock_plan {
+    rt_plan p;
+    rt_tensor_desc t[7];
+    rt_module m[1];
+    rt_step s[5];
+    int32_t args[10];
+    uint8_t launch[RT_CUDA_LAUNCH_PAYLOAD], copy[RT_CUDA_COPY_PAYLOAD], half[RT_CUDA_COPY_PAYLOAD];
+    rt_io in[1], out[4];
+    float w[PN];
+} mock_plan;
+
+static void mock_plan_init(mock_plan *m) {
+    memset(m, 0, sizeof *m);
+    static const char *names[7] = {"x", "mid", "y", "y2", "w", "y3", "y4"};
+    static const int64_t at[7] = {0, PB, 2 * PB, 3 * PB, 0, 4 * PB, 5 * PB};
+    for (int t = 0; t < 7; t++) {
+        m->t[t] = (rt_tensor_desc){names[t], WPK_DTYPE_FLOAT32, 1, {t == 6 ? PN / 2 : PN},
+                                   t == 4 ? RT_PLACE_CONST : RT_PLACE_WORKSPACE, at[t]};
     }
-    /* refused: an argument past the workspace, a kernel that is not there */
-    rt_cuda_step badstep = steps[1];
-    badstep.args[1].offset = 5 * B;
-    desc.steps = &badstep, desc.nsteps = 1;
-    rt_cuda_program *p = NULL;
-    CHECK_ERR(ctx, rt_cuda_program_create(d, &desc, false, &p), WPK_ERR_INVALID_ARG,
-              "step 'add': an argument at offset 5120");
-    CHECK(p == NULL);
-    badstep = steps[1];
-    badstep.kernel = 2;
-    CHECK_ERR(ctx, rt_cuda_program_create(d, &desc, false, &p), WPK_ERR_INVALID_ARG,
-              "names kernel 2 of 2");
-    badstep = steps[2];
-    badstep.copy_bytes = 3 * B;
-    CHECK_ERR(ctx, rt_cuda_program_create(d, &desc, false, &p), WPK_ERR_INVALID_ARG,
-              "the copy's destination");
+    m->m[0] = (rt_module){"// PTX", 7};
+    const rt_cuda_dims dims = {{4, 1, 1}, {64, 1, 1}, 0};
+    rt_cuda_launch_payload(&dims, m->launch);
+    rt_cuda_copy_payload(0, PB, m->copy);
+    rt_cuda_copy_payload(PB / 2, PB / 2, m->half);
+    static const int32_t args[10] = {0, 1, 1, 2, 2, 3, 4, 5, 2, 6};
+    memcpy(m->args, args, sizeof args);
+    const char *kr = "cuda_kernel", *cr = "cuda_copy";
+    m->s[0] = (rt_step){kr, 0, "wpk_mock_scale2", 2, &m->args[0], m->launch, sizeof m->launch,
+                        "scale", "Mul", "", ""};
+    m->s[1] = (rt_step){kr, 0, "wpk_mock_add1", 2, &m->args[2], m->launch, sizeof m->launch,
+                        "add", "Add", "", ""};
+    m->s[2] = (rt_step){cr, -1, "", 2, &m->args[4], m->copy, sizeof m->copy, "copy",
+                        "Identity", "", ""};
+    m->s[3] = (rt_step){kr, 0, "wpk_mock_scale2", 2, &m->args[6], m->launch, sizeof m->launch,
+                        "weights", "Mul", "", ""};
+    m->s[4] = (rt_step){cr, -1, "", 2, &m->args[8], m->half, sizeof m->half, "half", "Slice",
+                        "", ""};
+    for (int i = 0; i < PN; i++) m->w[i] = (float)i * 0.25f;
+    m->in[0].tensor = 0;
+    for (int i = 0; i < 4; i++) m->out[i].tensor = (int[]){2, 3, 5, 6}[i];
+    rt_plan *p = &m->p;
+    p->threads = 1;
+    p->provider = p->records = "";
+    p->workspace = 6 * PB;
+    p->consts = m->w;
+    p->consts_len = sizeof m->w;
+    p->nmodules = 1, p->modules = m->m;
+    p->ntensors = 7, p->tensors = m->t;
+    p->ninputs = 1, p->inputs = m->in;
+    p->noutputs = 4, p->outputs = m->out;
+    p->nsteps = 5, p->steps = m->s;
+}
+
+/* Three runs of plan p on a backend (graph or not); the launch counts after them. */
+static void run_plan(wpk_context *ctx, rt_cuda *d, const rt_plan *p, bool graph, bool profile,
+                     int64_t *gl, int64_t *kl) {
+    rt_cuda_backend_options bo = {graph, 0};
+    rt_backend *be = NULL;
+    CHECK(rt_cuda_backend_create(ctx, d, &bo, &be) == WPK_OK && be);
+    if (!be) return;
+    rt_exec *x = NULL;
+    wpk_status st = rt_exec_create(ctx, "mock plan", p, be, profile, &x);
+    if (st) fprintf(stderr, "exec: %s\n", wpk_context_error(ctx));
+    CHECK(st == WPK_OK && x);
+    void *mock = dlopen(getenv("WPK_CUDA_DRIVER_LIBRARY"), RTLD_NOW | RTLD_NOLOAD);
+    long *allocs = mock ? dlsym(mock, "mock_allocs") : NULL;
+    long dev_before = allocs ? *allocs : -1, host_before = 0;
+    const float *w = p->consts;
+    float xin[PN], y[4][PN];
+    for (int run = 0; x && run < 3; run++) {
+        if (run == 1) host_before = wpk_alloc_count();
+        for (int i = 0; i < PN; i++) xin[i] = (float)(i - run * 7);
+        for (int j = 0; j < 4; j++)
+            for (int i = 0; i < PN; i++) y[j][i] = NAN;
+        st = rt_exec_upload(x, ctx, 0, xin, sizeof xin);
+        if (!st) st = rt_exec_run(x, ctx);
+        for (int j = 0; j < 4 && !st; j++) {
+            int t = p->outputs[j].tensor;
+            st = rt_exec_download(x, ctx, t, y[j], rt_tensor_bytes(&p->tensors[t]));
+        }
+        if (st) fprintf(stderr, "run: %s\n", wpk_context_error(ctx));
+        CHECK(st == WPK_OK);
+        bool ok = true;
+        for (int i = 0; i < PN; i++)
+            ok &= y[0][i] == 2 * xin[i] + 1 && y[1][i] == y[0][i] && y[2][i] == 2 * w[i];
+        for (int i = 0; i < PN / 2; i++) ok &= y[3][i] == y[0][PN / 2 + i];
+        CHECK(ok);
+    }
+    /* runs after the first allocate nothing on the host; none allocates on the device */
+    if (!profile) CHECK(wpk_alloc_count() == host_before);
+    CHECK(allocs && *allocs == dev_before);
+    if (mock) dlclose(mock);
+    const double *ms = x ? rt_exec_step_ms(x) : NULL;
+    if (profile) {
+        /* the mock's events: 10 us per kernel launch, copies take none */
+        CHECK(ms && fabs(ms[0] - 0.01) < 1e-6 && fabs(ms[1] - 0.01) < 1e-6 && ms[2] == 0.0);
+    } else {
+        CHECK(ms == NULL);
+    }
+    rt_cuda_backend_counts(be, gl, kl);
+    CHECK(rt_cuda_backend_uses_graph(be) == (graph && !profile));
+    rt_exec_free(x);
+    rt_cuda_backend_free(be);
+}
+
+/* Step k of a copy of the plan altered by `alter`, refused at load with want and needle. */
+static void refused(wpk_context *ctx, rt_cuda *d, void (*alter)(mock_plan *), wpk_status want,
+                    const char *needle) {
+    mock_plan m;
+    mock_plan_init(&m);
+    alter(&m);
+    rt_backend *be = NULL;
+    CHECK(rt_cuda_backend_create(ctx, d, NULL, &be) == WPK_OK);
+    rt_exec *x = NULL;
+    CHECK_ERR(ctx, rt_exec_create(ctx, "mock plan", &m.p, be, false, &x), want, needle);
+    CHECK(x == NULL);
+    rt_cuda_backend_free(be);
+}
+
+static void no_symbol(mock_plan *m) { m->s[1].symbol = "missing"; }
+static void past_end(mock_plan *m) { rt_cuda_copy_payload(PB / 2 + 4, PB / 2, m->half); }
+static void no_nul(mock_plan *m) { m->m[0].len = 6; }
+static void bad_module(mock_plan *m) { m->m[0] = (rt_module){"BADPTX", 7}; }
+static void short_payload(mock_plan *m) { m->s[0].payload_len = 8; }
+
+static void test_plan(wpk_context *ctx, rt_cuda *d) {
+    mock_plan m;
+    mock_plan_init(&m);
+    int64_t gl = -1, kl = -1;
+    run_plan(ctx, d, &m.p, false, false, &gl, &kl);
+    CHECK(gl == 0 && kl == 9);
+    run_plan(ctx, d, &m.p, true, false, &gl, &kl);
+    CHECK(gl == 3 && kl == 0); /* captured once, launched as a graph three times */
+    run_plan(ctx, d, &m.p, true, true, &gl, &kl);
+    CHECK(gl == 0 && kl == 9); /* a profiled run launches step by step between events */
+    /* the plan survives being written and read back (what a .wpk holds) */
+    artifact_writer w = {0};
+    CHECK(rt_plan_write(ctx, &m.p, &w) == WPK_OK);
+    artifact_reader r = {w.data, w.data + w.len, false};
+    rt_plan back;
+    wpk_status st = rt_plan_read(ctx, "mock.wpk", &r, &back);
+    if (st) fprintf(stderr, "read: %s\n", wpk_context_error(ctx));
+    CHECK(st == WPK_OK);
+    if (st == WPK_OK) {
+        CHECK(back.nsteps == 5 && !strcmp(back.steps[4].runner, "cuda_copy"));
+        run_plan(ctx, d, &back, true, false, &gl, &kl);
+        CHECK(gl == 3 && kl == 0);
+        rt_plan_free(&back);
+    }
+    aw_free(&w);
+    refused(ctx, d, no_symbol, WPK_ERR_INTERNAL, "node 'add': CUDA: kernel 'missing' is not in");
+    refused(ctx, d, past_end, WPK_ERR_PARSE, "node 'half': a copy of 512 bytes at offset 516");
+    refused(ctx, d, no_nul, WPK_ERR_PARSE, "neither a cubin nor PTX text ending in NUL");
+    refused(ctx, d, bad_module, WPK_ERR_INTERNAL, "CUDA_ERROR_INVALID_PTX");
+    CHECK(rt_cuda_last_fault(d) == RT_CUDA_FAULT_LOAD);
+    refused(ctx, d, short_payload, WPK_ERR_PARSE, "node 'scale': a launch payload of 8 bytes");
 }
 
 /* ---- isolated measurement ---- */
@@ -252,16 +353,19 @@ int main(int argc, char **argv) {
     }
 
     /* the backend through its vtable */
-    rt_backend be;
-    rt_cuda_backend_init(&be, d);
-    const rt_backend_i *bi = be.iface;
-    CHECK(!strcmp(bi->name, "cuda") && !bi->host_visible);
+    rt_backend *be = NULL;
+    CHECK(rt_cuda_backend_create(ctx, d, NULL, &be) == WPK_OK && be);
+    const rt_backend_i *bi = be->iface;
+    CHECK(!strcmp(bi->name, "cuda") && !bi->host_visible && rt_cuda_backend_device(be) == d);
     void *dr = NULL;
-    CHECK(bi->alloc(&be, ctx, sizeof host, &dr) == WPK_OK);
-    CHECK(bi->upload(&be, ctx, dr, host, sizeof host) == WPK_OK);
-    CHECK(bi->download(&be, ctx, back, dr, sizeof back) == WPK_OK);
-    CHECK(bi->synchronize(&be, ctx) == WPK_OK && !memcmp(host, back, sizeof host));
-    bi->free(&be, dr);
+    CHECK(bi->alloc(be, ctx, sizeof host, &dr) == WPK_OK);
+    CHECK(bi->upload(be, ctx, dr, host, sizeof host) == WPK_OK);
+    CHECK(bi->download(be, ctx, back, dr, sizeof back) == WPK_OK);
+    CHECK(bi->synchronize(be, ctx) == WPK_OK && !memcmp(host, back, sizeof host));
+    CHECK(bi->zero(be, ctx, dr, sizeof host) == WPK_OK && bi->synchronize(be, ctx) == WPK_OK);
+    CHECK(bi->download(be, ctx, back, dr, sizeof back) == WPK_OK && back[3] == 0.0f);
+    bi->free(be, dr);
+    rt_cuda_backend_free(be);
     uint64_t r = 0;
 
     /* cuDNN and cuBLAS over this driver fail cleanly (or are absent), never crash */
@@ -290,7 +394,7 @@ int main(int argc, char **argv) {
     rt_cuda_close(d);
 
     CHECK(rt_cuda_open(ctx, 0, &d) == WPK_OK);
-    if (d) test_program(ctx, d);
+    if (d) test_plan(ctx, d);
     rt_cuda_close(d);
 
     /* a kernel that never ends: the watchdog gives up on it */

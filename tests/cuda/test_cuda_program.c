@@ -1,14 +1,17 @@
-/* test_cuda_program.c -- a whole small CNN through the CUDA backend's compile side and
+/* test_cuda_program.c -- a whole small CNN through the CUDA target's compile side and the
  * executor: Conv(+bias) -> Relu -> Split (channel halves: two device copies) -> Add -> MaxPool
  * -> Add(broadcast) -> GlobalAveragePool -> Flatten (a view) -> Gemm -> Softmax, specialized
- * and memory-planned by exec_plan, turned into a program by tune_cuda_program_build (every
- * node's CUDA template, NVRTC for sm_90, the weights blob, the workspace offsets). Without a GPU the program is checked by running every
- * step's generated CUDA on the CPU emulator (tests/cuda/cuda_emu.h) over one host workspace
- * laid out as the device's would be, against the nodes' reference kernels run over the same
- * plan; with a GPU (rt_cuda_open succeeds) the same program also runs on the device, directly
- * and as a CUDA Graph, against the same reference. Without one that part is skipped with
- * "no CUDA device: <reason>". Also: a node without a CUDA template is refused, every such node
- * named. */
+ * and memory-planned by exec_plan, turned into a runtime plan by tune_cuda_program_build (every
+ * node's CUDA template, NVRTC for sm_90, a module per kernel, the constants blob, the workspace
+ * offsets). Without a GPU the plan is checked by running every step as its runner would -- the
+ * generated CUDA of "cuda_kernel" steps on the CPU emulator (tests/cuda/cuda_emu.h), the
+ * "cuda_copy" steps' byte ranges -- over one host workspace laid out as the device's, against
+ * the nodes' reference kernels run over the same memory plan; the plan is also written and read
+ * back. With a GPU (rt_cuda_open succeeds) the same plan runs through rt_exec on the CUDA
+ * backend, directly and as a CUDA Graph, against the same reference; without one that part is
+ * skipped with "no CUDA device: <reason>". Given the mock driver (argv[1]) the same path runs on
+ * it (the mock computes nothing: statuses, graph capture and the session's runner). Also: a
+ * node without a CUDA template is refused, every such node named. */
 #define _DEFAULT_SOURCE
 
 #include <stdint.h>
@@ -22,7 +25,8 @@
 #include "cuda_emu.h"
 #include "ir/graph.h"
 #include "ir/ops.h"
-#include "runtime/cuda/cuda_program.h"
+#include "runtime/cuda/cuda_rt.h"
+#include "runtime/exec.h"
 #include "test_data.h"
 #include "compile/cuda_program.h"
 
@@ -139,78 +143,111 @@ static bool reference(wpk_context *ctx, const exec_plan *p, const float *x, floa
     return ok;
 }
 
-/* Every step's generated CUDA on the emulator over a host workspace and the weights blob. */
-static bool emulate(wpk_context *ctx, const exec_plan *p, const tune_cuda_program *prog,
-                    const float *x, float *out) {
-    unsigned char *ws = aligned_alloc(256, (p->mem.workspace + 255) / 256 * 256 + 256);
-    unsigned char *wt = aligned_alloc(256, (prog->weights_bytes + 255) / 256 * 256 + 256);
-    memset(ws, 0xff, p->mem.workspace); /* NaN bytes: a value never written shows */
-    memcpy(wt, prog->weights, prog->weights_bytes);
-    memcpy(ws + prog->inputs[0].at.offset, x, prog->inputs[0].bytes);
+static uint64_t le64(const uint8_t *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+/* Every step of the plan as its runner would run it, over a host workspace and constants. */
+static bool emulate(wpk_context *ctx, const tune_cuda_program *prog, const float *x, float *out) {
+    const rt_plan *pl = &prog->plan;
+    unsigned char *ws = aligned_alloc(256, ((size_t)pl->workspace + 255) / 256 * 256 + 256);
+    unsigned char *wt = aligned_alloc(256, ((size_t)pl->consts_len + 255) / 256 * 256 + 256);
+    memset(ws, 0xff, (size_t)pl->workspace); /* NaN bytes: a value never written shows */
+    memcpy(wt, pl->consts, (size_t)pl->consts_len);
+    void **data = calloc((size_t)pl->ntensors, sizeof *data);
+    for (int t = 0; t < pl->ntensors; t++) {
+        const rt_tensor_desc *d = &pl->tensors[t];
+        data[t] = d->place == RT_PLACE_WORKSPACE ? ws + d->offset
+                  : d->place == RT_PLACE_CONST   ? wt + d->offset
+                                                 : NULL;
+    }
+    const rt_tensor_desc *in = &pl->tensors[pl->inputs[0].tensor];
+    memcpy(data[pl->inputs[0].tensor], x, rt_tensor_bytes(in));
     te_ctx c;
     te_ctx_init(&c, ctx);
     emu_kernel *ks = calloc((size_t)prog->nimages, sizeof *ks);
     bool ok = true;
-    for (int i = 0; i < prog->nsteps && ok; i++) {
-        const rt_cuda_step *s = &prog->steps[i];
-        void *args[RT_CUDA_STEP_ARGS];
-        if (s->kernel < 0) {
-            unsigned char *src = (s->copy_src.space ? wt : ws) + s->copy_src.offset;
-            memmove(ws + s->copy_dst.offset, src, s->copy_bytes);
+    for (int i = 0; i < pl->nsteps && ok; i++) {
+        const rt_step *s = &pl->steps[i];
+        if (!strcmp(s->runner, "cuda_copy")) {
+            ok = s->nargs == 2 && s->payload_len == RT_CUDA_COPY_PAYLOAD;
+            const uint8_t *p = s->payload;
+            memmove(data[s->args[1]], (unsigned char *)data[s->args[0]] + le64(p), le64(p + 8));
             continue;
         }
-        for (int a = 0; a < s->nargs; a++)
-            args[a] = (s->args[a].space ? wt : ws) + s->args[a].offset;
-        emu_kernel *k = &ks[s->kernel];
+        CHECK(!strcmp(s->runner, "cuda_kernel") && s->module >= 0 && s->module < prog->nimages);
+        CHECK(!strcmp(s->symbol, prog->names[s->module]));
+        void *args[64];
+        for (int a = 0; a < s->nargs; a++) args[a] = data[s->args[a]];
+        emu_kernel *k = &ks[s->module];
         if (!k->so) {
             /* the emulator wants the kernel's name and argument types: all float32 here */
-            loop_buffer *bufs[RT_CUDA_STEP_ARGS];
+            loop_buffer *bufs[64];
             int64_t one = 1;
             for (int a = 0; a < s->nargs; a++)
                 bufs[a] = loop_buffer_new(&c, "a", TE_F32, 1, &one, LOOP_SCOPE_ARG);
-            loop_func f = {prog->names[s->kernel], bufs, s->nargs, 0, NULL};
-            ok = emu_build(prog->sources[s->kernel], &f, tmp_dir, prog->names[s->kernel], k) == 0;
+            loop_func f = {prog->names[s->module], bufs, s->nargs, 0, NULL};
+            ok = emu_build(prog->sources[s->module], &f, tmp_dir, prog->names[s->module], k) == 0;
             if (!ok) break;
         }
-        ok = emu_run(k, &prog->launch[s->kernel], args) == 0;
+        /* the launch the payload carries is the one the emitter chose */
+        const uint8_t *p = s->payload;
+        const cg_cuda_launch *L = &prog->launch[s->module];
+        CHECK(s->payload_len == RT_CUDA_LAUNCH_PAYLOAD && (int64_t)le64(p) == L->grid[0] &&
+              (int64_t)le64(p + 24) == L->block[0] && (int64_t)le64(p + 48) == L->shared_bytes);
+        ok = emu_run(k, L, args) == 0;
         if (!ok) fprintf(stderr, "emulating step '%s' failed\n", s->node);
     }
-    memcpy(out, ws + prog->outputs[0].at.offset, prog->outputs[0].bytes);
+    const rt_tensor_desc *y = &pl->tensors[pl->outputs[0].tensor];
+    memcpy(out, data[pl->outputs[0].tensor], rt_tensor_bytes(y));
     for (int i = 0; i < prog->nimages; i++) emu_free(&ks[i]);
     free(ks);
+    free(data);
     te_ctx_free(&c);
     free(ws), free(wt);
     return ok;
 }
 
+/* The plan through rt_exec on the CUDA backend: steps one by one, then as a CUDA Graph. */
 static void on_device(wpk_context *ctx, const tune_cuda_program *prog, const float *x,
                       const float *want, int64_t ny) {
     rt_cuda *d = NULL;
     if (rt_cuda_open(ctx, 0, &d)) {
-        fprintf(stderr, "no CUDA device: %s -- the program's device runs are skipped\n",
+        fprintf(stderr, "no CUDA device: %s -- the plan's device runs are skipped\n",
                 wpk_context_error(ctx) + strlen("CUDA unavailable: "));
         return;
     }
+    /* the mock driver (argv[1]) runs the whole path but computes nothing: statuses only */
+    bool mock = !strcmp(rt_cuda_device_info(d)->name, "wpk mock GPU");
+    const rt_plan *pl = &prog->plan;
+    int tx = pl->inputs[0].tensor, ty = pl->outputs[0].tensor;
     float *got = nans(ny);
     for (int graph = 0; graph < 2; graph++) {
-        rt_cuda_program *rp = NULL;
-        wpk_status st = rt_cuda_program_create(d, &prog->desc, graph, &rp);
-        if (st) fprintf(stderr, "program: %s\n", wpk_context_error(ctx));
+        rt_cuda_backend_options bo = {graph == 1, 0};
+        rt_backend *be = NULL;
+        rt_exec *ex = NULL;
+        wpk_status st = rt_cuda_backend_create(ctx, d, &bo, &be);
+        if (!st) st = rt_exec_create(ctx, "small cnn", pl, be, false, &ex);
+        if (st) fprintf(stderr, "plan on the device: %s\n", wpk_context_error(ctx));
         CHECK(st == WPK_OK);
-        for (int run = 0; rp && run < 3; run++) {
-            const void *in[1] = {x};
-            void *out[1] = {got};
-            CHECK(rt_cuda_program_run(rp, in, out, 0) == WPK_OK);
-            CHECK(close_all(got, want, ny, graph ? "on the GPU (graph)" : "on the GPU"));
+        for (int run = 0; ex && run < 3; run++) {
+            CHECK(rt_exec_upload(ex, ctx, tx, x, rt_tensor_bytes(&pl->tensors[tx])) == WPK_OK);
+            CHECK(rt_exec_run(ex, ctx) == WPK_OK);
+            CHECK(rt_exec_download(ex, ctx, ty, got, sizeof(float) * (size_t)ny) == WPK_OK);
+            if (!mock) CHECK(close_all(got, want, ny, graph ? "on the GPU (graph)" : "on the GPU"));
         }
-        if (rp && graph) CHECK(rt_cuda_program_uses_graph(rp));
-        rt_cuda_program_free(rp);
+        if (ex && graph) CHECK(rt_cuda_backend_uses_graph(be));
+        rt_exec_free(ex);
+        rt_cuda_backend_free(be);
     }
     free(got);
     rt_cuda_close(d);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    if (argc > 1) setenv("WPK_CUDA_DRIVER_LIBRARY", argv[1], 1); /* the mock driver */
     wpk_context *ctx = wpk_context_create();
     snprintf(tmp_dir, sizeof tmp_dir, "/tmp/wpk_cuda_prog_XXXXXX");
     CHECK(mkdtemp(tmp_dir) != NULL);
@@ -233,25 +270,39 @@ int main(void) {
     if (st == WPK_OK) {
         /* 8 kernels (conv, relu, mix, pool, add, gap, fc, softmax), the Split two device copies,
          * the Flatten a free view */
-        if (prog.nkernel_nodes != 8 || prog.ncopy_steps != 2 || prog.nsteps != 10)
+        if (prog.nkernel_nodes != 8 || prog.ncopy_steps != 2 || prog.plan.nsteps != 10)
             fprintf(stderr, "%d kernel nodes, %d copy steps, %d steps\n", prog.nkernel_nodes,
-                    prog.ncopy_steps, prog.nsteps);
+                    prog.ncopy_steps, prog.plan.nsteps);
         CHECK(prog.nkernel_nodes == 8 && prog.nview_nodes == 1 && prog.ncopy_steps == 2);
-        CHECK(prog.nimages == 8 && prog.nsteps == 10 && prog.desc.nsteps == 10);
-        CHECK(prog.desc.workspace_bytes == p->mem.workspace && prog.weights_bytes > 0);
+        CHECK(prog.nimages == 8 && prog.plan.nmodules == 8 && prog.plan.nsteps == 10);
+        CHECK(prog.plan.workspace == (int64_t)p->mem.workspace && prog.plan.consts_len > 0);
         for (int i = 0; i < prog.nimages; i++) {
             char entry[64];
             snprintf(entry, sizeof entry, ".entry %s(", prog.names[i]);
-            CHECK(strstr((const char *)prog.compiled[i].data, entry) != NULL);
+            CHECK(strstr((const char *)prog.plan.modules[i].data, entry) != NULL);
         }
+        /* what a .wpk would hold reads back whole */
+        artifact_writer w = {0};
+        CHECK(rt_plan_write(ctx, &prog.plan, &w) == WPK_OK);
+        artifact_reader r = {w.data, w.data + w.len, false};
+        rt_plan back;
+        st = rt_plan_read(ctx, "small_cnn.wpk", &r, &back);
+        if (st) fprintf(stderr, "read back: %s\n", wpk_context_error(ctx));
+        CHECK(st == WPK_OK);
+        if (st == WPK_OK) {
+            CHECK(back.nsteps == 10 && back.nmodules == 8);
+            CHECK(back.consts_len == prog.plan.consts_len);
+            rt_plan_free(&back);
+        }
+        aw_free(&w);
         const int64_t ny = 10;
         float *x = randoms(4 * 12 * 12), *want = nans(ny), *got = nans(ny);
         CHECK(reference(ctx, p, x, want));
         char log[128];
         snprintf(log, sizeof log, "%s/cxx.log", tmp_dir);
-        char *argv[] = {(char *)emu_compiler(), "--version", NULL};
-        if (emu_spawn(argv, log) == 0) {
-            CHECK(emulate(ctx, p, &prog, x, got));
+        char *cxx[] = {(char *)emu_compiler(), "--version", NULL};
+        if (emu_spawn(cxx, log) == 0) {
+            CHECK(emulate(ctx, &prog, x, got));
             CHECK(close_all(got, want, ny, "the program on the emulator"));
         } else {
             fprintf(stderr, "no host C++ compiler: the emulated run is skipped\n");
@@ -262,10 +313,16 @@ int main(void) {
     }
     /* the runner: without a device it says so before compiling anything */
     tune_cuda_runner *runner = NULL;
+    float x0[4 * 12 * 12] = {0}, y0[10];
     st = p ? tune_cuda_runner_create(ctx, p->g, &p->mem, NULL, true, &runner) : WPK_ERR_INTERNAL;
     if (st == WPK_OK) {
         char what[256];
+        const float *in[1] = {x0};
+        float *out[1] = {y0};
+        CHECK(tune_cuda_runner_run(runner, (const void *const *)in, (void *const *)out) == WPK_OK);
+        CHECK(tune_cuda_runner_run(runner, (const void *const *)in, (void *const *)out) == WPK_OK);
         fprintf(stderr, "runner: %s\n", tune_cuda_runner_describe(runner, what, sizeof what));
+        CHECK(strstr(what, ", CUDA Graph") != NULL);
         tune_cuda_runner_free(runner);
     } else {
         CHECK_ERR(ctx, st, WPK_ERR_UNSUPPORTED, "CUDA unavailable: ");

@@ -232,7 +232,7 @@ typedef struct rt_cublaslt_api {
 
 const rt_cublaslt_api *rt_cublaslt_load(char *why, size_t cap);
 
-/* For the library providers (cudnn.c, cublas.c) and the program (program.c): the device's
+/* For the library providers (cudnn.c, cublas.c) and the step runners (runners.c): the device's
  * error context, the class of a failure they report on it, the driver table, and a driver
  * failure reported and classified as the device's own are (WPK_OK for CU_SUCCESS). */
 wpk_context *rt_cuda_ctx(const rt_cuda *d);

@@ -109,6 +109,19 @@ typedef struct rt_cuda_kernel_info {
 wpk_status rt_cuda_kernel_load(rt_cuda *d, const void *image, size_t size, const char *name,
                                const rt_cuda_dims *dims, rt_cuda_kernel **out);
 void rt_cuda_kernel_free(rt_cuda_kernel *k);
+
+/* A module loaded once whose kernels are bound one by one (a plan's module, backend.h). A PTX
+ * image must end in its NUL: WPK_ERR_PARSE otherwise; the driver's refusals as above (LOAD),
+ * naming `what`. Kernels of a module must be freed before it. */
+typedef struct rt_cuda_module rt_cuda_module;
+wpk_status rt_cuda_module_load(rt_cuda *d, const void *image, size_t size, const char *what,
+                               rt_cuda_module **out);
+void rt_cuda_module_free(rt_cuda_module *m);
+rt_cuda *rt_cuda_module_device(const rt_cuda_module *m);
+/* Kernel `name` of m launched with dims, checked as rt_cuda_kernel_load checks it; freeing it
+ * leaves m loaded. */
+wpk_status rt_cuda_module_kernel(rt_cuda_module *m, const char *name, const rt_cuda_dims *dims,
+                                 rt_cuda_kernel **out);
 rt_cuda_kernel_info rt_cuda_kernel_describe(const rt_cuda_kernel *k);
 /* Queue one launch with args[i] the device address of the kernel's argument i. */
 wpk_status rt_cuda_kernel_launch(rt_cuda *d, rt_cuda_kernel *k, const uint64_t *args, int nargs);
@@ -170,10 +183,35 @@ typedef wpk_status (*rt_cuda_child_fn)(void *user, rt_cuda *d, rt_cuda_result *r
 wpk_status rt_cuda_run_isolated(wpk_context *ctx, int ordinal, double timeout_s,
                                 rt_cuda_child_fn fn, void *user, rt_cuda_result *r);
 
-/* ---- the backend (runtime/backend.h) over device d (borrowed: must outlive b): memory,
- * copies and synchronize on d's stream; errors are left on d's context. Loading modules and
- * running a plan's steps are WPK_ERR_UNSUPPORTED until the CUDA program runs through the
- * executor (issue 30). Allocates nothing. ---- */
-void rt_cuda_backend_init(rt_backend *b, rt_cuda *d);
+/* ---- the backend (runtime/backend.h) over device d: a plan's modules loaded from their
+ * images, its steps run on d's stream by the runners "cuda_kernel" (a module's kernel, the
+ * step's payload its launch dims) and "cuda_copy" (a device copy). With graph the steps of one
+ * executor are captured once into a CUDA Graph and every later run is one graph launch (a
+ * driver without graphs, or a failed capture, falls back to launching the steps one by one);
+ * a profiled run (step_ms) launches the steps one by one between CUDA events. synchronize
+ * waits at most timeout_ms (0: rt_cuda_sync's default), the watchdog's faults. Errors are left
+ * on d's context. d (borrowed) must outlive the backend; one thread at a time. ---- */
+typedef struct rt_cuda_backend_options {
+    bool graph;
+    int timeout_ms;
+} rt_cuda_backend_options;
+
+wpk_status rt_cuda_backend_create(wpk_context *ctx, rt_cuda *d,
+                                  const rt_cuda_backend_options *opt, rt_backend **out);
+void rt_cuda_backend_free(rt_backend *b);
+/* The device of a backend made by rt_cuda_backend_create. */
+rt_cuda *rt_cuda_backend_device(const rt_backend *b);
+/* Whether the steps run as a captured graph now, and how many graph launches and single kernel
+ * launches (outside a capture) there were: for tests and reports. */
+bool rt_cuda_backend_uses_graph(const rt_backend *b);
+void rt_cuda_backend_counts(const rt_backend *b, int64_t *graph_launches,
+                            int64_t *kernel_launches);
+
+/* ---- the payloads of the CUDA runners' steps (little-endian int64s) ---- */
+#define RT_CUDA_LAUNCH_PAYLOAD 56 /* grid[3], block[3], shared_bytes */
+#define RT_CUDA_COPY_PAYLOAD 16   /* source offset in its tensor, bytes */
+void rt_cuda_launch_payload(const rt_cuda_dims *dims, uint8_t out[RT_CUDA_LAUNCH_PAYLOAD]);
+void rt_cuda_copy_payload(uint64_t src_offset, uint64_t bytes,
+                          uint8_t out[RT_CUDA_COPY_PAYLOAD]);
 
 #endif

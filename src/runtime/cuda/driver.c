@@ -31,9 +31,15 @@ struct rt_cuda {
     size_t flush_bytes;
 };
 
+struct rt_cuda_module {
+    rt_cuda *d;
+    cu_module mod;
+};
+
 struct rt_cuda_kernel {
     rt_cuda *d;
     cu_module mod;
+    bool owns_module;         /* rt_cuda_kernel_load's; a module's kernel leaves it loaded */
     cu_function fn;
     rt_cuda_dims dims;
     rt_cuda_kernel_info info;
@@ -308,28 +314,42 @@ wpk_status rt_cuda_sync(rt_cuda *d, int timeout_ms) {
 
 /* ---- modules and launches ---- */
 
-wpk_status rt_cuda_kernel_load(rt_cuda *d, const void *image, size_t size, const char *name,
-                               const rt_cuda_dims *dims, rt_cuda_kernel **out) {
-    *out = NULL;
+/* cuModuleLoadData of image; a refusal is fault LOAD (or OOM) naming `what`. */
+static wpk_status load_module(rt_cuda *d, const void *image, size_t size, const char *what,
+                              cu_module *mod) {
     if (d->lost) return lost(d);
-    if (!image || size == 0 || !name || !dims)
-        return wpk_error(d->ctx, WPK_ERR_INVALID_ARG, "rt_cuda_kernel_load: no image, name or dims");
+    if (!image || size == 0)
+        return wpk_error(d->ctx, WPK_ERR_INVALID_ARG, "%s: no module image", what);
+    /* PTX is read up to its NUL, so text without one would be read past its end */
+    if (size < 4 || memcmp(image, "\177ELF", 4)) {
+        if (((const char *)image)[size - 1] != 0)
+            return wpk_error(d->ctx, WPK_ERR_PARSE, "%s: the module is neither a cubin nor PTX "
+                             "text ending in NUL", what);
+    }
     use(d);
-    rt_cuda_kernel *k = wpk_calloc(1, sizeof *k);
-    if (!k) return wpk_error(d->ctx, WPK_ERR_NOMEM, "out of memory loading a kernel");
-    k->d = d;
-    k->dims = *dims;
-    snprintf(k->name, sizeof k->name, "%s", name);
-    cu_result r = d->cu->module_load_data(&k->mod, image);
+    cu_result r = d->cu->module_load_data(mod, image);
     if (r != CU_SUCCESS) {
-        wpk_free(k);
-        wpk_status st = failed(d, r, "loading the module of kernel '%s' (driver %d)", name,
+        wpk_status st = failed(d, r, "loading the module of %s (driver %d)", what,
                                d->info.driver_version);
         if (d->fault != RT_CUDA_FAULT_OOM) d->fault = RT_CUDA_FAULT_LOAD;
         return st;
     }
+    return WPK_OK;
+}
+
+/* Kernel `name` of mod, checked to launch with dims. On failure mod stays as it was. */
+static wpk_status bind_kernel(rt_cuda *d, cu_module mod, bool owns, const char *name,
+                              const rt_cuda_dims *dims, rt_cuda_kernel **out) {
+    *out = NULL;
+    rt_cuda_kernel *k = wpk_calloc(1, sizeof *k);
+    if (!k) return wpk_error(d->ctx, WPK_ERR_NOMEM, "out of memory loading a kernel");
+    k->d = d;
+    k->mod = mod;
+    k->owns_module = owns;
+    k->dims = *dims;
+    snprintf(k->name, sizeof k->name, "%s", name);
+    cu_result r;
     if ((r = d->cu->module_get_function(&k->fn, k->mod, name)) != CU_SUCCESS) {
-        d->cu->module_unload(k->mod);
         wpk_free(k);
         return failed(d, r, "kernel '%s' is not in its module", name);
     }
@@ -350,13 +370,11 @@ wpk_status rt_cuda_kernel_load(rt_cuda *d, const void *image, size_t size, const
     } else if (dims->shared_bytes > DEFAULT_SHARED_LIMIT &&
                (r = d->cu->func_set_attr(k->fn, CU_FUNC_ATTR_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                          (int)dims->shared_bytes)) != CU_SUCCESS) {
-        d->cu->module_unload(k->mod);
         wpk_free(k);
         return failed(d, r, "opting kernel '%s' into %" PRId64 " bytes of shared memory", name,
                       dims->shared_bytes);
     }
     if (bad) {
-        d->cu->module_unload(k->mod);
         wpk_free(k);
         d->fault = RT_CUDA_FAULT_CONFIG;
         return wpk_error(d->ctx, WPK_ERR_INTERNAL, "CUDA: kernel '%s' cannot launch: %s [invalid "
@@ -367,10 +385,65 @@ wpk_status rt_cuda_kernel_load(rt_cuda *d, const void *image, size_t size, const
     return WPK_OK;
 }
 
+wpk_status rt_cuda_kernel_load(rt_cuda *d, const void *image, size_t size, const char *name,
+                               const rt_cuda_dims *dims, rt_cuda_kernel **out) {
+    *out = NULL;
+    if (d->lost) return lost(d);
+    if (!image || size == 0 || !name || !dims)
+        return wpk_error(d->ctx, WPK_ERR_INVALID_ARG, "rt_cuda_kernel_load: no image, name or "
+                         "dims");
+    char what[160];
+    snprintf(what, sizeof what, "kernel '%s'", name);
+    cu_module mod = NULL;
+    wpk_status st = load_module(d, image, size, what, &mod);
+    if (st) return st;
+    st = bind_kernel(d, mod, true, name, dims, out);
+    if (st) d->cu->module_unload(mod);
+    return st;
+}
+
+wpk_status rt_cuda_module_load(rt_cuda *d, const void *image, size_t size, const char *what,
+                               rt_cuda_module **out) {
+    *out = NULL;
+    rt_cuda_module *m = wpk_calloc(1, sizeof *m);
+    if (!m) return wpk_error(d->ctx, WPK_ERR_NOMEM, "out of memory loading %s", what);
+    m->d = d;
+    wpk_status st = load_module(d, image, size, what, &m->mod);
+    if (st) {
+        wpk_free(m);
+        return st;
+    }
+    d->fault = RT_CUDA_FAULT_NONE;
+    *out = m;
+    return WPK_OK;
+}
+
+void rt_cuda_module_free(rt_cuda_module *m) {
+    if (!m) return;
+    use(m->d);
+    m->d->cu->module_unload(m->mod);
+    wpk_free(m);
+}
+
+rt_cuda *rt_cuda_module_device(const rt_cuda_module *m) { return m->d; }
+
+wpk_status rt_cuda_module_kernel(rt_cuda_module *m, const char *name, const rt_cuda_dims *dims,
+                                 rt_cuda_kernel **out) {
+    *out = NULL;
+    rt_cuda *d = m->d;
+    if (d->lost) return lost(d);
+    if (!name || !dims)
+        return wpk_error(d->ctx, WPK_ERR_INVALID_ARG, "rt_cuda_module_kernel: no name or dims");
+    use(d);
+    return bind_kernel(d, m->mod, false, name, dims, out);
+}
+
 void rt_cuda_kernel_free(rt_cuda_kernel *k) {
     if (!k) return;
-    use(k->d);
-    k->d->cu->module_unload(k->mod);
+    if (k->owns_module) {
+        use(k->d);
+        k->d->cu->module_unload(k->mod);
+    }
     wpk_free(k);
 }
 
