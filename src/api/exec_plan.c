@@ -2,6 +2,7 @@
  * running it from one workspace (or dynamically, when a shape depends on run-time data). */
 #include "api/exec_plan.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,14 +10,18 @@
 
 #include "base/alloc.h"
 #include "base/target.h"
+#include "kernels/step_runners.h"
+#include "kernels/vendor/lib_runners.h"
 #include "passes/pass.h"
 #include "compile/cuda_program.h"
 
 void exec_plan_free(exec_plan *p) {
     if (!p) return;
+    rt_exec_free(p->x);
+    cpu_plan_free(p->plan);
     cpu_program_free(p->cpu);
+    wpk_free(p->in_bind);
     tune_cuda_runner_free(p->cuda);
-    wpk_free(p->node_ms);
     wpk_free(p->profile);
     memory_plan_free(&p->mem);
     ir_exec_free(&p->exec);
@@ -152,38 +157,71 @@ wpk_status exec_plan_compile_cpu(wpk_context *ctx, exec_plan *p, int threads) {
     return exec_plan_compile(ctx, p, &opt);
 }
 
-wpk_status exec_plan_compile(wpk_context *ctx, exec_plan *p, const cpu_options *opt) {
-    if (!p->is_static || p->cpu) return WPK_OK;
-    return cpu_program_create(ctx, p->g, p->vals, &p->mem, opt, &p->cpu);
+/* Which inputs the executor may read where the caller keeps them: those whose bytes no other
+ * value shares (a view of the input, an op writing over it) and that are no graph output (an
+ * output's bytes must stay as the run left them while the caller binds the next inputs). */
+static wpk_status find_bindable(wpk_context *ctx, exec_plan *p) {
+    const ir_graph *g = p->g;
+    p->in_bind = wpk_calloc((size_t)g->ninputs + 1, sizeof *p->in_bind);
+    if (!p->in_bind) return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory planning the graph");
+    for (int i = 0; i < g->ninputs; i++) {
+        int in = g->inputs[i];
+        bool alone = p->mem.offset[in] >= 0 && p->mem.root[in] == in;
+        for (int v = 0; alone && v < g->nvalues; v++) alone = v == in || p->mem.root[v] != in;
+        for (int o = 0; alone && o < g->noutputs; o++) alone = g->outputs[o] != in;
+        p->in_bind[i] = alone;
+    }
+    return WPK_OK;
 }
 
-wpk_status exec_plan_enable_profile(wpk_context *ctx, exec_plan *p) {
+/* p->cpu as a runtime plan, made ready on the cpu backend. The plan's tensor v is value v, so
+ * the outputs' vals point at the executor's bytes from now on. */
+static wpk_status make_exec(wpk_context *ctx, exec_plan *p) {
+    /* the in-process plan may have reference and library steps, as a loaded one may */
+    step_runners_register();
+    lib_runners_register();
+    wpk_status st = cpu_program_plan(ctx, p->cpu, p->g, p->vals, &p->mem, NULL, NULL, &p->plan);
+    if (st) return st;
+    const rt_plan *pl = cpu_plan_get(p->plan);
+    rt_cpu_backend_init(&p->be, pl->threads);
+    st = rt_exec_create(ctx, "the compiled graph", pl, &p->be, false, &p->x);
+    if (st == WPK_OK) st = find_bindable(ctx, p);
+    for (int o = 0; st == WPK_OK && o < p->g->noutputs; o++)
+        p->vals[p->g->outputs[o]].data = rt_exec_data(p->x, p->g->outputs[o]);
+    return st;
+}
+
+wpk_status exec_plan_compile(wpk_context *ctx, exec_plan *p, const cpu_options *opt) {
+    if (!p->is_static || p->cpu) return WPK_OK;
+    wpk_status st = cpu_program_create(ctx, p->g, p->vals, &p->mem, opt, &p->cpu);
+    return st ? st : make_exec(ctx, p);
+}
+
+wpk_status exec_plan_enable_profile(wpk_context *ctx, exec_plan *p, int threads) {
     if (p->profile) return WPK_OK;
     if (!p->is_static)
         return wpk_error(ctx, WPK_ERR_UNSUPPORTED, "the graph's shapes depend on data computed "
                          "while it runs (it runs on the dynamic interpreter): no per-node "
                          "profile");
     if (!p->cpu) {
-        /* reference kernels through the program's loop, which times each step */
-        cpu_options ref = {1, "ref", NULL, false};
+        /* reference kernels through the executor, which times each step */
+        cpu_options ref = {threads, "ref", NULL, false};
         wpk_status st = cpu_program_create(ctx, p->g, p->vals, &p->mem, &ref, &p->cpu);
+        if (st == WPK_OK) st = make_exec(ctx, p);
         if (st) return st;
     }
-    const ir_graph *g = p->g;
-    p->node_ms = wpk_calloc((size_t)g->nnodes + 1, sizeof *p->node_ms);
-    p->profile = wpk_calloc((size_t)g->nnodes + 1, sizeof *p->profile);
-    if (!p->node_ms || !p->profile) {
-        wpk_free(p->node_ms);
-        wpk_free(p->profile);
-        p->node_ms = NULL;
-        p->profile = NULL;
-        return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory for a profile");
-    }
-    for (int k = 0; k < g->nnodes; k++) {
+    wpk_status st = rt_exec_profile(p->x, ctx);
+    if (st) return st;
+    const rt_plan *pl = cpu_plan_get(p->plan);
+    p->profile = wpk_calloc((size_t)pl->nsteps + 1, sizeof *p->profile);
+    if (!p->profile) return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory for a profile");
+    for (int k = 0; k < pl->nsteps; k++) {
         wpk_node_profile *e = &p->profile[k];
-        e->node = g->nodes[k].name;
-        e->op = g->nodes[k].op_type;
-        cpu_program_node_info(p->cpu, k, &e->provider, &e->impl, &e->source);
+        e->node = pl->steps[k].node;
+        e->op = pl->steps[k].op;
+        e->provider = pl->steps[k].runner;
+        e->impl = pl->steps[k].impl;
+        e->source = pl->steps[k].source;
     }
     return WPK_OK;
 }
@@ -231,6 +269,27 @@ bool exec_plan_matches(const exec_plan *p, const ir_tensor *shapes) {
     return true;
 }
 
+/* Inputs bound (read in place, or copied into the executor's workspace), the steps run. */
+static wpk_status run_exec(wpk_context *ctx, exec_plan *p, const ir_tensor *inputs) {
+    const ir_graph *g = p->g;
+    for (int i = 0; i < g->ninputs; i++) {
+        int t = g->inputs[i];
+        size_t bytes = ir_nbytes(&inputs[i]);
+        /* the kernels read activations 64-byte aligned: an input elsewhere is copied */
+        bool in_place = p->in_bind[i] && (uintptr_t)inputs[i].data % MEMORY_PLAN_ALIGN == 0;
+        if (p->in_bind[i]) {
+            wpk_status st = rt_exec_bind(p->x, ctx, t, in_place ? inputs[i].data : NULL);
+            if (st) return st;
+        }
+        void *at = rt_exec_data(p->x, t);
+        if (!in_place && bytes && at) memcpy(at, inputs[i].data, bytes);
+    }
+    wpk_status st = rt_exec_run(p->x, ctx);
+    const double *ms = rt_exec_step_ms(p->x);
+    for (int k = 0; p->profile && ms && k < g->nnodes; k++) p->profile[k].ms = ms[k];
+    return st;
+}
+
 wpk_status exec_plan_run(wpk_context *ctx, exec_plan *p, char *workspace, const ir_tensor *inputs) {
     const ir_graph *g = p->g;
     if (!p->is_static) {
@@ -243,15 +302,13 @@ wpk_status exec_plan_run(wpk_context *ctx, exec_plan *p, char *workspace, const 
         }
         return ir_exec_run(ctx, &p->exec, g);
     }
+    if (p->x && !p->cuda) return run_exec(ctx, p, inputs);
     if (p->bound != workspace) bind(p, workspace);
     for (int i = 0; i < g->ninputs; i++)
         if (ir_nbytes(&inputs[i]))
             memcpy(p->vals[g->inputs[i]].data, inputs[i].data, ir_nbytes(&inputs[i]));
     if (p->cuda) return run_cuda(ctx, p);
-    if (!p->cpu) return ir_exec_static(ctx, g, p->vals);
-    wpk_status st = cpu_program_run(ctx, p->cpu, g, p->vals, p->node_ms);
-    for (int k = 0; p->profile && k < g->nnodes; k++) p->profile[k].ms = p->node_ms[k];
-    return st;
+    return ir_exec_static(ctx, g, p->vals);
 }
 
 const ir_tensor *exec_plan_output(const exec_plan *p, int i) {

@@ -9,8 +9,10 @@
 #include <stdbool.h>
 
 #include "compile/cpu_compile.h"
+#include "compile/plan_io.h"
 #include "ir/eval.h"
 #include "passes/memory_plan.h"
+#include "runtime/exec.h"
 #include "tune/records.h"
 #include "wpk.h"
 
@@ -24,10 +26,15 @@ typedef struct exec_plan {
     const char *bound;  /* the workspace vals point into; NULL before the first run */
     ir_exec exec;       /* the dynamic interpreter's buffers when !is_static */
     cpu_program *cpu;   /* generated kernels (the cpu backend), or NULL: reference kernels */
+    cpu_plan *plan;     /* cpu as a runtime plan (tensor v is value v), run by x */
+    rt_backend be;      /* the cpu backend x runs on */
+    rt_exec *x;         /* the runtime's executor of plan, with its own workspace; NULL
+                           without cpu */
+    bool *in_bind;      /* per graph input: x reads it where the caller keeps it (no other
+                           value shares its bytes and it is no output), else it is copied */
     struct tune_cuda_runner *cuda; /* the CUDA backend (issue 7): the plan on the GPU, or NULL */
-    double *node_ms;    /* per node: its time in the last run, when profiling (else NULL) */
     wpk_node_profile *profile; /* per node, when profiling: what it runs (strings borrowed
-                                  from g and cpu) and node_ms after a run */
+                                  from plan) and its time in the last run */
 } exec_plan;
 
 /* Specialize src (borrowed; must outlive the plan) to the input types in shapes[i], one per
@@ -41,9 +48,10 @@ wpk_status exec_plan_create(wpk_context *ctx, const ir_graph *src, const ir_tens
 void exec_plan_free(exec_plan *p);
 
 /* Compile a static plan's nodes into generated kernels (the cpu backend: compile/cpu_compile.h)
- * for runs on `threads` threads (0: OpenMP's default); exec_plan_run then runs them. A plan
- * that is not static keeps running on the dynamic interpreter (nothing is compiled). Errors of
- * cpu_program_create. */
+ * for runs on `threads` threads (0: OpenMP's default), made a runtime plan (compile/plan_io.h)
+ * that exec_plan_run runs on the runtime's executor (runtime/exec.h) on the cpu backend. A
+ * plan that is not static keeps running on the dynamic interpreter (nothing is compiled).
+ * Errors of cpu_program_create, cpu_program_plan and rt_exec_create. */
 wpk_status exec_plan_compile_cpu(wpk_context *ctx, exec_plan *p, int threads);
 
 /* The CUDA backend (issue 7; compile/cuda_program.h): the static plan's nodes as CUDA
@@ -56,11 +64,11 @@ wpk_status exec_plan_compile_cuda(wpk_context *ctx, exec_plan *p);
  * exec_plan_compile_cpu. */
 wpk_status exec_plan_compile(wpk_context *ctx, exec_plan *p, const cpu_options *opt);
 
-/* Time every node of each later run (wpk_session_profile). A static plan on reference kernels
- * gets a program of reference steps (compile nothing) so the same loop times it; a plan on the
- * dynamic interpreter cannot be profiled per node (WPK_ERR_UNSUPPORTED, saying so).
- * WPK_ERR_NOMEM. */
-wpk_status exec_plan_enable_profile(wpk_context *ctx, exec_plan *p);
+/* Time every node of each later run (wpk_session_profile) from the executor's per-step times.
+ * A static plan on reference kernels gets a program of reference steps (compile nothing), run
+ * on `threads` threads (0: the default) by the same executor; a plan on the dynamic
+ * interpreter cannot be profiled per node (WPK_ERR_UNSUPPORTED, saying so). WPK_ERR_NOMEM. */
+wpk_status exec_plan_enable_profile(wpk_context *ctx, exec_plan *p, int threads);
 
 /* Open the tuning records as wpk_session_params.records says: NULL, the default database
  * ($WPK_CACHE_DIR, else $XDG_CACHE_HOME/wpk, else ~/.cache/wpk; file records.db) when that file
@@ -74,14 +82,17 @@ void exec_plan_records_path(const char *records, char *path, size_t cap);
 /* True when the plan was built for exactly these input dtypes and shapes. */
 bool exec_plan_matches(const exec_plan *p, const ir_tensor *shapes);
 
-/* Run the plan on inputs[i] (one per graph input, data borrowed for the call, types as the
- * plan's key). A static plan works in `workspace` (borrowed: at least p->mem.workspace bytes,
- * aligned to MEMORY_PLAN_ALIGN, and left alone until its outputs have been read) and allocates
- * nothing. Returns the first kernel's error. */
+/* Run the plan on inputs[i] (one per graph input, types as the plan's key). Data borrowed
+ * until the next run or exec_plan_free: a compiled plan reads an input aligned to
+ * MEMORY_PLAN_ALIGN in place where in_bind says it may (else copies it into its executor's
+ * workspace). A static plan without an executor works in `workspace` (borrowed: at least
+ * p->mem.workspace bytes, aligned to MEMORY_PLAN_ALIGN, and left alone until its outputs have
+ * been read; unused, may be NULL, with one). A static plan allocates nothing. Returns the
+ * first kernel's error. */
 wpk_status exec_plan_run(wpk_context *ctx, exec_plan *p, char *workspace, const ir_tensor *inputs);
 
-/* Graph output i of the last run (its data in the workspace, a constant, or the interpreter's
- * buffers). */
+/* Graph output i of the last run (its data in the executor's or the given workspace, a
+ * constant, or the interpreter's buffers). */
 const ir_tensor *exec_plan_output(const exec_plan *p, int i);
 
 #endif

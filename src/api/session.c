@@ -27,7 +27,10 @@ struct wpk_session {
     wpk_session_params params;
     ir_graph *g;            /* the model's graph optimized at params.opt_level; shares payloads
                                with the model's graph */
-    ir_tensor *in;          /* per graph input: the bound tensor, data owned (in_cap bytes) */
+    ir_tensor *in;          /* per graph input: the bound tensor, data owned (in_cap bytes at
+                               a MEMORY_PLAN_ALIGN boundary of in_raw[i], so a compiled plan
+                               can read it where it is) */
+    void **in_raw;
     size_t *in_cap;
     bool *bound;
     exec_plan *plans[PLAN_CACHE]; /* most recently used first */
@@ -109,9 +112,10 @@ wpk_status wpk_session_create(wpk_context *ctx, const wpk_model *model,
     }
     size_t nin = (size_t)model->g->ninputs + 1;
     s->in = wpk_calloc(nin, sizeof *s->in);
+    s->in_raw = wpk_calloc(nin, sizeof *s->in_raw);
     s->in_cap = wpk_calloc(nin, sizeof *s->in_cap);
     s->bound = wpk_calloc(nin, sizeof *s->bound);
-    st = s->in && s->in_cap && s->bound
+    st = s->in && s->in_raw && s->in_cap && s->bound
              ? optimize(ctx, s)
              : wpk_error(ctx, WPK_ERR_NOMEM, "out of memory creating a session");
     if (st) {
@@ -126,7 +130,9 @@ wpk_status wpk_session_create(wpk_context *ctx, const wpk_model *model,
 void wpk_session_free(wpk_session *s) {
     if (!s) return;
     for (int i = 0; i < s->nplans; i++) exec_plan_free(s->plans[i]);
-    for (int i = 0; s->in && s->model && i < s->model->g->ninputs; i++) wpk_free(s->in[i].data);
+    for (int i = 0; s->in_raw && s->model && i < s->model->g->ninputs; i++)
+        wpk_free(s->in_raw[i]);
+    wpk_free(s->in_raw);
     wpk_free(s->in);
     wpk_free(s->in_cap);
     wpk_free(s->bound);
@@ -186,12 +192,15 @@ wpk_status wpk_session_set_input(wpk_session *s, const char *name, wpk_dtype dty
     ir_tensor *t = &s->in[which];
     if (bytes > s->in_cap[which] || !t->data) {
         /* grown only: rebinding the same shapes allocates nothing */
-        void *data_copy = wpk_malloc(bytes ? bytes : 1);
-        if (!data_copy)
+        size_t cap = bytes ? bytes : 1;
+        char *raw = wpk_malloc(cap + MEMORY_PLAN_ALIGN);
+        if (!raw)
             return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory binding input '%s'", name);
-        wpk_free(t->data);
-        t->data = data_copy;
-        s->in_cap[which] = bytes ? bytes : 1;
+        wpk_free(s->in_raw[which]);
+        s->in_raw[which] = raw;
+        t->data = raw + (MEMORY_PLAN_ALIGN - (uintptr_t)raw % MEMORY_PLAN_ALIGN) %
+                            MEMORY_PLAN_ALIGN;
+        s->in_cap[which] = cap;
     }
     void *keep = t->data;
     *t = given;
@@ -204,7 +213,8 @@ wpk_status wpk_session_set_input(wpk_session *s, const char *name, wpk_dtype dty
 /* Put p first in the plan cache (evicting the least recently used) with a workspace large
  * enough for it. Takes p over, also on failure. */
 static wpk_status adopt(wpk_session *s, exec_plan *p) {
-    if (p->is_static && p->mem.workspace > s->ws_size) {
+    /* a compiled plan's executor has a workspace of its own */
+    if (p->is_static && !p->x && p->mem.workspace > s->ws_size) {
         size_t size = p->mem.workspace;
         char *raw = wpk_malloc(size + MEMORY_PLAN_ALIGN);
         if (!raw) {
@@ -251,7 +261,7 @@ static wpk_status find_plan(wpk_session *s, exec_plan **out) {
     }
     if (st == WPK_OK && s->params.backend == WPK_BACKEND_CUDA)
         st = exec_plan_compile_cuda(s->ctx, p);
-    if (st == WPK_OK && s->params.profile) st = exec_plan_enable_profile(s->ctx, p);
+    if (st == WPK_OK && s->params.profile) st = exec_plan_enable_profile(s->ctx, p, s->threads);
     if (st) {
         exec_plan_free(p);
         return st;

@@ -1,16 +1,13 @@
 /* cpu_compile.c -- the cpu backend's program: choices -> kernels -> compiled units -> one step
- * per node with its argument pointers, pre-packed weights and scratch laid out once (or a
- * library kernel made with its weights); running it (see cpu_compile.h). */
+ * per node (a generated kernel with its weights pre-packed once, a library kernel the library
+ * takes, or the reference kernel), which plan_io.c makes a runtime plan (see cpu_compile.h). */
 #include "compile/cpu_compile.h"
 
-#include <dlfcn.h>
-#include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "base/alloc.h"
 #include "base/target.h"
@@ -33,19 +30,11 @@ int cpu_program_threads(const cpu_options *opt) {
 
 void cpu_program_free(cpu_program *p) {
     if (!p) return;
-    for (int k = 0; p->steps && k < p->nsteps; k++)
-        if (p->steps[k].lk) p->steps[k].lib->destroy(p->steps[k].lib, p->steps[k].lk);
     for (int i = 0; i < p->nblocks; i++) wpk_free(p->blocks[i]);
     wpk_free(p->blocks);
     for (int i = 0; i < p->nkernels; i++) cpu_kernel_free(&p->kernels[i]);
     wpk_free(p->kernels);
     cpu_units_free(&p->units);
-    for (int i = 0; i < p->nhandles; i++) {
-        if (p->handles[i]) dlclose(p->handles[i]);
-        if (p->handle_fds && p->handle_fds[i] >= 0) close(p->handle_fds[i]);
-    }
-    wpk_free(p->handles);
-    wpk_free(p->handle_fds);
     arena_free(&p->mem);
     wpk_free(p);
 }
@@ -68,7 +57,8 @@ static const void *const_data(const ir_graph *g, const memory_plan *mem, int v) 
     return NULL;
 }
 
-void *cpu_program_alloc64(cpu_program *p, size_t n) {
+/* n bytes at a 64-byte aligned address, owned by p; NULL when out of memory. */
+static void *alloc64(cpu_program *p, size_t n) {
     if (p->nblocks == p->cap_blocks) {
         int cap = p->cap_blocks ? 2 * p->cap_blocks : 32;
         void **b = wpk_realloc(p->blocks, sizeof *b * (size_t)cap);
@@ -88,74 +78,62 @@ static void *aligned_const(cpu_program *p, void **aligned, const ir_tensor *vals
     if (aligned[v]) return aligned[v];
     if ((uintptr_t)data % 64 == 0) return aligned[v] = (void *)data;
     size_t n = ir_nbytes(&vals[v]);
-    void *copy = cpu_program_alloc64(p, n ? n : 1);
+    void *copy = alloc64(p, n ? n : 1);
     if (copy) memcpy(copy, data, n);
     return aligned[v] = copy;
 }
 
-/* Arguments from the node's present inputs (kernel input i is the i-th present one: a
- * template leaves trailing ones it bakes in, Clip's bounds), the packed forms where the kernel
- * packs, then outputs, then scratch. */
-wpk_status cpu_program_kernel_step(wpk_context *ctx, cpu_program *p, const ir_graph *g,
-                                   const ir_tensor *vals, const memory_plan *mem, void **aligned,
-                                   int k, int ki, const void *const *packed) {
+/* Node k's step on kernel ki: per argument (the node's present inputs, kernel input i being the
+ * i-th present one: a template leaves trailing ones it bakes in, Clip's bounds; then outputs,
+ * then scratch) the packed form where the kernel packs a constant, made now. */
+static wpk_status kernel_step(wpk_context *ctx, cpu_program *p, const ir_graph *g,
+                              const ir_tensor *vals, const memory_plan *mem, void **aligned, int k,
+                              int ki) {
     const ir_node *n = &g->nodes[k];
     const cpu_kernel *kn = &p->kernels[ki];
     cpu_step *s = &p->steps[k];
-    int present[MAX_NODE_ARGS], np = 0, outs[MAX_NODE_ARGS], no = 0;
+    int present[MAX_NODE_ARGS], np = 0, no = 0;
     for (int i = 0; i < n->nin && np < MAX_NODE_ARGS; i++)
         if (n->in[i] >= 0) present[np++] = n->in[i];
-    for (int i = 0; i < n->nout && no < MAX_NODE_ARGS; i++)
-        if (n->out[i] >= 0) outs[no++] = n->out[i];
+    for (int i = 0; i < n->nout; i++) no += n->out[i] >= 0;
     if (kn->ninputs > np || kn->noutputs != no)
         return wpk_error(ctx, WPK_ERR_INTERNAL, "node '%s': kernel %s (%s) takes %d inputs "
                          "and %d outputs, the node has %d and %d", n->name, kn->name,
                          kn->tmpl ? kn->tmpl->name : "?", kn->ninputs, kn->noutputs, np, no);
     s->nargs = kn->ninputs + kn->noutputs + kn->nscratch;
-    s->value = arena_alloc(&p->mem, sizeof *s->value * (size_t)s->nargs);
     s->argv = arena_alloc(&p->mem, sizeof *s->argv * (size_t)s->nargs);
-    if (!s->value || !s->argv) return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory");
+    if (!s->argv) return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory");
+    memset(s->argv, 0, sizeof *s->argv * (size_t)s->nargs);
     int a = 0;
     for (int i = 0; i < kn->ninputs; i++, a++) {
         int v = present[i];
         const void *cd = const_data(g, mem, v);
-        s->value[a] = cd ? -1 : v;
-        if (!cd) continue;
+        /* the plan reads other constants from its own blob: only a packed one is made here */
+        if (!cd || i >= TUNE_MAX_ARGS || kn->pack_numel[i] <= 0) continue;
         void *src = aligned_const(p, aligned, vals, v, cd);
         if (!src) return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory copying constants");
-        s->argv[a] = src;
-        if (i < TUNE_MAX_ARGS && kn->pack_numel[i] > 0) {
-            /* the packed form lives as long as the program; computed now, once */
-            size_t bytes = sizeof(float) * (size_t)kn->pack_numel[i];
-            void *dst = cpu_program_alloc64(p, bytes);
-            if (!dst) return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory pre-packing");
-            if (packed && packed[i]) {
-                memcpy(dst, packed[i], bytes);
-            } else if (kn->pack_fn[i]) {
-                void *pargs[2] = {src, dst};
-                kn->pack_fn[i](pargs);
-            } else {
-                return wpk_error(ctx, WPK_ERR_INTERNAL, "node '%s': no packed form of input %d",
-                                 n->name, i);
-            }
-            s->argv[a] = dst;
-            p->stats.prepacked++;
-        }
-    }
-    for (int i = 0; i < kn->noutputs; i++, a++) s->value[a] = outs[i];
-    for (int i = 0; i < kn->nscratch; i++, a++) {
-        s->value[a] = -1;
-        s->argv[a] = (char *)p->scratch + kn->scratch_off[i];
+        /* the packed form lives as long as the program; computed now, once */
+        size_t bytes = sizeof(float) * (size_t)kn->pack_numel[i];
+        void *dst = alloc64(p, bytes);
+        if (!dst) return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory pre-packing");
+        if (!kn->pack_fn[i])
+            return wpk_error(ctx, WPK_ERR_INTERNAL, "node '%s': no packed form of input %d",
+                             n->name, i);
+        void *pargs[2] = {src, dst};
+        kn->pack_fn[i](pargs);
+        s->argv[a] = dst;
+        p->stats.prepacked++;
     }
     s->kind = CPU_STEP_KERNEL;
-    s->fn = kn->fn;
     s->kernel = ki;
     return WPK_OK;
 }
 
-wpk_status cpu_program_lib_step(wpk_context *ctx, cpu_program *p, const ir_graph *g,
-                                const ir_tensor *vals, int k, const kernel_provider *lib,
-                                int config) {
+/* Node k's step on library lib at config index `config` (lib->create with the node's tensors
+ * of vals: constants' data set). Errors of lib->create (WPK_ERR_UNSUPPORTED: the library
+ * refuses; the caller falls back). */
+static wpk_status lib_step(wpk_context *ctx, cpu_program *p, const ir_graph *g,
+                           const ir_tensor *vals, int k, const kernel_provider *lib, int config) {
     const ir_node *n = &g->nodes[k];
     ir_tensor *in[MAX_NODE_ARGS], *out[MAX_NODE_ARGS];
     if (n->nin > MAX_NODE_ARGS || n->nout > MAX_NODE_ARGS)
@@ -164,8 +142,12 @@ wpk_status cpu_program_lib_step(wpk_context *ctx, cpu_program *p, const ir_graph
     cpu_node_tensors(n, (ir_tensor *)vals, in, out);
     cpu_step *s = &p->steps[k];
     const kernel_device dev = {p->threads, NULL};
-    wpk_status st = lib->create(lib, ctx, n, in, out, config, &dev, &s->lk);
+    lib_kernel *lk = NULL;
+    wpk_status st = lib->create(lib, ctx, n, in, out, config, &dev, &lk);
     if (st) return st;
+    /* made only to learn that the library takes the node: the plan's step runner makes the
+       kernel the runs use */
+    lib->destroy(lib, lk);
     s->kind = CPU_STEP_LIB;
     s->lib = lib;
     s->lib_config = config;
@@ -196,8 +178,7 @@ static wpk_status make_lib_steps(wpk_context *ctx, cpu_program *p, const ir_grap
         int ci = ch->node_choice[k];
         if (ci < 0 || kernel_provider_generates(ch->choices[ci].task.tmpl)) continue;
         const cpu_choice *c = &ch->choices[ci];
-        wpk_status st = cpu_program_lib_step(ctx, p, g, vals, k, c->task.tmpl,
-                                             lib_config_of(c));
+        wpk_status st = lib_step(ctx, p, g, vals, k, c->task.tmpl, lib_config_of(c));
         if (st == WPK_OK) {
             p->steps[k].source = c->source;
             p->stats.lib_nodes++;
@@ -305,20 +286,17 @@ wpk_status cpu_program_create(wpk_context *ctx, const ir_graph *g, const ir_tens
     p->stats.units = p->units.nunits;
     p->stats.compiler_runs = p->units.compiled;
     p->stats.kernels = nready;
-    /* one scratch area for all kernels: they run one after another */
+    /* one scratch area for all kernels (they run one after another), above the plan's
+       workspace */
     for (int i = 0; i < nready; i++) {
         sb_free(&ready[i]->source); /* compiled: the text is not needed any more */
         if (ready[i]->scratch_bytes > p->scratch_bytes) p->scratch_bytes = ready[i]->scratch_bytes;
     }
-    if (st == WPK_OK && p->scratch_bytes > 0 &&
-        !(p->scratch = cpu_program_alloc64(p, (size_t)p->scratch_bytes)))
-        st = wpk_error(ctx, WPK_ERR_NOMEM, "out of memory for %lld bytes of kernel scratch",
-                       (long long)p->scratch_bytes);
     for (int k = 0; st == WPK_OK && k < g->nnodes; k++) {
         int ci = ch.node_choice[k];
         if (ci < 0 || p->steps[k].kind == CPU_STEP_LIB || !p->kernels[ci].fn) continue;
         const cpu_choice *c = &ch.choices[ci];
-        st = cpu_program_kernel_step(ctx, p, g, vals, mem, aligned, k, ci, NULL);
+        st = kernel_step(ctx, p, g, vals, mem, aligned, k, ci);
         if (st) break;
         p->steps[k].source = c->source;
         char impl[sizeof c->config + 120], per[48] = "";
@@ -346,40 +324,5 @@ wpk_status cpu_program_create(wpk_context *ctx, const ir_graph *g, const ir_tens
         return st;
     }
     *out = p;
-    return WPK_OK;
-}
-
-static wpk_status run_step(wpk_context *ctx, cpu_step *s, const ir_node *n, ir_tensor *vals) {
-    ir_tensor *in[MAX_NODE_ARGS], *out[MAX_NODE_ARGS];
-    if (s->kind == CPU_STEP_KERNEL) {
-        for (int a = 0; a < s->nargs; a++)
-            if (s->value[a] >= 0) s->argv[a] = vals[s->value[a]].data;
-        s->fn(s->argv);
-        return WPK_OK;
-    }
-    if (n->nin > MAX_NODE_ARGS || n->nout > MAX_NODE_ARGS)
-        return wpk_error(ctx, WPK_ERR_UNSUPPORTED, "node '%s' (%s): more than %d inputs or "
-                         "outputs", n->name, n->op_type, MAX_NODE_ARGS);
-    cpu_node_tensors(n, vals, in, out);
-    if (s->kind == CPU_STEP_LIB) return s->lib->run(s->lib, ctx, s->lk, in, out);
-    const ir_op_info *info = ir_op_get(n->op);
-    if (!info->ref)
-        return wpk_error(ctx, WPK_ERR_UNSUPPORTED, "node '%s': op '%s' is not supported",
-                         n->name, n->op_type);
-    /* a view the plan laid on its input's buffer: the bytes are already where they belong */
-    if (info->ref == op_copy_ref && n->nout == 1 && out[0] && in[0] &&
-        out[0]->data == in[0]->data)
-        return WPK_OK;
-    return info->ref(ctx, n, in, out);
-}
-
-wpk_status cpu_program_run(wpk_context *ctx, cpu_program *p, const ir_graph *g, ir_tensor *vals,
-                           double *node_ms) {
-    for (int k = 0; k < g->nnodes; k++) {
-        double t0 = node_ms ? now_ms() : 0;
-        wpk_status st = run_step(ctx, &p->steps[k], &g->nodes[k], vals);
-        if (node_ms) node_ms[k] = now_ms() - t0;
-        if (st) return st;
-    }
     return WPK_OK;
 }

@@ -7,9 +7,9 @@
  * together (translation units of many kernels, compiled concurrently, cached on disk by
  * cg_c_compile). Constant weights a template wants in another layout are pre-packed once,
  * here, by compiled pack kernels; buffers a kernel would allocate (root intermediates such as
- * a padded input) become arguments pointing into one scratch area of the program. Running
- * the program calls each node's kernel, or its reference kernel when no template takes it,
- * and allocates nothing. */
+ * a padded input) become arguments pointing into one scratch area of the program. The program
+ * runs as a runtime plan (compile/plan_io.h) on the runtime's executor: each node's kernel, or
+ * its reference kernel when no template takes it. */
 #ifndef WPK_COMPILE_CPU_COMPILE_H
 #define WPK_COMPILE_CPU_COMPILE_H
 
@@ -57,15 +57,6 @@ typedef struct cpu_options {
 wpk_status cpu_program_create(wpk_context *ctx, const ir_graph *g, const ir_tensor *vals,
                               const memory_plan *mem, const cpu_options *opt, cpu_program **out);
 void cpu_program_free(cpu_program *p);
-
-/* Run every node of g (the graph the program was made for) in order on vals: one per value,
- * types as at compile, data bound (constants, the workspace at the memory plan's offsets,
- * graph inputs). node_ms: NULL, or one entry per node that receives the node's wall time in
- * milliseconds (the clock is read only when it is given). Allocates nothing; returns a
- * reference or library kernel's first error. Not thread-safe for one program (the argument
- * arrays and scratch are the program's). */
-wpk_status cpu_program_run(wpk_context *ctx, cpu_program *p, const ir_graph *g, ir_tensor *vals,
-                           double *node_ms);
 
 const cpu_compile_stats *cpu_program_stats(const cpu_program *p);
 

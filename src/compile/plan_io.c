@@ -1,11 +1,12 @@
-/* plan_io.c -- a cpu_program written as a runtime plan (see plan_io.h): the tensor table, the
- * constants blob, the modules, then one step per node. */
+/* plan_io.c -- a cpu_program as a runtime plan (see plan_io.h), in memory or written: the
+ * tensor table, the constants blob, the modules, then one step per node. */
 #define _GNU_SOURCE /* dladdr */
 #include "compile/plan_io.h"
 
 #include <assert.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -56,15 +57,18 @@ static wpk_status read_whole(wpk_context *ctx, const char *path, rt_module *m) {
     return WPK_OK;
 }
 
-/* What the writer builds, beside the plan it fills. */
-typedef struct builder {
+/* The plan and the bytes it points at. */
+struct cpu_plan {
     rt_plan plan;
     const char *objects[MAX_OBJECTS];
-    uint8_t *blob;
+    uint8_t *blob_raw, *blob; /* blob: blob_raw 64-byte aligned, so an executor on host memory
+                                 can read the constants where they are */
     int64_t blob_len;
     int ntensors, cap_tensors;
     uint8_t **payloads;     /* per step, wpk_malloc'd */
-} builder;
+};
+
+typedef struct cpu_plan builder;
 
 static int add_tensor(builder *b, const char *name, wpk_dtype dtype, int64_t numel,
                       rt_place place, int64_t offset) {
@@ -174,20 +178,27 @@ static wpk_status node_step(wpk_context *ctx, builder *b, const cpu_program *p, 
     return st;
 }
 
-static void builder_free(builder *b) {
+void cpu_plan_free(cpu_plan *b) {
+    if (!b) return;
     for (int m = 0; m < b->plan.nmodules; m++) wpk_free((void *)b->plan.modules[m].data);
     for (int k = 0; b->payloads && k < b->plan.nsteps; k++) wpk_free(b->payloads[k]);
     wpk_free(b->payloads);
-    wpk_free(b->blob);
+    wpk_free(b->blob_raw);
     rt_plan_free(&b->plan);
+    wpk_free(b);
 }
 
-wpk_status cpu_program_save(wpk_context *ctx, const cpu_program *p, const ir_graph *g,
+const rt_plan *cpu_plan_get(const cpu_plan *b) { return &b->plan; }
+
+wpk_status cpu_program_plan(wpk_context *ctx, const cpu_program *p, const ir_graph *g,
                             const ir_tensor *vals, const memory_plan *mem, const ir_graph *named,
-                            const plan_meta *meta, artifact_writer *w) {
-    builder b;
-    memset(&b, 0, sizeof b);
-    rt_plan *pl = &b.plan;
+                            const plan_meta *meta, cpu_plan **out) {
+    *out = NULL;
+    builder *b = wpk_calloc(1, sizeof *b);
+    if (!b) return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory building the plan");
+    rt_plan *pl = &b->plan;
+    const plan_meta none = {0, 0, "", ""};
+    if (!meta) meta = &none;
     pl->opt_level = meta->opt_level;
     pl->batch = meta->batch;
     pl->provider = meta->provider;
@@ -230,23 +241,25 @@ wpk_status cpu_program_save(wpk_context *ctx, const cpu_program *p, const ir_gra
         const_at[v] = align64(blob);
         blob = const_at[v] + (int64_t)ir_nbytes(&vals[v]);
     }
-    b.cap_tensors = g->nvalues + extra;
-    pl->tensors = arena_alloc(&pl->mem, sizeof *pl->tensors * (size_t)(b.cap_tensors + 1));
+    b->cap_tensors = g->nvalues + extra;
+    pl->tensors = arena_alloc(&pl->mem, sizeof *pl->tensors * (size_t)(b->cap_tensors + 1));
     pl->modules = arena_alloc(&pl->mem, sizeof *pl->modules * MAX_OBJECTS);
     pl->steps = arena_alloc(&pl->mem, sizeof *pl->steps * (size_t)(g->nnodes + 1));
     pl->inputs = arena_alloc(&pl->mem, sizeof *pl->inputs * (size_t)(g->ninputs + 1));
     pl->outputs = arena_alloc(&pl->mem, sizeof *pl->outputs * (size_t)(g->noutputs + 1));
     int32_t *args = arena_alloc(&pl->mem, sizeof *args * (nargs + 1));
-    b.blob = wpk_calloc((size_t)blob + 1, 1);
-    b.payloads = wpk_calloc((size_t)g->nnodes + 1, sizeof *b.payloads);
+    b->blob_raw = wpk_calloc((size_t)blob + 64, 1);
+    b->blob = b->blob_raw ? b->blob_raw + (64 - (uintptr_t)b->blob_raw % 64) % 64 : NULL;
+    b->payloads = wpk_calloc((size_t)g->nnodes + 1, sizeof *b->payloads);
     wpk_status st = WPK_OK;
-    if (!const_at || !read || !pl->tensors || !pl->modules || !pl->steps || !pl->inputs || !pl->outputs ||
-        !args || !b.blob || !b.payloads)
-        st = wpk_error(ctx, WPK_ERR_NOMEM, "out of memory writing the plan");
+    if (!const_at || !read || !pl->tensors || !pl->modules || !pl->steps || !pl->inputs ||
+        !pl->outputs || !args || !b->blob || !b->payloads)
+        st = wpk_error(ctx, WPK_ERR_NOMEM, "out of memory building the plan");
     if (st == WPK_OK) {
         for (int v = 0; v < g->nvalues; v++)
-            if (const_at[v] >= 0) memcpy(b.blob + const_at[v], g->values[v].t.data, ir_nbytes(&vals[v]));
-        value_tensors(&b, g, vals, mem, const_at);
+            if (const_at[v] >= 0)
+                memcpy(b->blob + const_at[v], g->values[v].t.data, ir_nbytes(&vals[v]));
+        value_tensors(b, g, vals, mem, const_at);
     }
     int64_t scratch_base = align64((int64_t)mem->workspace);
     pl->workspace = scratch_base + p->scratch_bytes;
@@ -262,28 +275,41 @@ wpk_status cpu_program_save(wpk_context *ctx, const cpu_program *p, const ir_gra
         s->args = args;
         s->payload = NULL;
         if (p->steps[k].kind == CPU_STEP_KERNEL)
-            st = kernel_step(ctx, &b, p, g, k, scratch_base, s, args);
+            st = kernel_step(ctx, b, p, g, k, scratch_base, s, args);
         else
-            st = node_step(ctx, &b, p, g, k, s, args);
+            st = node_step(ctx, b, p, g, k, s, args);
         args += s->nargs;
     }
-    /* packed weights went from offset 0 (b.blob_len), below the constants */
-    assert(st != WPK_OK || b.blob_len <= blob);
-    pl->consts = b.blob;
+    /* packed weights went from offset 0 (b->blob_len), below the constants */
+    assert(st != WPK_OK || b->blob_len <= blob);
+    pl->consts = b->blob;
     pl->consts_len = blob;
-    pl->ntensors = b.ntensors;
+    pl->ntensors = b->ntensors;
     pl->ninputs = g->ninputs;
     pl->noutputs = g->noutputs;
     for (int i = 0; st == WPK_OK && i < g->ninputs; i++) {
         pl->inputs[i].tensor = g->inputs[i];
-        const ir_value *nv = &named->values[named->inputs[i]];
+        const ir_value *nv = named ? &named->values[named->inputs[i]] : NULL;
         for (int d = 0; d < vals[g->inputs[i]].ndim; d++)
-            pl->inputs[i].dim_names[d] = nv->dim_names[d] ? nv->dim_names[d] : "";
+            pl->inputs[i].dim_names[d] = nv && nv->dim_names[d] ? nv->dim_names[d] : "";
     }
     for (int i = 0; st == WPK_OK && i < g->noutputs; i++) pl->outputs[i].tensor = g->outputs[i];
-    if (st == WPK_OK) st = rt_plan_write(ctx, pl, w);
     wpk_free(const_at);
     wpk_free(read);
-    builder_free(&b);
+    if (st) {
+        cpu_plan_free(b);
+        return st;
+    }
+    *out = b;
+    return WPK_OK;
+}
+
+wpk_status cpu_program_save(wpk_context *ctx, const cpu_program *p, const ir_graph *g,
+                            const ir_tensor *vals, const memory_plan *mem, const ir_graph *named,
+                            const plan_meta *meta, artifact_writer *w) {
+    cpu_plan *b = NULL;
+    wpk_status st = cpu_program_plan(ctx, p, g, vals, mem, named, meta, &b);
+    if (st == WPK_OK) st = rt_plan_write(ctx, &b->plan, w);
+    cpu_plan_free(b);
     return st;
 }

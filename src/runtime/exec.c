@@ -1,6 +1,7 @@
 /* exec.c -- the executor (exec.h): allocation and preparation at load, a straight run. */
 #include "runtime/exec.h"
 
+#include <stdint.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -16,6 +17,7 @@ struct rt_exec {
     int nprepared;
     void **argv;            /* every step's arguments, one array */
     double *step_ms;
+    bool consts_borrowed;   /* consts are the plan's own bytes (host memory read in place) */
 };
 
 void rt_exec_free(rt_exec *x) {
@@ -25,7 +27,7 @@ void rt_exec_free(rt_exec *x) {
         if (x->steps[k].runner->release) x->steps[k].runner->release(x->steps[k].state);
     for (int m = 0; m < x->nloaded; m++) x->be->iface->unload_module(x->be, x->modules[m]);
     if (x->ws) x->be->iface->free(x->be, x->ws);
-    if (x->consts) x->be->iface->free(x->be, x->consts);
+    if (x->consts && !x->consts_borrowed) x->be->iface->free(x->be, x->consts);
     wpk_free(x->data);
     wpk_free(x->modules);
     wpk_free(x->steps);
@@ -53,8 +55,12 @@ static wpk_status place(wpk_context *ctx, rt_exec *x) {
     const rt_plan *p = x->plan;
     const rt_backend_i *b = x->be->iface;
     wpk_status st = b->alloc(x->be, ctx, (size_t)p->workspace + 1, &x->ws);
-    if (st == WPK_OK) st = b->alloc(x->be, ctx, (size_t)p->consts_len + 1, &x->consts);
-    if (st == WPK_OK && p->consts_len)
+    /* on host memory, aligned constants are read where the plan keeps them: no second copy
+       (kernels never write a constant) */
+    x->consts_borrowed = b->host_visible && p->consts && (uintptr_t)p->consts % 64 == 0;
+    if (x->consts_borrowed) x->consts = (void *)p->consts;
+    else if (st == WPK_OK) st = b->alloc(x->be, ctx, (size_t)p->consts_len + 1, &x->consts);
+    if (st == WPK_OK && p->consts_len && !x->consts_borrowed)
         st = b->upload(x->be, ctx, x->consts, p->consts, (size_t)p->consts_len);
     for (int t = 0; st == WPK_OK && t < p->ntensors; t++) {
         const rt_tensor_desc *d = &p->tensors[t];
@@ -142,4 +148,32 @@ wpk_status rt_exec_run(rt_exec *x, wpk_context *ctx) {
     wpk_status st = x->be->iface->run_steps(x->be, ctx, x->steps, x->plan->nsteps, x->step_ms);
     if (st == WPK_OK) st = x->be->iface->synchronize(x->be, ctx);
     return st;
+}
+
+wpk_status rt_exec_profile(rt_exec *x, wpk_context *ctx) {
+    if (x->step_ms) return WPK_OK;
+    x->step_ms = wpk_calloc((size_t)x->plan->nsteps + 1, sizeof *x->step_ms);
+    return x->step_ms ? WPK_OK : wpk_error(ctx, WPK_ERR_NOMEM, "out of memory for a profile");
+}
+
+wpk_status rt_exec_bind(rt_exec *x, wpk_context *ctx, int t, void *data) {
+    const rt_plan *p = x->plan;
+    if (!x->be->iface->host_visible)
+        return wpk_error(ctx, WPK_ERR_UNSUPPORTED, "the %s backend cannot bind a tensor to "
+                         "memory of the caller's", x->be->iface->name);
+    if (p->tensors[t].place != RT_PLACE_WORKSPACE)
+        return wpk_error(ctx, WPK_ERR_INVALID_ARG, "tensor '%s' is not in the workspace",
+                         p->tensors[t].name);
+    if (!data) data = (char *)x->ws + p->tensors[t].offset;
+    if (x->data[t] == data) return WPK_OK;
+    /* the steps' argument arrays as prepare_steps laid them out, one after another */
+    void **argv = x->argv;
+    for (int k = 0; k < p->nsteps; k++) {
+        const rt_step *s = &p->steps[k];
+        for (int a = 0; a < s->nargs; a++)
+            if (s->args[a] == t) argv[a] = data;
+        argv += s->nargs;
+    }
+    x->data[t] = data;
+    return WPK_OK;
 }

@@ -33,4 +33,16 @@ wpk_status rt_exec_run(rt_exec *x, wpk_context *ctx);
 /* Per step, its time in the last run (ms); NULL without profile. */
 const double *rt_exec_step_ms(const rt_exec *x);
 
+/* Keep per-step times from the next run on, as rt_exec_create's profile. WPK_ERR_NOMEM. */
+wpk_status rt_exec_profile(rt_exec *x, wpk_context *ctx);
+
+/* Point workspace tensor t at data (borrowed: left alone and kept until the next bind or
+ * rt_exec_free) instead of its planned place; NULL: back to its place. Every step argument
+ * that is t follows, so an input is read where the caller keeps it, no copy. The caller makes
+ * sure no other tensor shares t's bytes (a view of it, an op writing in place over it). Only
+ * on a host-visible backend, whose runners take argument addresses at each run
+ * (WPK_ERR_UNSUPPORTED otherwise); WPK_ERR_INVALID_ARG for a tensor outside the workspace.
+ * Allocates nothing; not thread-safe for one executor. */
+wpk_status rt_exec_bind(rt_exec *x, wpk_context *ctx, int t, void *data);
+
 #endif
