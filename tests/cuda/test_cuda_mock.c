@@ -106,7 +106,7 @@ static void mock_plan_init(mock_plan *m) {
     p->nsteps = 5, p->steps = m->s;
 }
 
-/* Three runs of plan p on a backend (graph or not); the launch counts after them. */
+/* Four runs of plan p on a backend (graph or not); the launch counts after them. */
 static void run_plan(wpk_context *ctx, rt_cuda *d, const rt_plan *p, bool graph, bool profile,
                      int64_t *gl, int64_t *kl) {
     rt_cuda_backend_options bo = {graph, 0};
@@ -119,11 +119,12 @@ static void run_plan(wpk_context *ctx, rt_cuda *d, const rt_plan *p, bool graph,
     CHECK(st == WPK_OK && x);
     void *mock = dlopen(getenv("WPK_CUDA_DRIVER_LIBRARY"), RTLD_NOW | RTLD_NOLOAD);
     long *allocs = mock ? dlsym(mock, "mock_allocs") : NULL;
-    long dev_before = allocs ? *allocs : -1, host_before = 0;
+    long dev_before = -1, host_before = -1;
     const float *w = p->consts;
     float xin[PN], y[4][PN];
-    for (int run = 0; x && run < 3; run++) {
-        if (run == 1) host_before = wpk_alloc_count();
+    for (int run = 0; x && run < 4; run++) {
+        /* the first run captures the graph, the first two size the pinned staging */
+        if (run == 2) host_before = wpk_alloc_count(), dev_before = allocs ? *allocs : -1;
         for (int i = 0; i < PN; i++) xin[i] = (float)(i - run * 7);
         for (int j = 0; j < 4; j++)
             for (int i = 0; i < PN; i++) y[j][i] = NAN;
@@ -141,9 +142,10 @@ static void run_plan(wpk_context *ctx, rt_cuda *d, const rt_plan *p, bool graph,
         for (int i = 0; i < PN / 2; i++) ok &= y[3][i] == y[0][PN / 2 + i];
         CHECK(ok);
     }
-    /* runs after the first allocate nothing on the host; none allocates on the device */
+    /* runs after those allocate nothing, on the host or the device (pinned memory included) */
     if (!profile) CHECK(wpk_alloc_count() == host_before);
     CHECK(allocs && *allocs == dev_before);
+    if (!profile) CHECK(rt_cuda_backend_staged(be) > 0);
     if (mock) dlclose(mock);
     const double *ms = x ? rt_exec_step_ms(x) : NULL;
     if (profile) {
@@ -183,11 +185,11 @@ static void test_plan(wpk_context *ctx, rt_cuda *d) {
     mock_plan_init(&m);
     int64_t gl = -1, kl = -1;
     run_plan(ctx, d, &m.p, false, false, &gl, &kl);
-    CHECK(gl == 0 && kl == 9);
+    CHECK(gl == 0 && kl == 12);
     run_plan(ctx, d, &m.p, true, false, &gl, &kl);
-    CHECK(gl == 3 && kl == 0); /* captured once, launched as a graph three times */
+    CHECK(gl == 4 && kl == 0); /* captured once, launched as a graph four times */
     run_plan(ctx, d, &m.p, true, true, &gl, &kl);
-    CHECK(gl == 0 && kl == 9); /* a profiled run launches step by step between events */
+    CHECK(gl == 0 && kl == 12); /* a profiled run launches step by step between events */
     /* the plan survives being written and read back (what a .wpk holds) */
     artifact_writer w = {0};
     CHECK(rt_plan_write(ctx, &m.p, &w) == WPK_OK);
@@ -199,7 +201,7 @@ static void test_plan(wpk_context *ctx, rt_cuda *d) {
     if (st == WPK_OK) {
         CHECK(back.nsteps == 5 && !strcmp(back.steps[4].runner, "cuda_copy"));
         run_plan(ctx, d, &back, true, false, &gl, &kl);
-        CHECK(gl == 3 && kl == 0);
+        CHECK(gl == 4 && kl == 0);
         rt_plan_free(&back);
     }
     aw_free(&w);
@@ -209,6 +211,31 @@ static void test_plan(wpk_context *ctx, rt_cuda *d) {
     refused(ctx, d, bad_module, WPK_ERR_INTERNAL, "CUDA_ERROR_INVALID_PTX");
     CHECK(rt_cuda_last_fault(d) == RT_CUDA_FAULT_LOAD);
     refused(ctx, d, short_payload, WPK_ERR_PARSE, "node 'scale': a launch payload of 8 bytes");
+}
+
+/* A plan whose step 'add' runs kernel `symbol` on a fresh device: its run fails with needle and
+ * fault, and the device is lost (as the old program executor's runs were). */
+static void plan_fault(wpk_context *ctx, const char *symbol, bool graph, const char *needle,
+                       rt_cuda_fault fault) {
+    rt_cuda *d = NULL;
+    CHECK(rt_cuda_open(ctx, 0, &d) == WPK_OK);
+    if (!d) return;
+    mock_plan m;
+    mock_plan_init(&m);
+    m.s[1].symbol = symbol;
+    rt_cuda_backend_options bo = {graph, 50};
+    rt_backend *be = NULL;
+    rt_exec *x = NULL;
+    CHECK(rt_cuda_backend_create(ctx, d, &bo, &be) == WPK_OK);
+    CHECK(be && rt_exec_create(ctx, "mock plan", &m.p, be, false, &x) == WPK_OK);
+    if (x) {
+        CHECK_ERR(ctx, rt_exec_run(x, ctx), WPK_ERR_INTERNAL, needle);
+        CHECK(rt_cuda_last_fault(d) == fault && rt_cuda_lost(d));
+        CHECK(!rt_cuda_backend_uses_graph(be));
+    }
+    rt_exec_free(x);
+    rt_cuda_backend_free(be);
+    rt_cuda_close(d);
 }
 
 /* ---- isolated measurement ---- */
@@ -396,6 +423,10 @@ int main(int argc, char **argv) {
     CHECK(rt_cuda_open(ctx, 0, &d) == WPK_OK);
     if (d) test_plan(ctx, d);
     rt_cuda_close(d);
+
+    /* a plan's crashing kernel (in the graph capture), a hung one (the backend's watchdog) */
+    plan_fault(ctx, "crash", true, "CUDA_ERROR_ILLEGAL_ADDRESS", RT_CUDA_FAULT_CRASH);
+    plan_fault(ctx, "spin", false, "did not finish within 50 ms (watchdog)", RT_CUDA_FAULT_TIMEOUT);
 
     /* a kernel that never ends: the watchdog gives up on it */
     CHECK(rt_cuda_open(ctx, 0, &d) == WPK_OK);

@@ -2,13 +2,24 @@
  * device memory and copies through the driver (driver.c), a plan's modules loaded from their
  * images, its steps run on the device's stream -- captured once per executor into a CUDA Graph
  * and relaunched, or launched one by one (no graphs, a failed capture, a profiled run between
- * CUDA events). Device addresses travel as void *. */
+ * CUDA events). Copies in and out go through pinned staging when they fit, so they are truly
+ * asynchronous. Device addresses travel as void *. */
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "base/alloc.h"
 #include "runtime/cuda/cuda_api.h"
 #include "runtime/cuda/cuda_runners.h"
+
+#define STAGE_MAX ((size_t)64 << 20) /* larger copies (a big model's weights) go direct */
+#define MAX_PENDING 64
+
+/* A download into staging, copied out to the caller's memory once the device is done. */
+typedef struct pending {
+    void *dst;
+    size_t at, bytes;
+} pending;
 
 typedef struct cuda_backend {
     rt_backend base;                /* base.context is this struct */
@@ -22,6 +33,15 @@ typedef struct cuda_backend {
     int64_t graph_launches, kernel_launches;
     cu_event *events;               /* a profiled run's, one more than its steps */
     int nevents;
+    /* pinned staging: filled from 0 between synchronizes; grown at a synchronize to what the
+       last round wanted, so the copies of an inference allocate nothing after its first */
+    unsigned char *pin;
+    size_t pin_cap, pin_used, pin_want;
+    bool ran;                       /* steps ran: the copies from now on are a run's, not the
+                                       load's (the weights are copied once, direct) */
+    bool no_pin;                    /* the driver has no pinned memory, or refused it */
+    pending pend[MAX_PENDING];
+    int npend;
 } cuda_backend;
 
 static cuda_backend *self_of(const rt_backend *b) { return b->context; }
@@ -37,16 +57,38 @@ static wpk_status cu_alloc(rt_backend *self, wpk_context *ctx, size_t bytes, voi
 
 static void cu_free(rt_backend *self, void *ptr) { rt_cuda_free(self_of(self)->d, dev(ptr)); }
 
+/* Room for bytes in the staging (its offset), or -1: then the copy goes direct and the
+ * staging grows at the next synchronize. */
+static int64_t stage(cuda_backend *b, size_t bytes) {
+    size_t need = b->pin_used + (bytes + 63) / 64 * 64;
+    if (!b->ran || b->no_pin || bytes > STAGE_MAX) return -1;
+    if (!b->pin || need > b->pin_cap) {
+        if (need > b->pin_want) b->pin_want = need;
+        return -1;
+    }
+    int64_t at = (int64_t)b->pin_used;
+    b->pin_used = need;
+    return at;
+}
+
 static wpk_status cu_upload(rt_backend *self, wpk_context *ctx, void *dst, const void *src,
                             size_t bytes) {
     (void)ctx;
-    return rt_cuda_upload_async(self_of(self)->d, dev(dst), src, bytes);
+    cuda_backend *b = self_of(self);
+    int64_t at = stage(b, bytes);
+    if (at < 0) return rt_cuda_upload_async(b->d, dev(dst), src, bytes);
+    memcpy(b->pin + at, src, bytes);
+    return rt_cuda_upload_async(b->d, dev(dst), b->pin + at, bytes);
 }
 
 static wpk_status cu_download(rt_backend *self, wpk_context *ctx, void *dst, const void *src,
                               size_t bytes) {
     (void)ctx;
-    return rt_cuda_download_async(self_of(self)->d, dst, dev(src), bytes);
+    cuda_backend *b = self_of(self);
+    int64_t at = b->npend < MAX_PENDING ? stage(b, bytes) : -1;
+    if (at < 0) return rt_cuda_download_async(b->d, dst, dev(src), bytes);
+    b->pend[b->npend++] = (pending){dst, (size_t)at, bytes};
+    return rt_cuda_download_async(b->d, b->pin + at, dev(src), bytes);
 }
 
 static wpk_status cu_zero(rt_backend *self, wpk_context *ctx, void *dst, size_t bytes) {
@@ -154,6 +196,7 @@ static wpk_status profiled(cuda_backend *b, wpk_context *ctx, const rt_exec_step
 static wpk_status cu_run_steps(rt_backend *self, wpk_context *ctx, const rt_exec_step *steps,
                                int n, double *step_ms) {
     cuda_backend *b = self_of(self);
+    b->ran = true;
     if (step_ms) return profiled(b, ctx, steps, n, step_ms);
     if (b->want_graph && (b->captured != steps || b->ncaptured != n)) {
         drop_graph(b);
@@ -177,7 +220,22 @@ static wpk_status cu_run_steps(rt_backend *self, wpk_context *ctx, const rt_exec
 
 static wpk_status cu_synchronize(rt_backend *self, wpk_context *ctx) {
     (void)ctx;
-    return rt_cuda_sync(self_of(self)->d, self_of(self)->opt.timeout_ms);
+    cuda_backend *b = self_of(self);
+    wpk_status st = rt_cuda_sync(b->d, b->opt.timeout_ms);
+    for (int i = 0; i < b->npend && !st; i++)
+        memcpy(b->pend[i].dst, b->pin + b->pend[i].at, b->pend[i].bytes);
+    b->npend = 0;
+    b->pin_used = 0;
+    if (st || b->pin_want <= b->pin_cap) return st;
+    /* grow the staging now that nothing uses it; without it, copies just go direct */
+    const rt_cu_api *cu = rt_cuda_cu(b->d);
+    if (b->pin) cu->mem_free_host(b->pin);
+    void *h = NULL;
+    if (cu->mem_alloc_host(&h, b->pin_want) != CU_SUCCESS) h = NULL;
+    b->pin = h;
+    b->pin_cap = h ? b->pin_want : 0;
+    b->no_pin = !h; /* never retried: a run must not try to allocate each time */
+    return WPK_OK;
 }
 
 static void cu_forget_steps(rt_backend *self, const rt_exec_step *steps) {
@@ -214,6 +272,7 @@ wpk_status rt_cuda_backend_create(wpk_context *ctx, rt_cuda *d,
     b->base.threads = 1;
     b->d = d;
     if (opt) b->opt = *opt;
+    b->no_pin = !cu->mem_alloc_host || !cu->mem_free_host;
     b->want_graph = b->opt.graph && cu->stream_begin_capture && cu->stream_end_capture &&
                     cu->graph_instantiate && cu->graph_launch && cu->graph_exec_destroy &&
                     cu->graph_destroy;
@@ -227,6 +286,7 @@ void rt_cuda_backend_free(rt_backend *base) {
     drop_graph(b);
     if (!rt_cuda_lost(b->d))
         for (int i = 0; i < b->nevents; i++) rt_cuda_cu(b->d)->event_destroy(b->events[i]);
+    if (b->pin && !rt_cuda_lost(b->d)) rt_cuda_cu(b->d)->mem_free_host(b->pin);
     wpk_free(b->events);
     wpk_free(b);
 }
@@ -242,3 +302,5 @@ void rt_cuda_backend_counts(const rt_backend *b, int64_t *graph_launches,
 }
 
 int64_t *rt_cuda_backend_launch_count(rt_backend *b) { return &self_of(b)->kernel_launches; }
+
+size_t rt_cuda_backend_staged(const rt_backend *b) { return self_of(b)->pin_cap; }

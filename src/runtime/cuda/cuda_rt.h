@@ -188,7 +188,10 @@ wpk_status rt_cuda_run_isolated(wpk_context *ctx, int ordinal, double timeout_s,
  * step's payload its launch dims) and "cuda_copy" (a device copy). With graph the steps of one
  * executor are captured once into a CUDA Graph and every later run is one graph launch (a
  * driver without graphs, or a failed capture, falls back to launching the steps one by one);
- * a profiled run (step_ms) launches the steps one by one between CUDA events. synchronize
+ * a profiled run (step_ms) launches the steps one by one between CUDA events. A run's copies
+ * in and out go through pinned staging (grown at a synchronize to what the last round of copies
+ * wanted: the first two runs size it, later ones allocate nothing); the load's go direct.
+ * synchronize
  * waits at most timeout_ms (0: rt_cuda_sync's default), the watchdog's faults. Errors are left
  * on d's context. d (borrowed) must outlive the backend; one thread at a time. ---- */
 typedef struct rt_cuda_backend_options {
@@ -206,6 +209,8 @@ rt_cuda *rt_cuda_backend_device(const rt_backend *b);
 bool rt_cuda_backend_uses_graph(const rt_backend *b);
 void rt_cuda_backend_counts(const rt_backend *b, int64_t *graph_launches,
                             int64_t *kernel_launches);
+/* Bytes of pinned staging the backend holds for copies in and out (0: they go direct). */
+size_t rt_cuda_backend_staged(const rt_backend *b);
 
 /* ---- the payloads of the CUDA runners' steps (little-endian int64s) ---- */
 #define RT_CUDA_LAUNCH_PAYLOAD 56 /* grid[3], block[3], shared_bytes */
