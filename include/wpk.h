@@ -171,19 +171,28 @@ typedef struct wpk_compile_params {
     const char *provider; /* as wpk_session_params.provider */
     int strict;           /* nonzero: fail (WPK_ERR_INVALID_ARG, naming the nodes) when a node
                              has no records and would run its default */
+    wpk_backend target;   /* what the plan runs on (default WPK_BACKEND_CPU): the cpu, or
+                             WPK_BACKEND_CUDA: CUDA device 0, probed first (WPK_ERR_UNSUPPORTED
+                             "CUDA unavailable: <reason>" without one), every node a CUDA kernel
+                             at its template's default (no records are read: strict is
+                             refused) built for the device's SM, the plan keyed by the GPU's
+                             fingerprint (name, SM version, driver version); WPK_BACKEND_REF is
+                             WPK_ERR_INVALID_ARG */
 } wpk_compile_params;
 
 wpk_compile_params wpk_compile_default_params(void);
 
 /* Optimize model's graph, specialize it, choose each node's implementation from the records,
  * pre-pack its weights, plan memory, and write one artifact to path: a versioned header, the
- * target fingerprint, the plan, the packed weights and the compiled kernels. The file is
+ * target fingerprint (the CPU's, or the GPU's for params.target CUDA), the plan (which names
+ * its target), the packed weights and the compiled kernels. The file is
  * replaced only once the new one is complete. Untuned nodes are logged (WARN) by name. */
 wpk_status wpk_compile(wpk_context *ctx, const wpk_model *model, const wpk_compile_params *params,
                        const char *path);
 
 /* A session running a compiled plan through the runtime (wpk_plan_load: no C compiler, no
- * graph): params' threads and profile are taken, the rest is the plan's. An artifact of another
+ * graph) on the backend of the plan's target: params' threads and profile are taken, the rest
+ * is the plan's. An artifact of another
  * format version or for another target is refused with WPK_ERR_UNSUPPORTED saying what differs;
  * a damaged one with WPK_ERR_PARSE. Inputs of other dims than the plan's are
  * WPK_ERR_UNSUPPORTED ("the plan was compiled for inputs ..."). */

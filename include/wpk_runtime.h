@@ -92,12 +92,15 @@ typedef struct wpk_plan_params {
 
 wpk_plan_params wpk_plan_default_params(void);
 
-/* Load the plan at path for this machine and make it ready to run: its kernels loaded from
- * memory, its constants and workspace allocated, each step prepared. params NULL: the
- * defaults. Errors: WPK_ERR_IO (the file cannot be read), WPK_ERR_PARSE (not a plan, truncated
- * or damaged), WPK_ERR_UNSUPPORTED (another format version, another machine's target, a step
- * on a library this build lacks), WPK_ERR_NOMEM; the message names the file. *out is the
- * caller's (wpk_plan_free). ctx must outlive the plan (it hears its run errors). */
+/* Load the plan at path for this machine and make it ready to run on its target's backend:
+ * the cpu, or for a CUDA plan CUDA device 0 (its fingerprint must be the plan's; inputs are
+ * uploaded and outputs downloaded by each run); its kernels loaded from memory, its constants
+ * and workspace allocated, each step prepared. params NULL: the defaults. Errors: WPK_ERR_IO
+ * (the file cannot be read), WPK_ERR_PARSE (not a plan, truncated or damaged),
+ * WPK_ERR_UNSUPPORTED (another format version; another machine's target or no GPU for a CUDA
+ * plan, the message naming the plan's target and this machine's; a step on a library this
+ * build lacks), WPK_ERR_NOMEM; the message names the file. *out is the caller's
+ * (wpk_plan_free). ctx must outlive the plan (it hears its run errors). */
 wpk_status wpk_plan_load(wpk_context *ctx, const char *path, const wpk_plan_params *params,
                          wpk_plan **out);
 /* Free the plan and everything it holds (NULL is fine). */

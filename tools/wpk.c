@@ -36,12 +36,14 @@ static void usage(FILE *f) {
           "                                a compiled plan (no C compiler needed); -v logs\n"
           "                                compile statistics\n"
           "  compile MODEL -o MODEL.wpk [--db FILE] [-O LEVEL] [--batch N] [--provider P]\n"
-          "             [--threads N] [--strict]\n"
+          "             [--threads N] [--strict] [--target cpu|cuda]\n"
           "                                optimize (default -O2), specialize to batch N, choose\n"
           "                                every node's kernel from the records, build, pre-pack\n"
           "                                and plan memory into one file; prints per op how many\n"
           "                                nodes are tuned / default / library / reference;\n"
-          "                                --strict fails naming the nodes without records\n"
+          "                                --strict fails naming the nodes without records;\n"
+          "                                --target cuda: for this machine's GPU (CUDA kernels\n"
+          "                                at their defaults), run where that GPU is\n"
           "  space MODEL [-O LEVEL]        the cpu backend's kernel tasks (graph optimized at\n"
           "                                LEVEL, default 2; symbolic dims at 1): workload key,\n"
           "                                template, nodes, FLOPs share, knobs, space size\n"
@@ -570,7 +572,9 @@ static int summarize_plan(wpk_context *ctx, const char *path, int threads, kind_
         kind_count *c = &kinds[j];
         c->nodes++;
         if (!strcmp(prof[k].source, "reference")) c->reference++;
-        else if (strcmp(prof[k].provider, "generated")) c->library++;
+        /* a CUDA plan's steps (kernels, device copies) are generated too */
+        else if (strcmp(prof[k].provider, "generated") && strncmp(prof[k].provider, "cuda_", 5))
+            c->library++;
         else if (!strncmp(prof[k].source, "tuned", 5)) c->tuned++; /* or tuned-b1 */
         else c->def++;
     }
@@ -612,6 +616,11 @@ static int cmd_compile(int argc, char **argv) {
             p.provider = argv[++i];
         } else if (strcmp(a, "--strict") == 0) {
             p.strict = 1;
+        } else if (strcmp(a, "--target") == 0) {
+            if (!val || (strcmp(val, "cpu") && strcmp(val, "cuda")))
+                return usage_error("--target needs cpu or cuda, not '%s'", val ? val : "");
+            p.target = strcmp(val, "cpu") ? WPK_BACKEND_CUDA : WPK_BACKEND_CPU;
+            i++;
         } else if (strcmp(a, "-v") == 0) {
             verbose = 1;
         } else if (a[0] == '-') {

@@ -1,6 +1,7 @@
 /* compile.c -- wpk_compile: a model optimized, specialized to a batch, its kernels chosen from
  * the records, built, pre-packed and memory-planned, written as one .wpk artifact holding a
- * runtime plan (compile/plan_io.h), which libwpk_runtime runs without this compiler. */
+ * runtime plan (compile/plan_io.h for the cpu, compile/cuda_program.h for a CUDA GPU) under
+ * its target's fingerprint, which libwpk_runtime runs without this compiler. */
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -10,10 +11,12 @@
 #include "base/alloc.h"
 #include "base/strbuf.h"
 #include "base/target.h"
+#include "compile/cuda_program.h"
 #include "compile/plan_io.h"
 #include "onnx/onnx_export.h"
 #include "passes/pass.h"
 #include "base/target_fingerprint.h"
+#include "runtime/cuda/cuda_rt.h"
 
 #define MAX_LISTED 8
 
@@ -22,6 +25,7 @@ wpk_compile_params wpk_compile_default_params(void) {
     memset(&p, 0, sizeof p);
     p.opt_level = wpk_optimize_default_params().level;
     p.batch = 1;
+    p.target = WPK_BACKEND_CPU;
     return p;
 }
 
@@ -104,13 +108,50 @@ static wpk_status check_untuned(wpk_context *ctx, const exec_plan *p, int strict
     return st;
 }
 
+/* The cpu target: p's cpu_program written under this machine's fingerprint. */
 static wpk_status write_plan(wpk_context *ctx, const char *path, const wpk_compile_params *cp,
                              const char *records, const exec_plan *p, const ir_graph *named) {
+    if (!p->cpu)
+        return wpk_error(ctx, WPK_ERR_UNSUPPORTED, "the graph's shapes depend on data computed "
+                         "while it runs: it cannot be compiled into a plan");
+    wpk_status st = check_untuned(ctx, p, cp->strict);
+    if (st) return st;
     artifact_writer w = {0};
     plan_meta meta = {cp->opt_level, cp->batch, cp->provider ? cp->provider : "", records};
-    wpk_status st = cpu_program_save(ctx, p->cpu, p->g, p->vals, &p->mem, named, &meta, &w);
+    st = cpu_program_save(ctx, p->cpu, p->g, p->vals, &p->mem, named, &meta, &w);
     if (st == WPK_OK) st = artifact_write(ctx, path, tune_target_fingerprint(), &w);
     aw_free(&w);
+    return st;
+}
+
+/* The CUDA target: p's graph and memory plan as a CUDA program for the device's SM (info),
+ * written under the GPU's fingerprint. The kernels run their templates' defaults: the CUDA
+ * target reads no tuning records yet. */
+static wpk_status write_cuda_plan(wpk_context *ctx, const char *path, const wpk_compile_params *cp,
+                                  const char *records, const rt_cuda_info *info,
+                                  const exec_plan *p) {
+    if (!p->is_static)
+        return wpk_error(ctx, WPK_ERR_UNSUPPORTED, "the graph's shapes depend on data computed "
+                         "while it runs: it cannot be compiled into a plan");
+    tune_cuda_program_options opt = tune_cuda_program_default_options();
+    opt.sm = info->sm;
+    tune_cuda_program prog;
+    wpk_status st = tune_cuda_program_build(ctx, p->g, &p->mem, &opt, &prog);
+    if (st) return st;
+    /* the program's plan is the target's own; what it was made from is for reports */
+    prog.plan.target = RT_TARGET_CUDA;
+    prog.plan.opt_level = cp->opt_level;
+    prog.plan.batch = cp->batch;
+    prog.plan.provider = cp->provider ? cp->provider : "";
+    prog.plan.records = records;
+    prog.plan.threads = 1;
+    char fp[600];
+    tune_cuda_fingerprint(info->name, info->sm, info->driver_version, fp, sizeof fp);
+    artifact_writer w = {0};
+    st = rt_plan_write(ctx, &prog.plan, &w);
+    if (st == WPK_OK) st = artifact_write(ctx, path, fp, &w);
+    aw_free(&w);
+    tune_cuda_program_free(&prog);
     return st;
 }
 
@@ -126,8 +167,18 @@ wpk_status wpk_compile(wpk_context *ctx, const wpk_model *model, const wpk_compi
     if (cp.threads < 0)
         return wpk_error(ctx, WPK_ERR_INVALID_ARG, "threads must be >= 0, not %d", cp.threads);
     if (!path || !*path) return wpk_error(ctx, WPK_ERR_INVALID_ARG, "no output path for the plan");
+    if (cp.target != WPK_BACKEND_CPU && cp.target != WPK_BACKEND_CUDA)
+        return wpk_error(ctx, WPK_ERR_INVALID_ARG, "target %d cannot be compiled for (cpu or "
+                         "cuda)", (int)cp.target);
+    bool cuda = cp.target == WPK_BACKEND_CUDA;
+    if (cuda && cp.strict)
+        return wpk_error(ctx, WPK_ERR_INVALID_ARG, "strict: the CUDA target reads no tuning "
+                         "records yet, so every node would run its template's default");
     wpk_status st = wpk_model_check_supported(ctx, model);
     if (st) return st;
+    /* no device is said at once, before any work; the plan is built for the one found */
+    rt_cuda_info info;
+    if (cuda && (st = rt_cuda_probe(ctx, 0, &info))) return st;
     /* the graph goes through its ONNX bytes before anything is specialized, as a model read
        from a file would: the kernels chosen are those a session on `wpk optimize`'s output gets */
     ir_graph *g = NULL;
@@ -143,7 +194,9 @@ wpk_status wpk_compile(wpk_context *ctx, const wpk_model *model, const wpk_compi
     if (st == WPK_OK) st = api_model_from_buffer(ctx, bytes, len, path, &m);
     if (st == WPK_OK) {
         wpk_session_params sp = wpk_session_default_params();
-        sp.backend = WPK_BACKEND_CPU;
+        /* the CUDA program is built here from the specialized graph: the session compiles
+           nothing for it (and opens no device) */
+        sp.backend = cuda ? WPK_BACKEND_REF : WPK_BACKEND_CPU;
         sp.opt_level = 0; /* optimized above */
         sp.threads = cp.threads;
         sp.records = records;
@@ -152,11 +205,9 @@ wpk_status wpk_compile(wpk_context *ctx, const wpk_model *model, const wpk_compi
     }
     if (st == WPK_OK) st = bind_zeros(ctx, s, m, cp.batch);
     if (st == WPK_OK) st = session_prepare(s, &p);
-    if (st == WPK_OK && !p->cpu)
-        st = wpk_error(ctx, WPK_ERR_UNSUPPORTED, "the graph's shapes depend on data computed "
-                       "while it runs: it cannot be compiled into a plan");
-    if (st == WPK_OK) st = check_untuned(ctx, p, cp.strict);
-    if (st == WPK_OK) st = write_plan(ctx, path, &cp, records, p, m->g);
+    if (st == WPK_OK)
+        st = cuda ? write_cuda_plan(ctx, path, &cp, records, &info, p)
+                  : write_plan(ctx, path, &cp, records, p, m->g);
     if (st && model->g->path) wpk_error_prefix(ctx, "%s", model->g->path);
     wpk_session_free(s);
     wpk_model_free(m);

@@ -1,5 +1,6 @@
 /* target_fingerprint.c -- the machine's fingerprint: uname for the architecture, cpuid (x86) or
- * /proc/cpuinfo (elsewhere) for the model and ISA extensions, sysconf for the CPU count. */
+ * /proc/cpuinfo (elsewhere) for the model and ISA extensions, sysconf for the CPU count; a GPU's
+ * from what its driver reports. */
 #include "base/target_fingerprint.h"
 
 #include <pthread.h>
@@ -200,4 +201,13 @@ static void compute(void) {
 const char *tune_target_fingerprint(void) {
     pthread_once(&once, compute);
     return fingerprint;
+}
+
+void tune_cuda_fingerprint(const char *name, int sm, int driver, char *buf, size_t cap) {
+    char model[256] = {0};
+    append_clean(model, sizeof model, name ? name : "");
+    /* a fingerprint cut at the buffer's end still identifies the device: ignore truncation */
+    int n = snprintf(buf, cap, "cuda %s sm_%d driver %d", model[0] ? model : "unknown", sm,
+                     driver);
+    (void)n;
 }

@@ -14,7 +14,7 @@
 #include "base/context.h"
 
 #define ARTIFACT_MAGIC "WPKPLAN\n"
-#define ARTIFACT_VERSION 2u /* 2: the runtime plan (plan.h), no graph */
+#define ARTIFACT_VERSION 3u /* 3: the plan names its target (cpu, cuda) */
 
 /* A growing byte buffer; oom set (and later writes dropped) when an allocation fails. */
 typedef struct artifact_writer {

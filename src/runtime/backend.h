@@ -7,6 +7,7 @@
 #define WPK_RUNTIME_BACKEND_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "runtime/runner.h"
 
@@ -61,5 +62,21 @@ struct rt_backend {
 /* The cpu backend for `threads` threads (0: the machine's default) into *b; it also registers
  * the cpu's own step runner, "generated". Allocates nothing. */
 void rt_cpu_backend_init(rt_backend *b, int threads);
+
+/* The CUDA ones are declared here, not only in runtime/cuda/cuda_rt.h, so that the plan API
+ * (wpk_plan.c), which may include base and runtime alone, can run a plan for the GPU. */
+
+/* The fingerprint of CUDA device `ordinal` (base/target_fingerprint.h: tune_cuda_fingerprint)
+ * into buf, cap bytes; WPK_ERR_UNSUPPORTED "CUDA unavailable: <reason>" without a usable one.
+ * Keeps nothing open; thread-safe. */
+wpk_status rt_cuda_target(wpk_context *ctx, int ordinal, char *buf, size_t cap);
+
+/* Device `ordinal` opened and the cuda backend over it into *out (the steps captured once into
+ * a CUDA Graph, the watchdog's default timeout). ctx (borrowed) must outlive it: later failures
+ * are reported on it. Errors as rt_cuda_open's (WPK_ERR_UNSUPPORTED "CUDA unavailable: ...")
+ * and WPK_ERR_NOMEM. rt_cuda_backend_close frees the backend and closes the device (NULL is
+ * fine). */
+wpk_status rt_cuda_backend_open(wpk_context *ctx, int ordinal, rt_backend **out);
+void rt_cuda_backend_close(rt_backend *b);
 
 #endif

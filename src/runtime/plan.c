@@ -1,5 +1,6 @@
-/* plan.c -- the compiled plan's bytes (see plan.h). Layout: how it was made, the workspace size,
- * the constants blob, the modules, the tensor table, inputs, outputs, then the steps. */
+/* plan.c -- the compiled plan's bytes (see plan.h). Layout: its target, how it was made, the
+ * workspace size, the constants blob, the modules, the tensor table, inputs, outputs, then the
+ * steps. */
 #include "runtime/plan.h"
 
 #include <stdio.h>
@@ -27,6 +28,7 @@ void rt_type_text(wpk_dtype dtype, int ndim, const int64_t *dims, char *buf, siz
 }
 
 wpk_status rt_plan_write(wpk_context *ctx, const rt_plan *p, artifact_writer *w) {
+    aw_u32(w, (uint32_t)p->target);
     aw_u32(w, (uint32_t)p->opt_level);
     aw_u32(w, (uint32_t)p->batch);
     aw_str(w, p->provider);
@@ -108,6 +110,8 @@ static bool read_tensor(artifact_reader *r, const rt_plan *p, rt_tensor_desc *d)
 
 wpk_status rt_plan_read(wpk_context *ctx, const char *what, artifact_reader *r, rt_plan *p) {
     memset(p, 0, sizeof *p);
+    uint32_t target = ar_u32(r);
+    p->target = (rt_target)target;
     p->opt_level = (int)ar_u32(r);
     p->batch = (int)ar_u32(r);
     p->provider = ar_str(r);
@@ -117,7 +121,8 @@ wpk_status rt_plan_read(wpk_context *ctx, const char *what, artifact_reader *r, 
     size_t clen = 0;
     p->consts = ar_bytes(r, &clen);
     p->consts_len = (int64_t)clen;
-    if (r->bad || p->workspace < 0 || p->workspace > MAX_BYTES)
+    /* the format version fixes the set of targets: another value is damage */
+    if (r->bad || target > RT_TARGET_CUDA || p->workspace < 0 || p->workspace > MAX_BYTES)
         return damaged(ctx, what, "its header");
     p->nmodules = (int)ar_count(r, MAX_MODULES, 8);
     p->modules = alloc_items(p, (size_t)p->nmodules, sizeof *p->modules);

@@ -18,6 +18,12 @@ typedef enum rt_place {
     RT_PLACE_CONST = 2      /* at offset in the constants blob */
 } rt_place;
 
+/* The device a plan's code is for: which backend runs it and which fingerprint it must match. */
+typedef enum rt_target {
+    RT_TARGET_CPU = 0,      /* the cpu backend; the CPU's fingerprint (tune_target_fingerprint) */
+    RT_TARGET_CUDA = 1      /* the cuda backend; the GPU's (tune_cuda_fingerprint) */
+} rt_target;
+
 typedef struct rt_tensor_desc {
     const char *name;
     wpk_dtype dtype;
@@ -52,6 +58,7 @@ typedef struct rt_step {
  * file's bytes (which must outlive it) and into mem. */
 typedef struct rt_plan {
     arena mem;              /* arrays of a read plan (or of one being built) */
+    rt_target target;       /* zero (a plan built in memory without saying): the cpu */
     int opt_level, batch;   /* how it was compiled, for reports */
     const char *provider, *records;
     int threads;            /* the threads it was compiled for (the kernels run on any count) */

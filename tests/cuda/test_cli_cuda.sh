@@ -5,7 +5,10 @@
 # optimized, every node an NVRTC-compiled kernel, the program placed and run as a CUDA Graph --
 # and writes its outputs (the mock computes nothing, so values are not checked here: that is
 # test_cuda_program's emulator and, on a GPU, models_cuda); nodes without a CUDA kernel are
-# named, exit 1; an unknown backend lists the available ones.
+# named, exit 1; an unknown backend lists the available ones. `wpk compile --target cuda` (issue
+# 30) needs the device too, writes a plan under the GPU's fingerprint on the mock, which a
+# machine without the driver refuses naming that GPU target, and which `wpk run --plan` and
+# `wpk bench` run on the mock's device; a cpu plan still runs on the cpu with the mock present.
 #   test_cli_cuda.sh WPK MOCK_LIBCUDA
 set -u
 wpk=$1
@@ -41,4 +44,45 @@ check "nodes without CUDA kernels" 1 $? "$tmp/err" \
 
 "$wpk" run "$model" --backend gpu 2>"$tmp/err"
 check "unknown backend" 1 $? "$tmp/err" "(available: cpu, ref, cuda)"
+WPK_CUDA_DRIVER_LIBRARY=/nonexistent/libcuda.so.1 "$wpk" compile "$model" --target cuda \
+    -o "$tmp/gpu.wpk" 2>"$tmp/err"
+check "compile --target cuda, no driver" 1 $? "$tmp/err" "CUDA unavailable: no libcuda"
+[ -e "$tmp/gpu.wpk" ] && { echo "FAIL: a plan written without a device" >&2; fail=1; }
+
+WPK_CUDA_DRIVER_LIBRARY="$mock" "$wpk" compile "$model" --target cuda -o "$tmp/gpu.wpk" \
+    >"$tmp/stdout" 2>"$tmp/err"
+rc=$?
+cat "$tmp/stdout" >>"$tmp/err"
+check "compile --target cuda, mock driver" 0 $rc "$tmp/err" "FusedConv                         1"
+[ -s "$tmp/gpu.wpk" ] || { echo "FAIL: no $tmp/gpu.wpk" >&2; fail=1; }
+
+WPK_CUDA_DRIVER_LIBRARY=/nonexistent/libcuda.so.1 "$wpk" run --plan "$tmp/gpu.wpk" \
+    -o "$tmp/out3" 2>"$tmp/err"
+check "cuda plan, no driver" 1 $? "$tmp/err" \
+    "gpu.wpk: the plan was built for 'cuda wpk mock GPU sm_90 driver 13000', this machine is"
+check "cuda plan, no driver: the reason" 1 1 "$tmp/err" "CUDA unavailable: no libcuda"
+
+WPK_CUDA_DRIVER_LIBRARY="$mock" "$wpk" run --plan "$tmp/gpu.wpk" -o "$tmp/out3" --iters 2 \
+    >"$tmp/stdout" 2>"$tmp/err"
+rc=$?
+cat "$tmp/stdout" >>"$tmp/err"
+check "cuda plan, mock driver" 0 $rc "$tmp/err" "output y: [1, 2, 8, 8] float32"
+[ -s "$tmp/out3/y.npy" ] || { echo "FAIL: no $tmp/out3/y.npy" >&2; fail=1; }
+
+WPK_CUDA_DRIVER_LIBRARY="$mock" "$wpk" bench "$tmp/gpu.wpk" --iters 3 >"$tmp/stdout" \
+    2>"$tmp/err"
+rc=$?
+cat "$tmp/stdout" >>"$tmp/err"
+check "bench a cuda plan, mock driver" 0 $rc "$tmp/err" "cuda_kernel"
+
+"$wpk" compile "$model" -o "$tmp/cpu.wpk" >/dev/null 2>"$tmp/err"
+check "compile --target cpu" 0 $? "$tmp/err" ""
+WPK_CUDA_DRIVER_LIBRARY="$mock" "$wpk" run --plan "$tmp/cpu.wpk" -o "$tmp/out4" \
+    >"$tmp/stdout" 2>"$tmp/err"
+rc=$?
+cat "$tmp/stdout" >>"$tmp/err"
+check "cpu plan beside the mock driver" 0 $rc "$tmp/err" "output y: [1, 2, 8, 8] float32"
+
+"$wpk" compile "$model" -o "$tmp/x.wpk" --target gpu 2>"$tmp/err"
+check "unknown target" 1 $? "$tmp/err" "--target needs cpu or cuda, not 'gpu'"
 exit $fail

@@ -168,7 +168,7 @@ int main(void) {
     memcpy(copy, bytes, len);
     copy[8] = 1; /* the format before the runtime plan */
     spill(bad, copy, len);
-    refused(ctx, bad, WPK_ERR_UNSUPPORTED, "format version 1, this wpk reads 2", 8);
+    refused(ctx, bad, WPK_ERR_UNSUPPORTED, "format version 1, this wpk reads 3", 8);
     /* not a plan at all */
     refused(ctx, MODEL, WPK_ERR_PARSE, "not a compiled wpk plan", 0);
     /* another machine's plan: the same body under another fingerprint */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/target_fingerprint.h"
 #include "runtime/cuda/cuda_api.h"
 #include "runtime/cuda/cuda_runners.h"
 
@@ -304,3 +305,27 @@ void rt_cuda_backend_counts(const rt_backend *b, int64_t *graph_launches,
 int64_t *rt_cuda_backend_launch_count(rt_backend *b) { return &self_of(b)->kernel_launches; }
 
 size_t rt_cuda_backend_staged(const rt_backend *b) { return self_of(b)->pin_cap; }
+
+wpk_status rt_cuda_target(wpk_context *ctx, int ordinal, char *buf, size_t cap) {
+    rt_cuda_info info;
+    wpk_status st = rt_cuda_probe(ctx, ordinal, &info);
+    if (st == WPK_OK) tune_cuda_fingerprint(info.name, info.sm, info.driver_version, buf, cap);
+    return st;
+}
+
+wpk_status rt_cuda_backend_open(wpk_context *ctx, int ordinal, rt_backend **out) {
+    *out = NULL;
+    rt_cuda *d = NULL;
+    wpk_status st = rt_cuda_open(ctx, ordinal, &d);
+    rt_cuda_backend_options opt = {true, 0};
+    if (st == WPK_OK) st = rt_cuda_backend_create(ctx, d, &opt, out);
+    if (st) rt_cuda_close(d);
+    return st;
+}
+
+void rt_cuda_backend_close(rt_backend *b) {
+    if (!b) return;
+    rt_cuda *d = rt_cuda_backend_device(b);
+    rt_cuda_backend_free(b);
+    rt_cuda_close(d);
+}
