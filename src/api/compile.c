@@ -116,11 +116,11 @@ static wpk_status write_plan(wpk_context *ctx, const char *path, const wpk_compi
                          "while it runs: it cannot be compiled into a plan");
     wpk_status st = check_untuned(ctx, p, cp->strict);
     if (st) return st;
-    artifact_writer w = {0};
+    byte_writer w = {0};
     plan_meta meta = {cp->opt_level, cp->batch, cp->provider ? cp->provider : "", records};
     st = cpu_program_save(ctx, p->cpu, p->g, p->vals, &p->mem, named, &meta, &w);
     if (st == WPK_OK) st = artifact_write(ctx, path, tune_target_fingerprint(), &w);
-    aw_free(&w);
+    bw_free(&w);
     return st;
 }
 
@@ -147,10 +147,10 @@ static wpk_status write_cuda_plan(wpk_context *ctx, const char *path, const wpk_
     prog.plan.threads = 1;
     char fp[600];
     tune_cuda_fingerprint(info->name, info->sm, info->driver_version, fp, sizeof fp);
-    artifact_writer w = {0};
+    byte_writer w = {0};
     st = rt_plan_write(ctx, &prog.plan, &w);
     if (st == WPK_OK) st = artifact_write(ctx, path, fp, &w);
-    aw_free(&w);
+    bw_free(&w);
     tune_cuda_program_free(&prog);
     return st;
 }

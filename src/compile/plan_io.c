@@ -306,7 +306,7 @@ wpk_status cpu_program_plan(wpk_context *ctx, const cpu_program *p, const ir_gra
 
 wpk_status cpu_program_save(wpk_context *ctx, const cpu_program *p, const ir_graph *g,
                             const ir_tensor *vals, const memory_plan *mem, const ir_graph *named,
-                            const plan_meta *meta, artifact_writer *w) {
+                            const plan_meta *meta, byte_writer *w) {
     cpu_plan *b = NULL;
     wpk_status st = cpu_program_plan(ctx, p, g, vals, mem, named, meta, &b);
     if (st == WPK_OK) st = rt_plan_write(ctx, &b->plan, w);

@@ -35,6 +35,6 @@ void cpu_plan_free(cpu_plan *c);
 /* cpu_program_plan's plan appended to w. Its errors. */
 wpk_status cpu_program_save(wpk_context *ctx, const cpu_program *p, const ir_graph *g,
                             const ir_tensor *vals, const memory_plan *mem, const ir_graph *named,
-                            const plan_meta *meta, artifact_writer *w);
+                            const plan_meta *meta, byte_writer *w);
 
 #endif

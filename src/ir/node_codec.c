@@ -1,88 +1,55 @@
-/* node_codec.c -- a node's bytes (node_codec.h): little-endian integers, length-prefixed
- * strings and arrays, every read bounds-checked. */
+/* node_codec.c -- a node's bytes (node_codec.h), written and read with base/bytes.h:
+ * little-endian integers, length-prefixed strings and arrays, every read bounds-checked. */
 #include "ir/node_codec.h"
 
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/bytes.h"
 
 #define MAX_ATTRS 4096
 #define MAX_ELEMS (1u << 28)
 
-typedef struct writer {
-    uint8_t *data;
-    size_t len, cap;
-    bool oom;
-} writer;
-
-static void put(writer *w, const void *p, size_t n) {
-    if (w->oom) return;
-    if (w->len + n > w->cap) {
-        size_t cap = w->cap ? w->cap : 256;
-        while (cap < w->len + n) cap *= 2;
-        uint8_t *d = wpk_realloc(w->data, cap);
-        if (!d) {
-            w->oom = true;
-            return;
-        }
-        w->data = d;
-        w->cap = cap;
-    }
-    if (n) memcpy(w->data + w->len, p, n);
-    w->len += n;
-}
-
-static void put_u64(writer *w, uint64_t v) {
-    uint8_t b[8];
-    for (int i = 0; i < 8; i++) b[i] = (uint8_t)(v >> (8 * i));
-    put(w, b, 8);
-}
-
-static void put_str(writer *w, const char *s) {
+/* Strings as a length and their bytes (no NUL: read back into the arena). */
+static void put_str(byte_writer *w, const char *s) {
     size_t n = s ? strlen(s) : 0;
-    put_u64(w, n);
-    put(w, s, n);
-}
-
-static void put_f32(writer *w, float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    put_u64(w, u);
+    bw_u64(w, n);
+    bw_raw(w, s, n);
 }
 
 wpk_status ir_node_encode(wpk_context *ctx, const ir_node *n, uint8_t **out, size_t *len) {
     *out = NULL;
     *len = 0;
-    writer w = {0};
+    byte_writer w = {0};
     put_str(&w, n->name);
     put_str(&w, n->op_type);
     put_str(&w, n->domain);
-    put_u64(&w, (uint64_t)n->opset);
-    put_u64(&w, (uint64_t)n->nin);
-    put_u64(&w, (uint64_t)n->nout);
-    put_u64(&w, (uint64_t)n->nattr);
+    bw_u64(&w, (uint64_t)n->opset);
+    bw_u64(&w, (uint64_t)n->nin);
+    bw_u64(&w, (uint64_t)n->nout);
+    bw_u64(&w, (uint64_t)n->nattr);
     for (int i = 0; i < n->nattr; i++) {
         const ir_attr *a = &n->attrs[i];
         put_str(&w, a->name);
-        put_u64(&w, (uint64_t)a->kind);
+        bw_u64(&w, (uint64_t)a->kind);
         switch (a->kind) {
-        case IR_ATTR_INT: put_u64(&w, (uint64_t)a->i); break;
-        case IR_ATTR_FLOAT: put_f32(&w, a->f); break;
+        case IR_ATTR_INT: bw_u64(&w, (uint64_t)a->i); break;
+        case IR_ATTR_FLOAT: bw_f32(&w, a->f); break;
         case IR_ATTR_STRING: put_str(&w, a->s); break;
         case IR_ATTR_INTS:
-            put_u64(&w, (uint64_t)a->n);
-            for (int k = 0; k < a->n; k++) put_u64(&w, (uint64_t)a->ints[k]);
+            bw_u64(&w, (uint64_t)a->n);
+            for (int k = 0; k < a->n; k++) bw_u64(&w, (uint64_t)a->ints[k]);
             break;
         case IR_ATTR_FLOATS:
-            put_u64(&w, (uint64_t)a->n);
-            for (int k = 0; k < a->n; k++) put_f32(&w, a->floats[k]);
+            bw_u64(&w, (uint64_t)a->n);
+            for (int k = 0; k < a->n; k++) bw_f32(&w, a->floats[k]);
             break;
         case IR_ATTR_TENSOR:
-            put_u64(&w, (uint64_t)a->t->dtype);
-            put_u64(&w, (uint64_t)a->t->ndim);
-            for (int k = 0; k < a->t->ndim; k++) put_u64(&w, (uint64_t)a->t->dims[k]);
-            put_u64(&w, a->t->data ? ir_nbytes(a->t) : 0);
-            if (a->t->data) put(&w, a->t->data, ir_nbytes(a->t));
+            bw_u64(&w, (uint64_t)a->t->dtype);
+            bw_u64(&w, (uint64_t)a->t->ndim);
+            for (int k = 0; k < a->t->ndim; k++) bw_u64(&w, (uint64_t)a->t->dims[k]);
+            bw_u64(&w, a->t->data ? ir_nbytes(a->t) : 0);
+            if (a->t->data) bw_raw(&w, a->t->data, ir_nbytes(a->t));
             break;
         default:
             wpk_free(w.data);
@@ -99,38 +66,9 @@ wpk_status ir_node_encode(wpk_context *ctx, const ir_node *n, uint8_t **out, siz
     return WPK_OK;
 }
 
-typedef struct reader {
-    const uint8_t *p, *end;
-    bool bad;
-} reader;
-
-static const uint8_t *take(reader *r, size_t n) {
-    if (r->bad || (size_t)(r->end - r->p) < n) {
-        r->bad = true;
-        return NULL;
-    }
-    const uint8_t *p = r->p;
-    r->p += n;
-    return p;
-}
-
-static uint64_t get_u64(reader *r) {
-    const uint8_t *b = take(r, 8);
-    uint64_t v = 0;
-    for (int i = 0; b && i < 8; i++) v |= (uint64_t)b[i] << (8 * i);
-    return v;
-}
-
-static float get_f32(reader *r) {
-    uint32_t u = (uint32_t)get_u64(r);
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
 /* A count of items of `each` bytes that must fit in what is left. */
-static uint64_t get_count(reader *r, uint64_t max, size_t each) {
-    uint64_t n = get_u64(r);
+static uint64_t get_count(byte_reader *r, uint64_t max, size_t each) {
+    uint64_t n = br_u64(r);
     if (r->bad || n > max || n * each > (uint64_t)(r->end - r->p)) {
         r->bad = true;
         return 0;
@@ -139,9 +77,9 @@ static uint64_t get_count(reader *r, uint64_t max, size_t each) {
 }
 
 /* NULL only when out of memory; "" when the bytes are bad (r->bad says so). */
-static const char *get_str(reader *r, arena *mem) {
+static const char *get_str(byte_reader *r, arena *mem) {
     uint64_t n = get_count(r, MAX_ELEMS, 1);
-    const uint8_t *s = take(r, (size_t)n);
+    const uint8_t *s = br_raw(r, (size_t)n);
     if (!s) return "";
     if (memchr(s, 0, (size_t)n)) {
         r->bad = true;
@@ -150,13 +88,13 @@ static const char *get_str(reader *r, arena *mem) {
     return arena_strndup(mem, (const char *)s, (size_t)n);
 }
 
-static bool get_attr(reader *r, arena *mem, ir_attr *a, bool *oom) {
+static bool get_attr(byte_reader *r, arena *mem, ir_attr *a, bool *oom) {
     a->name = get_str(r, mem);
-    a->kind = (ir_attr_kind)get_u64(r);
+    a->kind = (ir_attr_kind)br_u64(r);
     if (!a->name) return !(*oom = true);
     switch (a->kind) {
-    case IR_ATTR_INT: a->i = (int64_t)get_u64(r); break;
-    case IR_ATTR_FLOAT: a->f = get_f32(r); break;
+    case IR_ATTR_INT: a->i = (int64_t)br_u64(r); break;
+    case IR_ATTR_FLOAT: a->f = br_f32(r); break;
     case IR_ATTR_STRING:
         if (!(a->s = get_str(r, mem))) return !(*oom = true);
         break;
@@ -164,27 +102,27 @@ static bool get_attr(reader *r, arena *mem, ir_attr *a, bool *oom) {
         a->n = (int)get_count(r, MAX_ELEMS, 8);
         if (!(a->ints = arena_alloc(mem, sizeof *a->ints * (size_t)(a->n + 1))))
             return !(*oom = true);
-        for (int k = 0; k < a->n; k++) a->ints[k] = (int64_t)get_u64(r);
+        for (int k = 0; k < a->n; k++) a->ints[k] = (int64_t)br_u64(r);
         break;
     case IR_ATTR_FLOATS:
         a->n = (int)get_count(r, MAX_ELEMS, 8);
         if (!(a->floats = arena_alloc(mem, sizeof *a->floats * (size_t)(a->n + 1))))
             return !(*oom = true);
-        for (int k = 0; k < a->n; k++) a->floats[k] = get_f32(r);
+        for (int k = 0; k < a->n; k++) a->floats[k] = br_f32(r);
         break;
     case IR_ATTR_TENSOR: {
         if (!(a->t = arena_alloc(mem, sizeof *a->t))) return !(*oom = true);
-        a->t->dtype = (wpk_dtype)get_u64(r);
-        uint64_t nd = get_u64(r);
+        a->t->dtype = (wpk_dtype)br_u64(r);
+        uint64_t nd = br_u64(r);
         if (r->bad || nd > WPK_MAX_DIMS || wpk_dtype_size(a->t->dtype) == 0) return false;
         a->t->ndim = (int)nd;
         for (int k = 0; k < a->t->ndim; k++) {
-            a->t->dims[k] = (int64_t)get_u64(r);
+            a->t->dims[k] = (int64_t)br_u64(r);
             if (a->t->dims[k] < 0 || a->t->dims[k] > (int64_t)MAX_ELEMS) return false;
         }
         uint64_t bytes = get_count(r, (uint64_t)1 << 40, 1);
         if (r->bad || (bytes && bytes != ir_nbytes(a->t))) return false;
-        const uint8_t *d = take(r, (size_t)bytes);
+        const uint8_t *d = br_raw(r, (size_t)bytes);
         if (bytes && !(a->t->data = arena_memdup(mem, d, (size_t)bytes))) return !(*oom = true);
         break;
     }
@@ -196,13 +134,13 @@ static bool get_attr(reader *r, arena *mem, ir_attr *a, bool *oom) {
 wpk_status ir_node_decode(wpk_context *ctx, const void *data, size_t len, arena *mem,
                           ir_node *n) {
     memset(n, 0, sizeof *n);
-    reader r = {data, (const uint8_t *)data + len, false};
+    byte_reader r = {data, (const uint8_t *)data + len, false};
     bool oom = false;
     n->name = get_str(&r, mem);
     n->op_type = get_str(&r, mem);
     n->domain = get_str(&r, mem);
-    n->opset = (int)get_u64(&r);
-    uint64_t nin = get_u64(&r), nout = get_u64(&r);
+    n->opset = (int)br_u64(&r);
+    uint64_t nin = br_u64(&r), nout = br_u64(&r);
     n->nattr = (int)get_count(&r, MAX_ATTRS, 16);
     oom = !n->name || !n->op_type || !n->domain;
     if (!oom && !r.bad && nin <= MAX_ATTRS && nout <= MAX_ATTRS) {

@@ -17,122 +17,6 @@
 #define DIGEST_LEN 32
 #define MAX_FINGERPRINT 4096
 
-static void put(artifact_writer *w, const void *data, size_t n) {
-    if (w->oom) return;
-    if (w->len + n > w->cap) {
-        size_t cap = w->cap ? w->cap : 4096;
-        while (cap < w->len + n) cap *= 2;
-        uint8_t *d = wpk_realloc(w->data, cap);
-        if (!d) {
-            w->oom = true;
-            return;
-        }
-        w->data = d;
-        w->cap = cap;
-    }
-    if (n) memcpy(w->data + w->len, data, n);
-    w->len += n;
-}
-
-void aw_u64(artifact_writer *w, uint64_t v) {
-    uint8_t b[8];
-    for (int i = 0; i < 8; i++) b[i] = (uint8_t)(v >> (8 * i));
-    put(w, b, 8);
-}
-
-void aw_u32(artifact_writer *w, uint32_t v) {
-    uint8_t b[4];
-    for (int i = 0; i < 4; i++) b[i] = (uint8_t)(v >> (8 * i));
-    put(w, b, 4);
-}
-
-void aw_i64(artifact_writer *w, int64_t v) { aw_u64(w, (uint64_t)v); }
-
-void aw_f64(artifact_writer *w, double v) {
-    uint64_t u;
-    memcpy(&u, &v, 8);
-    aw_u64(w, u);
-}
-
-void aw_bytes(artifact_writer *w, const void *data, size_t n) {
-    aw_u64(w, n);
-    put(w, data, n);
-}
-
-void aw_str(artifact_writer *w, const char *s) {
-    if (!s) s = "";
-    aw_bytes(w, s, strlen(s) + 1);
-}
-
-void aw_free(artifact_writer *w) {
-    wpk_free(w->data);
-    memset(w, 0, sizeof *w);
-}
-
-static const uint8_t *take(artifact_reader *r, size_t n) {
-    if (r->bad || (size_t)(r->end - r->p) < n) {
-        r->bad = true;
-        return NULL;
-    }
-    const uint8_t *p = r->p;
-    r->p += n;
-    return p;
-}
-
-uint64_t ar_u64(artifact_reader *r) {
-    const uint8_t *b = take(r, 8);
-    uint64_t v = 0;
-    for (int i = 0; b && i < 8; i++) v |= (uint64_t)b[i] << (8 * i);
-    return v;
-}
-
-uint32_t ar_u32(artifact_reader *r) {
-    const uint8_t *b = take(r, 4);
-    uint32_t v = 0;
-    for (int i = 0; b && i < 4; i++) v |= (uint32_t)b[i] << (8 * i);
-    return v;
-}
-
-int64_t ar_i64(artifact_reader *r) { return (int64_t)ar_u64(r); }
-
-double ar_f64(artifact_reader *r) {
-    uint64_t u = ar_u64(r);
-    double v;
-    memcpy(&v, &u, 8);
-    return v;
-}
-
-const void *ar_bytes(artifact_reader *r, size_t *n) {
-    uint64_t len = ar_u64(r);
-    if (r->bad || len > (uint64_t)(r->end - r->p)) {
-        r->bad = true;
-        *n = 0;
-        return NULL;
-    }
-    *n = (size_t)len;
-    return take(r, (size_t)len);
-}
-
-const char *ar_str(artifact_reader *r) {
-    size_t n;
-    const char *s = ar_bytes(r, &n);
-    /* exactly one NUL, at the end */
-    if (!s || n == 0 || s[n - 1] != 0 || memchr(s, 0, n) != s + n - 1) {
-        r->bad = true;
-        return "";
-    }
-    return s;
-}
-
-uint32_t ar_count(artifact_reader *r, uint32_t max, size_t each) {
-    uint32_t n = ar_u32(r);
-    if (r->bad || n > max || (each && (uint64_t)n * each > (uint64_t)(r->end - r->p))) {
-        r->bad = true;
-        return 0;
-    }
-    return n;
-}
-
 static bool write_all(int fd, const void *data, size_t n) {
     const uint8_t *p = data;
     while (n > 0) {
@@ -146,16 +30,16 @@ static bool write_all(int fd, const void *data, size_t n) {
 }
 
 wpk_status artifact_write(wpk_context *ctx, const char *path, const char *fingerprint,
-                          const artifact_writer *body) {
+                          const byte_writer *body) {
     if (body->oom) return wpk_error(ctx, WPK_ERR_NOMEM, "%s: out of memory writing the plan", path);
-    artifact_writer head = {0};
-    put(&head, ARTIFACT_MAGIC, MAGIC_LEN);
-    aw_u32(&head, ARTIFACT_VERSION);
-    aw_u32(&head, (uint32_t)strlen(fingerprint));
-    put(&head, fingerprint, strlen(fingerprint));
-    aw_u64(&head, body->len);
+    byte_writer head = {0};
+    bw_raw(&head, ARTIFACT_MAGIC, MAGIC_LEN);
+    bw_u32(&head, ARTIFACT_VERSION);
+    bw_u32(&head, (uint32_t)strlen(fingerprint));
+    bw_raw(&head, fingerprint, strlen(fingerprint));
+    bw_u64(&head, body->len);
     if (head.oom) {
-        aw_free(&head);
+        bw_free(&head);
         return wpk_error(ctx, WPK_ERR_NOMEM, "%s: out of memory writing the plan", path);
     }
     wpk_sha256 h;
@@ -167,20 +51,20 @@ wpk_status artifact_write(wpk_context *ctx, const char *path, const char *finger
 
     char tmp[4200];
     if (snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid()) >= (int)sizeof tmp) {
-        aw_free(&head);
+        bw_free(&head);
         return wpk_error(ctx, WPK_ERR_IO, "%s: path too long", path);
     }
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) {
         int err = errno;
-        aw_free(&head);
+        bw_free(&head);
         return wpk_error(ctx, WPK_ERR_IO, "%s: cannot write the plan: %s", path, strerror(err));
     }
     bool ok = write_all(fd, head.data, head.len) && write_all(fd, body->data, body->len) &&
               write_all(fd, digest, DIGEST_LEN) && fsync(fd) == 0;
     int err = errno;
     ok = close(fd) == 0 && ok;
-    aw_free(&head);
+    bw_free(&head);
     /* the old file, if any, stays until the new one is complete */
     if (!ok || rename(tmp, path) != 0) {
         if (ok) err = errno;
@@ -220,21 +104,21 @@ static wpk_status read_file(wpk_context *ctx, const char *path, uint8_t **out, s
 }
 
 wpk_status artifact_read(wpk_context *ctx, const char *path, const char *expect_target,
-                         uint8_t **file, artifact_reader *body, char *target, size_t target_cap) {
+                         uint8_t **file, byte_reader *body, char *target, size_t target_cap) {
     *file = NULL;
     memset(body, 0, sizeof *body);
     uint8_t *buf = NULL;
     size_t len = 0;
     wpk_status st = read_file(ctx, path, &buf, &len);
     if (st) return st;
-    artifact_reader r = {buf, buf + len, false};
-    const uint8_t *magic = take(&r, MAGIC_LEN);
+    byte_reader r = {buf, buf + len, false};
+    const uint8_t *magic = br_raw(&r, MAGIC_LEN);
     if (!magic || memcmp(magic, ARTIFACT_MAGIC, MAGIC_LEN)) {
         wpk_free(buf);
         return wpk_error(ctx, WPK_ERR_PARSE, "%s: not a compiled wpk plan (no '%.7s' header)%s",
                          path, ARTIFACT_MAGIC, magic ? "" : ": the file is truncated");
     }
-    uint32_t version = ar_u32(&r);
+    uint32_t version = br_u32(&r);
     if (r.bad) {
         wpk_free(buf);
         return wpk_error(ctx, WPK_ERR_PARSE, "%s: the plan is truncated (%zu bytes)", path, len);
@@ -245,9 +129,9 @@ wpk_status artifact_read(wpk_context *ctx, const char *path, const char *expect_
                          "%u; compile the model again with this wpk", path, version,
                          ARTIFACT_VERSION);
     }
-    uint32_t fplen = ar_u32(&r);
-    const uint8_t *fp = fplen <= MAX_FINGERPRINT ? take(&r, fplen) : NULL;
-    uint64_t blen = ar_u64(&r);
+    uint32_t fplen = br_u32(&r);
+    const uint8_t *fp = fplen <= MAX_FINGERPRINT ? br_raw(&r, fplen) : NULL;
+    uint64_t blen = br_u64(&r);
     size_t head_len = (size_t)(r.p - buf);
     if (!fp || r.bad || blen > len || len - head_len < DIGEST_LEN ||
         len - head_len - DIGEST_LEN != blen) {

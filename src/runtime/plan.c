@@ -27,48 +27,48 @@ void rt_type_text(wpk_dtype dtype, int ndim, const int64_t *dims, char *buf, siz
     if (n >= 0 && (size_t)n < cap) snprintf(buf + n, cap - (size_t)n, "]");
 }
 
-wpk_status rt_plan_write(wpk_context *ctx, const rt_plan *p, artifact_writer *w) {
-    aw_u32(w, (uint32_t)p->target);
-    aw_u32(w, (uint32_t)p->opt_level);
-    aw_u32(w, (uint32_t)p->batch);
-    aw_str(w, p->provider);
-    aw_str(w, p->records);
-    aw_u32(w, (uint32_t)p->threads);
-    aw_i64(w, p->workspace);
-    aw_bytes(w, p->consts, (size_t)p->consts_len);
-    aw_u32(w, (uint32_t)p->nmodules);
-    for (int m = 0; m < p->nmodules; m++) aw_bytes(w, p->modules[m].data, p->modules[m].len);
-    aw_u32(w, (uint32_t)p->ntensors);
+wpk_status rt_plan_write(wpk_context *ctx, const rt_plan *p, byte_writer *w) {
+    bw_u32(w, (uint32_t)p->target);
+    bw_u32(w, (uint32_t)p->opt_level);
+    bw_u32(w, (uint32_t)p->batch);
+    bw_str(w, p->provider);
+    bw_str(w, p->records);
+    bw_u32(w, (uint32_t)p->threads);
+    bw_i64(w, p->workspace);
+    bw_bytes(w, p->consts, (size_t)p->consts_len);
+    bw_u32(w, (uint32_t)p->nmodules);
+    for (int m = 0; m < p->nmodules; m++) bw_bytes(w, p->modules[m].data, p->modules[m].len);
+    bw_u32(w, (uint32_t)p->ntensors);
     for (int t = 0; t < p->ntensors; t++) {
         const rt_tensor_desc *d = &p->tensors[t];
-        aw_str(w, d->name);
-        aw_u32(w, (uint32_t)d->dtype);
-        aw_u32(w, (uint32_t)d->ndim);
-        for (int k = 0; k < d->ndim; k++) aw_i64(w, d->dims[k]);
-        aw_u32(w, (uint32_t)d->place);
-        aw_i64(w, d->offset);
+        bw_str(w, d->name);
+        bw_u32(w, (uint32_t)d->dtype);
+        bw_u32(w, (uint32_t)d->ndim);
+        for (int k = 0; k < d->ndim; k++) bw_i64(w, d->dims[k]);
+        bw_u32(w, (uint32_t)d->place);
+        bw_i64(w, d->offset);
     }
-    aw_u32(w, (uint32_t)p->ninputs);
+    bw_u32(w, (uint32_t)p->ninputs);
     for (int i = 0; i < p->ninputs; i++) {
-        aw_u32(w, (uint32_t)p->inputs[i].tensor);
+        bw_u32(w, (uint32_t)p->inputs[i].tensor);
         int nd = p->tensors[p->inputs[i].tensor].ndim;
-        for (int d = 0; d < nd; d++) aw_str(w, p->inputs[i].dim_names[d]);
+        for (int d = 0; d < nd; d++) bw_str(w, p->inputs[i].dim_names[d]);
     }
-    aw_u32(w, (uint32_t)p->noutputs);
-    for (int i = 0; i < p->noutputs; i++) aw_u32(w, (uint32_t)p->outputs[i].tensor);
-    aw_u32(w, (uint32_t)p->nsteps);
+    bw_u32(w, (uint32_t)p->noutputs);
+    for (int i = 0; i < p->noutputs; i++) bw_u32(w, (uint32_t)p->outputs[i].tensor);
+    bw_u32(w, (uint32_t)p->nsteps);
     for (int k = 0; k < p->nsteps; k++) {
         const rt_step *s = &p->steps[k];
-        aw_str(w, s->runner);
-        aw_u32(w, (uint32_t)(s->module + 1));
-        aw_str(w, s->symbol);
-        aw_u32(w, (uint32_t)s->nargs);
-        for (int a = 0; a < s->nargs; a++) aw_u32(w, (uint32_t)(s->args[a] + 1));
-        aw_bytes(w, s->payload, s->payload_len);
-        aw_str(w, s->node);
-        aw_str(w, s->op);
-        aw_str(w, s->impl);
-        aw_str(w, s->source);
+        bw_str(w, s->runner);
+        bw_u32(w, (uint32_t)(s->module + 1));
+        bw_str(w, s->symbol);
+        bw_u32(w, (uint32_t)s->nargs);
+        for (int a = 0; a < s->nargs; a++) bw_u32(w, (uint32_t)(s->args[a] + 1));
+        bw_bytes(w, s->payload, s->payload_len);
+        bw_str(w, s->node);
+        bw_str(w, s->op);
+        bw_str(w, s->impl);
+        bw_str(w, s->source);
     }
     return w->oom ? wpk_error(ctx, WPK_ERR_NOMEM, "out of memory writing the plan") : WPK_OK;
 }
@@ -81,23 +81,23 @@ static void *alloc_items(rt_plan *p, size_t n, size_t each) {
     return arena_alloc(&p->mem, (n ? n : 1) * each);
 }
 
-static bool read_tensor(artifact_reader *r, const rt_plan *p, rt_tensor_desc *d) {
-    d->name = ar_str(r);
-    d->dtype = (wpk_dtype)ar_u32(r);
-    uint32_t nd = ar_u32(r);
+static bool read_tensor(byte_reader *r, const rt_plan *p, rt_tensor_desc *d) {
+    d->name = br_str(r);
+    d->dtype = (wpk_dtype)br_u32(r);
+    uint32_t nd = br_u32(r);
     if (r->bad || nd > WPK_MAX_DIMS) return false;
     d->ndim = (int)nd;
     int64_t numel = 1;
     bool sized = true;
     for (int k = 0; k < d->ndim; k++) {
-        d->dims[k] = ar_i64(r);
+        d->dims[k] = br_i64(r);
         sized = sized && d->dims[k] >= 0 && d->dims[k] <= MAX_BYTES;
         if (sized) numel *= d->dims[k];
         sized = sized && numel <= MAX_BYTES;
     }
-    uint32_t place = ar_u32(r);
+    uint32_t place = br_u32(r);
     d->place = (rt_place)place;
-    d->offset = ar_i64(r);
+    d->offset = br_i64(r);
     if (r->bad || place > RT_PLACE_CONST) return false;
     /* a tensor with no bytes may be of no known type (a value nothing computes) */
     if (d->place == RT_PLACE_NONE) return true;
@@ -108,74 +108,74 @@ static bool read_tensor(artifact_reader *r, const rt_plan *p, rt_tensor_desc *d)
     return d->offset >= 0 && d->offset % 64 == 0 && d->offset <= p->consts_len - bytes;
 }
 
-wpk_status rt_plan_read(wpk_context *ctx, const char *what, artifact_reader *r, rt_plan *p) {
+wpk_status rt_plan_read(wpk_context *ctx, const char *what, byte_reader *r, rt_plan *p) {
     memset(p, 0, sizeof *p);
-    uint32_t target = ar_u32(r);
+    uint32_t target = br_u32(r);
     p->target = (rt_target)target;
-    p->opt_level = (int)ar_u32(r);
-    p->batch = (int)ar_u32(r);
-    p->provider = ar_str(r);
-    p->records = ar_str(r);
-    p->threads = (int)ar_u32(r);
-    p->workspace = ar_i64(r);
+    p->opt_level = (int)br_u32(r);
+    p->batch = (int)br_u32(r);
+    p->provider = br_str(r);
+    p->records = br_str(r);
+    p->threads = (int)br_u32(r);
+    p->workspace = br_i64(r);
     size_t clen = 0;
-    p->consts = ar_bytes(r, &clen);
+    p->consts = br_bytes(r, &clen);
     p->consts_len = (int64_t)clen;
     /* the format version fixes the set of targets: another value is damage */
     if (r->bad || target > RT_TARGET_CUDA || p->workspace < 0 || p->workspace > MAX_BYTES)
         return damaged(ctx, what, "its header");
-    p->nmodules = (int)ar_count(r, MAX_MODULES, 8);
+    p->nmodules = (int)br_count(r, MAX_MODULES, 8);
     p->modules = alloc_items(p, (size_t)p->nmodules, sizeof *p->modules);
     if (!p->modules) return wpk_error(ctx, WPK_ERR_NOMEM, "%s: out of memory", what);
-    for (int m = 0; m < p->nmodules; m++) p->modules[m].data = ar_bytes(r, &p->modules[m].len);
-    p->ntensors = (int)ar_count(r, MAX_ITEMS, 24);
+    for (int m = 0; m < p->nmodules; m++) p->modules[m].data = br_bytes(r, &p->modules[m].len);
+    p->ntensors = (int)br_count(r, MAX_ITEMS, 24);
     if (r->bad) return damaged(ctx, what, "its modules");
     p->tensors = alloc_items(p, (size_t)p->ntensors, sizeof *p->tensors);
     if (!p->tensors) return wpk_error(ctx, WPK_ERR_NOMEM, "%s: out of memory", what);
     for (int t = 0; t < p->ntensors; t++)
         if (!read_tensor(r, p, &p->tensors[t])) return damaged(ctx, what, "its tensor table");
-    p->ninputs = (int)ar_count(r, MAX_ITEMS, 4);
+    p->ninputs = (int)br_count(r, MAX_ITEMS, 4);
     p->inputs = alloc_items(p, (size_t)p->ninputs, sizeof *p->inputs);
     if (!p->inputs) return wpk_error(ctx, WPK_ERR_NOMEM, "%s: out of memory", what);
     for (int i = 0; i < p->ninputs; i++) {
-        uint32_t t = ar_u32(r);
+        uint32_t t = br_u32(r);
         if (r->bad || t >= (uint32_t)p->ntensors || p->tensors[t].place != RT_PLACE_WORKSPACE)
             return damaged(ctx, what, "its inputs");
         p->inputs[i].tensor = (int)t;
-        for (int d = 0; d < p->tensors[t].ndim; d++) p->inputs[i].dim_names[d] = ar_str(r);
+        for (int d = 0; d < p->tensors[t].ndim; d++) p->inputs[i].dim_names[d] = br_str(r);
     }
-    p->noutputs = (int)ar_count(r, MAX_ITEMS, 4);
+    p->noutputs = (int)br_count(r, MAX_ITEMS, 4);
     p->outputs = alloc_items(p, (size_t)p->noutputs, sizeof *p->outputs);
     if (!p->outputs) return wpk_error(ctx, WPK_ERR_NOMEM, "%s: out of memory", what);
     for (int i = 0; i < p->noutputs; i++) {
-        uint32_t t = ar_u32(r);
+        uint32_t t = br_u32(r);
         if (r->bad || t >= (uint32_t)p->ntensors) return damaged(ctx, what, "its outputs");
         p->outputs[i].tensor = (int)t;
     }
-    p->nsteps = (int)ar_count(r, MAX_ITEMS, 40);
+    p->nsteps = (int)br_count(r, MAX_ITEMS, 40);
     p->steps = alloc_items(p, (size_t)p->nsteps, sizeof *p->steps);
     if (!p->steps) return wpk_error(ctx, WPK_ERR_NOMEM, "%s: out of memory", what);
     for (int k = 0; k < p->nsteps; k++) {
         rt_step *s = &p->steps[k];
-        s->runner = ar_str(r);
-        uint32_t m = ar_u32(r);
+        s->runner = br_str(r);
+        uint32_t m = br_u32(r);
         s->module = (int)m - 1;
-        s->symbol = ar_str(r);
-        s->nargs = (int)ar_count(r, MAX_ARGS, 4);
+        s->symbol = br_str(r);
+        s->nargs = (int)br_count(r, MAX_ARGS, 4);
         if (r->bad || m > (uint32_t)p->nmodules) return damaged(ctx, what, "its steps");
         int32_t *args = alloc_items(p, (size_t)s->nargs, sizeof *args);
         if (!args) return wpk_error(ctx, WPK_ERR_NOMEM, "%s: out of memory", what);
         for (int a = 0; a < s->nargs; a++) {
-            uint32_t t = ar_u32(r);
+            uint32_t t = br_u32(r);
             if (t > (uint32_t)p->ntensors) return damaged(ctx, what, "a step's arguments");
             args[a] = (int32_t)t - 1;
         }
         s->args = args;
-        s->payload = ar_bytes(r, &s->payload_len);
-        s->node = ar_str(r);
-        s->op = ar_str(r);
-        s->impl = ar_str(r);
-        s->source = ar_str(r);
+        s->payload = br_bytes(r, &s->payload_len);
+        s->node = br_str(r);
+        s->op = br_str(r);
+        s->impl = br_str(r);
+        s->source = br_str(r);
         if (r->bad) return damaged(ctx, what, "its steps");
     }
     if (r->p != r->end) return damaged(ctx, what, "bytes after its last step");

@@ -76,12 +76,12 @@ typedef struct rt_plan {
 } rt_plan;
 
 /* Append p to w (WPK_ERR_NOMEM when w ran out of memory). */
-wpk_status rt_plan_write(wpk_context *ctx, const rt_plan *p, artifact_writer *w);
+wpk_status rt_plan_write(wpk_context *ctx, const rt_plan *p, byte_writer *w);
 
 /* Read a plan from r (the rest of an artifact body). Every tensor index, offset and size is
  * checked: WPK_ERR_PARSE "<what>: the plan is damaged: <why>" otherwise; WPK_ERR_NOMEM. *out
  * points into r's bytes; free it with rt_plan_free. */
-wpk_status rt_plan_read(wpk_context *ctx, const char *what, artifact_reader *r, rt_plan *out);
+wpk_status rt_plan_read(wpk_context *ctx, const char *what, byte_reader *r, rt_plan *out);
 void rt_plan_free(rt_plan *p);
 
 /* Bytes of tensor t's elements. */

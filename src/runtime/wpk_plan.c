@@ -130,7 +130,7 @@ wpk_status wpk_plan_load(wpk_context *ctx, const char *path, const wpk_plan_para
     if (!p) return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory loading %s", path);
     p->ctx = ctx;
     p->be = &p->cpu;
-    artifact_reader body;
+    byte_reader body;
     char built[FP_CAP];
     /* the plan says its target, so the fingerprint is checked once the plan is read */
     wpk_status st = artifact_read(ctx, path, NULL, &p->file, &body, built, sizeof built);

@@ -191,9 +191,9 @@ static void test_plan(wpk_context *ctx, rt_cuda *d) {
     run_plan(ctx, d, &m.p, true, true, &gl, &kl);
     CHECK(gl == 0 && kl == 12); /* a profiled run launches step by step between events */
     /* the plan survives being written and read back (what a .wpk holds) */
-    artifact_writer w = {0};
+    byte_writer w = {0};
     CHECK(rt_plan_write(ctx, &m.p, &w) == WPK_OK);
-    artifact_reader r = {w.data, w.data + w.len, false};
+    byte_reader r = {w.data, w.data + w.len, false};
     rt_plan back;
     wpk_status st = rt_plan_read(ctx, "mock.wpk", &r, &back);
     if (st) fprintf(stderr, "read: %s\n", wpk_context_error(ctx));
@@ -204,7 +204,7 @@ static void test_plan(wpk_context *ctx, rt_cuda *d) {
         CHECK(gl == 4 && kl == 0);
         rt_plan_free(&back);
     }
-    aw_free(&w);
+    bw_free(&w);
     refused(ctx, d, no_symbol, WPK_ERR_INTERNAL, "node 'add': CUDA: kernel 'missing' is not in");
     refused(ctx, d, past_end, WPK_ERR_PARSE, "node 'half': a copy of 512 bytes at offset 516");
     refused(ctx, d, no_nul, WPK_ERR_PARSE, "neither a cubin nor PTX text ending in NUL");

@@ -22,7 +22,7 @@ static char dir[128];
 /* The target recorded in the plan at path (-1 when it does not read). */
 static int plan_target(wpk_context *ctx, const char *path) {
     uint8_t *file = NULL;
-    artifact_reader body;
+    byte_reader body;
     rt_plan p;
     int target = -1;
     if (artifact_read(ctx, path, NULL, &file, &body, NULL, 0) == WPK_OK &&
@@ -93,12 +93,12 @@ int main(int argc, char **argv) {
     CHECK(plan_target(ctx, gpu) == RT_TARGET_CUDA);
     {
         uint8_t *file = NULL;
-        artifact_reader body;
+        byte_reader body;
         char fp[512] = "";
         CHECK(artifact_read(ctx, gpu, NULL, &file, &body, fp, sizeof fp) == WPK_OK);
         CHECK(!strcmp(fp, MOCK_FP));
         /* the same plan for another GPU */
-        artifact_writer w = {0};
+        byte_writer w = {0};
         if (file) {
             w.data = (uint8_t *)body.p;
             w.len = (size_t)(body.end - body.p);

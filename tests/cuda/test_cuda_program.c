@@ -282,9 +282,9 @@ int main(int argc, char **argv) {
             CHECK(strstr((const char *)prog.plan.modules[i].data, entry) != NULL);
         }
         /* what a .wpk would hold reads back whole */
-        artifact_writer w = {0};
+        byte_writer w = {0};
         CHECK(rt_plan_write(ctx, &prog.plan, &w) == WPK_OK);
-        artifact_reader r = {w.data, w.data + w.len, false};
+        byte_reader r = {w.data, w.data + w.len, false};
         rt_plan back;
         st = rt_plan_read(ctx, "small_cnn.wpk", &r, &back);
         if (st) fprintf(stderr, "read back: %s\n", wpk_context_error(ctx));
@@ -294,7 +294,7 @@ int main(int argc, char **argv) {
             CHECK(back.consts_len == prog.plan.consts_len);
             rt_plan_free(&back);
         }
-        aw_free(&w);
+        bw_free(&w);
         const int64_t ny = 10;
         float *x = randoms(4 * 12 * 12), *want = nans(ny), *got = nans(ny);
         CHECK(reference(ctx, p, x, want));

@@ -174,11 +174,11 @@ int main(void) {
     /* another machine's plan: the same body under another fingerprint */
     {
         uint8_t *file = NULL;
-        artifact_reader body;
+        byte_reader body;
         char fp[512];
         CHECK(artifact_read(ctx, plan, NULL, &file, &body, fp, sizeof fp) == WPK_OK);
         CHECK(!strcmp(fp, tune_target_fingerprint()));
-        artifact_writer w = {0};
+        byte_writer w = {0};
         if (file) {
             w.data = (uint8_t *)body.p;
             w.len = (size_t)(body.end - body.p);
