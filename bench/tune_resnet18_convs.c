@@ -723,7 +723,7 @@ static void strategies_tune(const opts *o, wpk_context *ctx, strat_job *J) {
                 if (strcmp(ts->key, c->mt.task.key)) die(ts->key, "is not the compared conv");
                 run->failed = ts->measured - ts->by_status[TUNE_OK];
                 rec_list L = {0};
-                if (tune_db_each(db, tune_target_fingerprint(), ts->key, on_rec, &L))
+                if (tune_db_each(db, target_fingerprint(), ts->key, on_rec, &L))
                     die("records", wpk_context_error(ctx));
                 run_path(c, run, ts, &L, to.top, !strcmp(J->names[s], "random"));
                 free(L.cfg), free(L.st), free(L.med);

@@ -465,7 +465,7 @@ static int by_time_desc(const void *a, const void *b) {
 static void collect_provenance(provenance *p, int threads) {
     provenance_init(p);
     provenance_set(p, "compiler", "%s", tune_toolchain());
-    provenance_set(p, "target", "%s", tune_target_fingerprint());
+    provenance_set(p, "target", "%s", target_fingerprint());
     provenance_set(p, "threads", "%d", threads);
     const char *wait = getenv("OMP_WAIT_POLICY");
     const char *spin = getenv("GOMP_SPINCOUNT");

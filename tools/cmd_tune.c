@@ -337,7 +337,7 @@ int cmd_tune(int argc, char **argv) {
         o.progress_user = &pr;
         if (pr.tty)
             printf("tuning %d task%s of %s on %s\n", ts.ntasks, ts.ntasks == 1 ? "" : "s", model,
-                   tune_target_fingerprint());
+                   target_fingerprint());
         st = tune_run(ctx, db, ts.tasks, ts.ntasks, &o, &sum);
         if (pr.tty && pr.last_task >= 0) fputs("\n", stdout);
         /* what was done is worth showing even when the job stopped on an error */

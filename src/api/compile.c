@@ -119,7 +119,7 @@ static wpk_status write_plan(wpk_context *ctx, const char *path, const wpk_compi
     byte_writer w = {0};
     plan_meta meta = {cp->opt_level, cp->batch, cp->provider ? cp->provider : "", records};
     st = cpu_program_save(ctx, p->cpu, p->g, p->vals, &p->mem, named, &meta, &w);
-    if (st == WPK_OK) st = artifact_write(ctx, path, tune_target_fingerprint(), &w);
+    if (st == WPK_OK) st = artifact_write(ctx, path, target_fingerprint(), &w);
     bw_free(&w);
     return st;
 }
@@ -146,7 +146,7 @@ static wpk_status write_cuda_plan(wpk_context *ctx, const char *path, const wpk_
     prog.plan.records = records;
     prog.plan.threads = 1;
     char fp[600];
-    tune_cuda_fingerprint(info->name, info->sm, info->driver_version, fp, sizeof fp);
+    target_cuda_fingerprint(info->name, info->sm, info->driver_version, fp, sizeof fp);
     byte_writer w = {0};
     st = rt_plan_write(ctx, &prog.plan, &w);
     if (st == WPK_OK) st = artifact_write(ctx, path, fp, &w);

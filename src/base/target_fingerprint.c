@@ -198,12 +198,12 @@ static void compute(void) {
     (void)n;
 }
 
-const char *tune_target_fingerprint(void) {
+const char *target_fingerprint(void) {
     pthread_once(&once, compute);
     return fingerprint;
 }
 
-void tune_cuda_fingerprint(const char *name, int sm, int driver, char *buf, size_t cap) {
+void target_cuda_fingerprint(const char *name, int sm, int driver, char *buf, size_t cap) {
     char model[256] = {0};
     append_clean(model, sizeof model, name ? name : "");
     /* a fingerprint cut at the buffer's end still identifies the device: ignore truncation */

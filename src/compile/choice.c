@@ -122,7 +122,7 @@ static bool best_record(wpk_context *ctx, const cpu_choose_options *o, const tun
     b->ctx = ctx;
     b->task = task;
     task->tmpl->space(task->tmpl, task, &b->space);
-    const char *target = o->target ? o->target : tune_target_fingerprint();
+    const char *target = o->target ? o->target : target_fingerprint();
     wpk_context *rctx = wpk_context_create();
     /* The config the tuner's finals chose (timed alone, back to back) over the fastest trial:
        among hundreds of trials on a shared machine, whose speed drifts by tens of percent, the

@@ -66,7 +66,7 @@ void rt_cpu_backend_init(rt_backend *b, int threads);
 /* The CUDA ones are declared here, not only in runtime/cuda/cuda_rt.h, so that the plan API
  * (wpk_plan.c), which may include base and runtime alone, can run a plan for the GPU. */
 
-/* The fingerprint of CUDA device `ordinal` (base/target_fingerprint.h: tune_cuda_fingerprint)
+/* The fingerprint of CUDA device `ordinal` (base/target_fingerprint.h: target_cuda_fingerprint)
  * into buf, cap bytes; WPK_ERR_UNSUPPORTED "CUDA unavailable: <reason>" without a usable one.
  * Keeps nothing open; thread-safe. */
 wpk_status rt_cuda_target(wpk_context *ctx, int ordinal, char *buf, size_t cap);

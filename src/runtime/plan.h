@@ -20,8 +20,8 @@ typedef enum rt_place {
 
 /* The device a plan's code is for: which backend runs it and which fingerprint it must match. */
 typedef enum rt_target {
-    RT_TARGET_CPU = 0,      /* the cpu backend; the CPU's fingerprint (tune_target_fingerprint) */
-    RT_TARGET_CUDA = 1      /* the cuda backend; the GPU's (tune_cuda_fingerprint) */
+    RT_TARGET_CPU = 0,      /* the cpu backend; the CPU's fingerprint (target_fingerprint) */
+    RT_TARGET_CUDA = 1      /* the cuda backend; the GPU's (target_cuda_fingerprint) */
 } rt_target;
 
 typedef struct rt_tensor_desc {

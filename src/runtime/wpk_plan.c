@@ -99,8 +99,8 @@ static wpk_status other_target(wpk_context *ctx, const char *path, const char *b
 static wpk_status open_backend(wpk_context *ctx, const char *path, const char *built,
                                int threads, wpk_plan *p) {
     if (p->plan.target == RT_TARGET_CPU) {
-        if (strcmp(built, tune_target_fingerprint()))
-            return other_target(ctx, path, built, tune_target_fingerprint());
+        if (strcmp(built, target_fingerprint()))
+            return other_target(ctx, path, built, target_fingerprint());
         rt_cpu_backend_init(&p->cpu, threads);
         p->be = &p->cpu;
         return WPK_OK;
@@ -109,7 +109,7 @@ static wpk_status open_backend(wpk_context *ctx, const char *path, const char *b
     wpk_status st = rt_cuda_target(ctx, 0, here, sizeof here);
     if (st) {
         wpk_error_prefix(ctx, "%s: the plan was built for '%s', this machine is '%s' with no "
-                         "GPU for it", path, built, tune_target_fingerprint());
+                         "GPU for it", path, built, target_fingerprint());
         return st;
     }
     if (strcmp(built, here)) return other_target(ctx, path, built, here);

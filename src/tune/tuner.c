@@ -243,7 +243,7 @@ static wpk_status load_prior(job *J, tstate *t, tune_strategy_params *sp, prior_
     P->wl = wpk_malloc(sizeof *P->wl * MAX_PRIOR);
     double *tmp = wpk_malloc(sizeof *tmp * MAX_PRIOR);
     wpk_status st = P->x && P->sec && P->wl && tmp
-                        ? tune_db_each(J->db, tune_target_fingerprint(), NULL, on_prior, P)
+                        ? tune_db_each(J->db, target_fingerprint(), NULL, on_prior, P)
                         : wpk_error(J->ctx, WPK_ERR_NOMEM, "out of memory reading prior records");
     /* each workload's median success, then every success over it */
     uint64_t *keys = st == WPK_OK ? wpk_malloc(sizeof *keys * MAX_PRIOR) : NULL;
@@ -328,7 +328,7 @@ static wpk_status load_prior_configs(job *J, tstate *t, tune_strategy_params *sp
     prior_best *B = wpk_calloc(1, sizeof *B);
     if (!B) return wpk_error(J->ctx, WPK_ERR_NOMEM, "out of memory reading prior records");
     B->t = t;
-    wpk_status st = tune_db_each(J->db, tune_target_fingerprint(), NULL, on_prior_best, B);
+    wpk_status st = tune_db_each(J->db, target_fingerprint(), NULL, on_prior_best, B);
     int n = 0;
     if (st == WPK_OK && B->n) {
         t->prior_cfgs = wpk_malloc(sizeof *t->prior_cfgs * (size_t)B->n * PRIOR_PER_WORKLOAD);
@@ -359,7 +359,7 @@ static tune_featurizer *featurizer_of(job *J, tstate *t) {
 
 static wpk_status task_setup(job *J, tstate *t) {
     const tune_task *task = &t->mt->task;
-    const char *target = tune_target_fingerprint();
+    const char *target = target_fingerprint();
     task->tmpl->space(task->tmpl, task, &t->space);
     if (J->opt->start) {
         wpk_status st = tune_config_parse(J->ctx, &t->space, J->opt->start, &t->def);
@@ -462,7 +462,7 @@ static void on_result(void *user, int i, const tune_config *cfg, const tune_meas
         }
     if (J->db_status) return;
     tune_record rec = {
-        .target = tune_target_fingerprint(), .workload = t->mt->task.key,
+        .target = target_fingerprint(), .workload = t->mt->task.key,
         .template_name = t->mt->task.tmpl->name, .config = text, .status = r->status,
         .samples = r->samples, .nsamples = r->nsamples, .median = r->median,
         .toolchain = J->toolchain, .time = (int64_t)time(NULL)};
@@ -493,7 +493,7 @@ static void on_result(void *user, int i, const tune_config *cfg, const tune_meas
 static int give(void *user, tune_config *out, int max) {
     tstate *t = user;
     job *J = t->job;
-    const char *target = tune_target_fingerprint();
+    const char *target = target_fingerprint();
     int k = 0;
     while (k < max && t->step_left > 0 && t->stored + t->ninflight < t->target &&
            t->ninflight < TUNE_MAX_BATCH && !J->db_status) {
@@ -639,7 +639,7 @@ static wpk_status finals_prepare(job *J, tstate *t, finals *f) {
         T->f.max = J->opt->top < 1 ? 1 : J->opt->top > TUNE_MAX_BATCH - 1 ? TUNE_MAX_BATCH - 1
                                                                             : J->opt->top;
         T->skip = t->def_text;
-        st = tune_db_each(J->db, tune_target_fingerprint(), t->mt->task.key, pick, T);
+        st = tune_db_each(J->db, target_fingerprint(), t->mt->task.key, pick, T);
     }
     if (st == WPK_OK) {
         f->cfgs[f->n] = t->def;
@@ -682,7 +682,7 @@ static wpk_status finals_store(job *J, finals *f) {
         for (int i = 0; fin && i < n; i++)
             if (r[i].status == TUNE_OK)
                 fin[nf++] = (tune_record){
-                    .target = tune_target_fingerprint(), .workload = t->mt->task.key,
+                    .target = target_fingerprint(), .workload = t->mt->task.key,
                     .template_name = t->mt->task.tmpl->name, .config = f->texts[i],
                     .status = TUNE_OK, .samples = r[i].samples, .nsamples = r[i].nsamples,
                     .median = r[i].median, .toolchain = J->toolchain,

@@ -177,7 +177,7 @@ int main(void) {
         byte_reader body;
         char fp[512];
         CHECK(artifact_read(ctx, plan, NULL, &file, &body, fp, sizeof fp) == WPK_OK);
-        CHECK(!strcmp(fp, tune_target_fingerprint()));
+        CHECK(!strcmp(fp, target_fingerprint()));
         byte_writer w = {0};
         if (file) {
             w.data = (uint8_t *)body.p;

@@ -89,7 +89,7 @@ static void find_candidates(wpk_context *ctx, cands *c) {
 
 static void add(tune_db *db, const tune_task *t, const char *config, double median) {
     double samples[3] = {median, median * 1.01, median * 0.99};
-    tune_record r = {tune_target_fingerprint(), t->key, t->tmpl->name, config, TUNE_OK, samples,
+    tune_record r = {target_fingerprint(), t->key, t->tmpl->name, config, TUNE_OK, samples,
                      3, median, "test", 1700000000};
     CHECK(tune_db_add(db, &r) == WPK_OK);
 }
@@ -98,7 +98,7 @@ static void add(tune_db *db, const tune_task *t, const char *config, double medi
 static void final_round(tune_db *db, const tune_task *t, const char *a, double ma, const char *b,
                         double mb) {
     double sa[1] = {ma}, sb[1] = {mb};
-    const char *fp = tune_target_fingerprint(), *name = t->tmpl->name;
+    const char *fp = target_fingerprint(), *name = t->tmpl->name;
     tune_record r[2] = {{fp, t->key, name, a, TUNE_OK, sa, 1, ma, "test", 1700000001},
                         {fp, t->key, name, b, TUNE_OK, sb, 1, mb, "test", 1700000001}};
     CHECK(tune_db_add_finals(db, r, 2) == WPK_OK);
@@ -107,7 +107,7 @@ static void final_round(tune_db *db, const tune_task *t, const char *a, double m
 /* A round of the tuner's finals of t with one config. */
 static void final_one(tune_db *db, const tune_task *t, const char *config, double median) {
     double sa[1] = {median};
-    tune_record r = {tune_target_fingerprint(), t->key, t->tmpl->name, config, TUNE_OK, sa, 1,
+    tune_record r = {target_fingerprint(), t->key, t->tmpl->name, config, TUNE_OK, sa, 1,
                      median, "test", 1700000002};
     CHECK(tune_db_add_finals(db, &r, 1) == WPK_OK);
 }

@@ -16,7 +16,7 @@
 static const char *seen[NTHREADS];
 
 static void *in_thread(void *arg) {
-    seen[(long)arg] = tune_target_fingerprint();
+    seen[(long)arg] = target_fingerprint();
     return NULL;
 }
 
@@ -40,7 +40,7 @@ int main(void) {
     pthread_t th[NTHREADS];
     for (long i = 0; i < NTHREADS; i++) pthread_create(&th[i], NULL, in_thread, (void *)i);
     for (int i = 0; i < NTHREADS; i++) pthread_join(th[i], NULL);
-    const char *fp = tune_target_fingerprint();
+    const char *fp = target_fingerprint();
     printf("fingerprint: %s\n", fp);
     for (int i = 0; i < NTHREADS; i++) CHECK(seen[i] == fp);
     CHECK(fp && strlen(fp) > 8);
@@ -62,7 +62,7 @@ int main(void) {
     fflush(stdout);
     pid_t pid = fork();
     if (pid == 0) {
-        const char *mine = tune_target_fingerprint();
+        const char *mine = target_fingerprint();
         ssize_t w = write(fds[1], mine, strlen(mine));
         _exit(w == (ssize_t)strlen(mine) ? 0 : 1);
     }

@@ -309,7 +309,7 @@ size_t rt_cuda_backend_staged(const rt_backend *b) { return self_of(b)->pin_cap;
 wpk_status rt_cuda_target(wpk_context *ctx, int ordinal, char *buf, size_t cap) {
     rt_cuda_info info;
     wpk_status st = rt_cuda_probe(ctx, ordinal, &info);
-    if (st == WPK_OK) tune_cuda_fingerprint(info.name, info.sm, info.driver_version, buf, cap);
+    if (st == WPK_OK) target_cuda_fingerprint(info.name, info.sm, info.driver_version, buf, cap);
     return st;
 }
 
