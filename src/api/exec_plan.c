@@ -215,14 +215,7 @@ wpk_status exec_plan_enable_profile(wpk_context *ctx, exec_plan *p, int threads)
     const rt_plan *pl = cpu_plan_get(p->plan);
     p->profile = wpk_calloc((size_t)pl->nsteps + 1, sizeof *p->profile);
     if (!p->profile) return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory for a profile");
-    for (int k = 0; k < pl->nsteps; k++) {
-        wpk_node_profile *e = &p->profile[k];
-        e->node = pl->steps[k].node;
-        e->op = pl->steps[k].op;
-        e->provider = pl->steps[k].runner;
-        e->impl = pl->steps[k].impl;
-        e->source = pl->steps[k].source;
-    }
+    rt_plan_profile_entries(pl, p->profile);
     return WPK_OK;
 }
 

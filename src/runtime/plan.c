@@ -14,6 +14,16 @@
 #define MAX_MODULES 1024
 #define MAX_ARGS 4096
 
+void rt_plan_profile_entries(const rt_plan *p, wpk_node_profile *out) {
+    for (int k = 0; k < p->nsteps; k++) {
+        out[k].node = p->steps[k].node;
+        out[k].op = p->steps[k].op;
+        out[k].provider = p->steps[k].runner;
+        out[k].impl = p->steps[k].impl;
+        out[k].source = p->steps[k].source;
+    }
+}
+
 size_t rt_tensor_bytes(const rt_tensor_desc *t) {
     int64_t n = 1;
     for (int d = 0; d < t->ndim; d++) n *= t->dims[d];

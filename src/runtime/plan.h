@@ -10,6 +10,7 @@
 
 #include "base/arena.h"
 #include "runtime/artifact.h"
+#include "wpk_runtime.h"
 
 /* Where a tensor's bytes are while the plan runs. */
 typedef enum rt_place {
@@ -83,6 +84,10 @@ wpk_status rt_plan_write(wpk_context *ctx, const rt_plan *p, byte_writer *w);
  * points into r's bytes; free it with rt_plan_free. */
 wpk_status rt_plan_read(wpk_context *ctx, const char *what, byte_reader *r, rt_plan *out);
 void rt_plan_free(rt_plan *p);
+
+/* Per step of p, what a profile reports of it (node, op, provider = runner, impl, source;
+ * strings borrowed from p), into out[0..p->nsteps); the times are left alone. */
+void rt_plan_profile_entries(const rt_plan *p, wpk_node_profile *out);
 
 /* Bytes of tensor t's elements. */
 size_t rt_tensor_bytes(const rt_tensor_desc *t);
