@@ -22,14 +22,20 @@ te_tensor *tune_placeholder(te_ctx *c, const char *name, const ir_tensor *t) {
     return p;
 }
 
-wpk_status tune_check_legal(te_ctx *c, const kernel_provider *self, const tune_task *t,
-                            const tune_space *s, const tune_config *cfg) {
-    const char *tmpl = self->name;
+wpk_status tune_check_config(te_ctx *c, const char *tmpl, const tune_space *s,
+                             const tune_config *cfg) {
     for (int k = 0; k < s->nknobs; k++)
         if (cfg->choice[k] < 0 || cfg->choice[k] >= s->knobs[k].nvalues)
             return wpk_error(c->err, WPK_ERR_INVALID_ARG, "%s: knob '%s' has no value number %d "
                              "(it has %d values)", tmpl, s->knobs[k].name, cfg->choice[k],
                              s->knobs[k].nvalues);
+    return WPK_OK;
+}
+
+wpk_status tune_check_legal(te_ctx *c, const kernel_provider *self, const tune_task *t,
+                            const tune_space *s, const tune_config *cfg) {
+    const char *tmpl = self->name;
+    TRY(tune_check_config(c, tmpl, s, cfg));
     tune_space legal;
     self->space(self, t, &legal);
     for (int k = 0; k < legal.nknobs; k++) {

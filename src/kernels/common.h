@@ -2,8 +2,8 @@
  * elementwise.c) share: reading a node's tensors into placeholders, the check that a config
  * belongs to the workload's space, parts of workload keys, the parallel/vector split every
  * elementwise-shaped loop nest uses, and the templates' declarations for the registry
- * (templates.c). The conv templates' helpers (conv.h: tune_check_config, tune_value,
- * tune_vector_floats) are used as they are. */
+ * (templates.c). The conv templates' helpers (conv.h: tune_value, tune_vector_floats) are
+ * used as they are. */
 #ifndef WPK_TUNE_TEMPLATES_COMMON_H
 #define WPK_TUNE_TEMPLATES_COMMON_H
 
@@ -21,6 +21,11 @@ static inline const ir_tensor *tune_task_in(const tune_task *t, int i) {
 /* A placeholder named `name` of t's shape (a 0-d tensor as [1]), marked constant when t's data
  * is known at compile time. NULL when out of memory (reported on c). */
 te_tensor *tune_placeholder(te_ctx *c, const char *name, const ir_tensor *t);
+
+/* WPK_ERR_INVALID_ARG naming the template and the knob when cfg picks a value index outside
+ * a knob's values. */
+wpk_status tune_check_config(te_ctx *c, const char *tmpl, const tune_space *s,
+                             const tune_config *cfg);
 
 /* WPK_ERR_INVALID_ARG naming the template and the knob when cfg picks a value index outside
  * s, or a value that the workload's own space (self->space) does not hold. */

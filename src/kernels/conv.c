@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "base/target.h"
-#include "ops/activation.h"
+#include "kernels/common.h"
 
 #define Z_INPUT 3
 /* Attribute values beyond this are not convs anyone runs; refusing them keeps sizes small. */
@@ -34,24 +34,6 @@ static bool ints(const ir_node *n, const char *name, int count, int64_t def, int
         if (v[i] < lo || v[i] > ATTR_MAX) return false;
         out[i] = v[i];
     }
-    return true;
-}
-
-static bool read_act(const ir_node *n, te_act *a) {
-    act_params p;
-    if (act_read(NULL, n, &p)) return false;
-    static const te_act_kind kinds[ACT_COUNT] = {
-        [ACT_NONE] = TE_ACT_NONE,           [ACT_RELU] = TE_ACT_RELU,
-        [ACT_LEAKY_RELU] = TE_ACT_LEAKY_RELU, [ACT_CLIP] = TE_ACT_CLIP,
-        [ACT_HARD_SIGMOID] = TE_ACT_HARD_SIGMOID, [ACT_HARD_SWISH] = TE_ACT_HARD_SWISH,
-        [ACT_SIGMOID] = TE_ACT_SIGMOID,     [ACT_SILU] = TE_ACT_SILU,
-        [ACT_GELU] = TE_ACT_GELU,           [ACT_TANH] = TE_ACT_TANH,
-    };
-    *a = te_act_default(kinds[p.kind]);
-    a->alpha = p.alpha;
-    a->beta = p.beta;
-    a->lo = p.lo;
-    a->hi = p.hi;
     return true;
 }
 
@@ -157,7 +139,7 @@ bool tune_conv_read(const ir_node *n, ir_tensor *const *in, ir_tensor *const *ou
     if (g->residual && !(static_f32(in[Z_INPUT], y->ndim) && ir_same_shape(in[Z_INPUT], y)))
         return false;
     if (n->op == IR_OP_CONV) g->act = te_act_default(TE_ACT_NONE);
-    else if (!read_act(n, &g->act)) return false;
+    else if (!tune_read_act(n, &g->act)) return false;
     return true;
 }
 
@@ -231,16 +213,6 @@ wpk_status tune_conv_args(te_ctx *c, const tune_task *t, const tune_conv *g,
         out->args[out->nargs++] = ep->residual;
     }
     out->ninputs = out->nargs;
-    return WPK_OK;
-}
-
-wpk_status tune_check_config(te_ctx *c, const char *tmpl, const tune_space *s,
-                             const tune_config *cfg) {
-    for (int k = 0; k < s->nknobs; k++)
-        if (cfg->choice[k] < 0 || cfg->choice[k] >= s->knobs[k].nvalues)
-            return wpk_error(c->err, WPK_ERR_INVALID_ARG, "%s: knob '%s' has no value number %d "
-                             "(it has %d values)", tmpl, s->knobs[k].name, cfg->choice[k],
-                             s->knobs[k].nvalues);
     return WPK_OK;
 }
 

@@ -51,11 +51,6 @@ wpk_status tune_conv_args(te_ctx *c, const tune_task *t, const tune_conv *g,
                           const int64_t *x_shape, int x_ndim, const int64_t *w_shape, int w_ndim,
                           const int64_t *z_shape, int z_ndim, tune_build *out, te_epilogue *ep);
 
-/* WPK_ERR_INVALID_ARG naming the template and the knob when cfg picks a value index outside
- * a knob's values. */
-wpk_status tune_check_config(te_ctx *c, const char *tmpl, const tune_space *s,
-                             const tune_config *cfg);
-
 /* The knob values of knob `name` in cfg (must exist: the template made the space). */
 int64_t tune_value(const tune_space *s, const tune_config *cfg, const char *name);
 

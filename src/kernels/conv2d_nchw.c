@@ -69,32 +69,6 @@ static void default_config(const kernel_provider *self, const tune_task *t, cons
     tune_config_set(s, cfg, "pack", 1);
 }
 
-static wpk_status nomem(te_ctx *c) {
-    if (c->oom) return WPK_ERR_NOMEM;
-    wpk_error_prefix(c->err, NAME);
-    return WPK_ERR_INVALID_ARG;
-}
-
-static wpk_status check_legal(te_ctx *c, const tune_task *t, const tune_space *s,
-                              const tune_config *cfg) {
-    TRY(tune_check_config(c, NAME, s, cfg));
-    tune_space legal;
-    space(&tune_conv2d_nchw, t, &legal);
-    for (int k = 0; k < legal.nknobs; k++) {
-        const tune_knob *kn = &legal.knobs[k];
-        int64_t v = tune_config_get(s, cfg, kn->name, INT64_MIN);
-        bool ok = false;
-        for (int i = 0; i < kn->nvalues; i++) ok |= kn->values[i] == v;
-        if (v == INT64_MIN)
-            return wpk_error(c->err, WPK_ERR_INVALID_ARG, NAME ": the config has no knob '%s'",
-                             kn->name);
-        if (!ok)
-            return wpk_error(c->err, WPK_ERR_INVALID_ARG, NAME ": knob '%s' = %lld is not a "
-                             "legal value for workload %s", kn->name, (long long)v, t->key);
-    }
-    return WPK_OK;
-}
-
 static te_iter *raxis(const te_tensor *t, const char *name) {
     if (t->body->kind != TE_REDUCE) return NULL;
     for (int i = 0; i < t->body->nraxes; i++)
@@ -111,7 +85,7 @@ static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task 
     if (!tune_conv_read_task(t, &g) || g.op == IR_OP_CONV_NCHWC)
         return wpk_error(c->err, WPK_ERR_INVALID_ARG, NAME ": node '%s' is not a conv this "
                          "template takes", t->node ? t->node->name : "(null)");
-    TRY(check_legal(c, t, s, cfg));
+    TRY(tune_check_legal(c, self, t, s, cfg));
     const int64_t ocb = tune_value(s, cfg, "oc_block"), ohb = tune_value(s, cfg, "oh_block");
     const int64_t owb = tune_value(s, cfg, "ow_block");
     const bool unroll_kw = tune_value(s, cfg, "unroll_kw") != 0;
@@ -128,27 +102,27 @@ static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task 
     if (pack) {
         /* the conv reads the packed weight through an inline view in the original shape */
         te_tensor *src = te_placeholder(c, "w.src", TE_F32, 4, w0->dims);
-        if (!src) return nomem(c);
+        if (!src) return tune_failed(c, NAME);
         src->constant = true;
         out->prepack_src[1] = src;
         out->prepack[1] = te_conv2d_pack_weight(c, "w.packed", src, 1, ocb, false);
         te_iter **ax =
             te_compute_axes(c, 4, w0->dims, (const char *const[]){"oc", "ic", "kh", "kw"});
-        if (!out->prepack[1] || !ax) return nomem(c);
+        if (!out->prepack[1] || !ax) return tune_failed(c, NAME);
         const te_expr *oc = te_var(c, ax[0]), *zero = te_int(c, 0);
         const te_expr *idx[6] = {te_div(c, oc, te_int(c, ocb)), te_var(c, ax[1]), te_var(c, ax[2]),
                                  te_var(c, ax[3]), zero, te_mod(c, oc, te_int(c, ocb))};
         const te_expr *v = te_load(c, w, 6, idx);
         w = v ? te_compute(c, "w.view", 4, w0->dims, ax, v) : NULL;
-        if (!w) return nomem(c);
+        if (!w) return tune_failed(c, NAME);
     }
     te_algo_parts parts;
     te_tensor *y = te_conv2d_nchw(c, "y", x, w, &g.p, &ep, &parts);
-    if (!y) return nomem(c);
+    if (!y) return tune_failed(c, NAME);
     out->args[out->nargs++] = y;
 
     te_schedule *sc = te_schedule_create(c, &y, 1);
-    if (!sc) return nomem(c);
+    if (!sc) return tune_failed(c, NAME);
     out->schedule = sc;
     if (pack) TRY(te_compute_inline(te_stage_of(sc, w)));
     te_tensor *acc = parts.main;

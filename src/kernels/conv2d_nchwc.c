@@ -258,34 +258,6 @@ static void default_config(const kernel_provider *self, const tune_task *t, cons
 
 /* ---- build ---- */
 
-/* After an algorithm returned NULL: out of memory, or its message (prefixed). */
-static wpk_status nomem(te_ctx *c) {
-    if (c->oom) return WPK_ERR_NOMEM;
-    wpk_error_prefix(c->err, NAME);
-    return WPK_ERR_INVALID_ARG;
-}
-
-/* The config's values must be legal for this workload (a config made for another space). */
-static wpk_status check_legal(te_ctx *c, const tune_task *t, const tune_space *s,
-                              const tune_config *cfg) {
-    TRY(tune_check_config(c, NAME, s, cfg));
-    tune_space legal;
-    space(&tune_conv2d_nchwc, t, &legal);
-    for (int k = 0; k < legal.nknobs; k++) {
-        const tune_knob *kn = &legal.knobs[k];
-        int64_t v = tune_config_get(s, cfg, kn->name, INT64_MIN);
-        bool ok = false;
-        for (int i = 0; i < kn->nvalues; i++) ok |= kn->values[i] == v;
-        if (v == INT64_MIN)
-            return wpk_error(c->err, WPK_ERR_INVALID_ARG, NAME ": the config has no knob '%s'",
-                             kn->name);
-        if (!ok)
-            return wpk_error(c->err, WPK_ERR_INVALID_ARG, NAME ": knob '%s' = %lld is not a "
-                             "legal value for workload %s", kn->name, (long long)v, t->key);
-    }
-    return WPK_OK;
-}
-
 typedef struct knobs {
     int64_t bi, bo, owb, ohb, oct;
     bool unroll_kw, pad_copy;
@@ -364,7 +336,7 @@ static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task 
     if (!tune_conv_read_task(t, &g))
         return wpk_error(c->err, WPK_ERR_INVALID_ARG, NAME ": node '%s' is not a conv this "
                          "template takes", t->node ? t->node->name : "(null)");
-    TRY(check_legal(c, t, s, cfg));
+    TRY(tune_check_legal(c, self, t, s, cfg));
     knobs k = {
         .bi = tune_value(s, cfg, "ic_block"), .bo = tune_value(s, cfg, "oc_block"),
         .owb = tune_value(s, cfg, "ow_block"), .ohb = tune_value(s, cfg, "oh_block"),
@@ -388,12 +360,12 @@ static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task 
                                g.depthwise ? 1 : k.bi, k.bo};
         TRY(tune_conv_args(c, t, &g, x0->dims, 4, wp, 6, t->out[0].dims, 4, out, &ep));
         te_tensor *src = te_placeholder(c, "w.src", TE_F32, 4, w0->dims);
-        if (!src) return nomem(c);
+        if (!src) return tune_failed(c, NAME);
         src->constant = true;
         out->prepack_src[1] = src;
         out->prepack[1] = te_conv2d_pack_weight(c, "w.packed", src, g.depthwise ? 1 : k.bi, k.bo,
                                                 g.depthwise);
-        if (!out->prepack[1]) return nomem(c);
+        if (!out->prepack[1]) return tune_failed(c, NAME);
     }
     te_tensor *x = out->args[0], *w = out->args[1];
 
@@ -401,13 +373,13 @@ static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task 
     te_tensor *xin = x, *xb = NULL;
     if (!blocked && k.bi > 1) {
         xin = xb = te_layout_to_nchwc(c, "x.nchwc", x, k.bi);
-        if (!xb) return nomem(c);
+        if (!xb) return tune_failed(c, NAME);
     }
     te_algo_parts parts;
     te_tensor *y;
     if (blocked) {
         y = te_conv2d_nchwc(c, "y", xin, w, g.cout, &g.p, &ep, &parts);
-        if (!y) return nomem(c);
+        if (!y) return tune_failed(c, NAME);
     } else {
         /* the blocked conv, then the copy-out to NCHW with the epilogue (Y's channels only) */
         te_tensor *acc = te_conv2d_nchwc(c, "conv", xin, w, g.cout, &g.p, NULL, &parts);
@@ -415,14 +387,14 @@ static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task 
         te_iter **ax = acc ? te_compute_axes(c, 4, shape,
                                              (const char *const[]){"n", "c", "oh", "ow"})
                            : NULL;
-        if (!ax) return nomem(c);
+        if (!ax) return tune_failed(c, NAME);
         const te_expr *vc = te_var(c, ax[1]);
         const te_expr *idx[5] = {te_var(c, ax[0]), te_div(c, vc, te_int(c, k.bo)), te_var(c, ax[2]),
                                  te_var(c, ax[3]), te_mod(c, vc, te_int(c, k.bo))};
         const te_expr *v = te_epilogue_apply(c, "y", &ep, te_load(c, acc, 5, idx), 4, ax, vc,
                                              g.cout, NULL);
         y = v ? te_compute(c, "y", 4, shape, ax, v) : NULL;
-        if (!y) return nomem(c);
+        if (!y) return tune_failed(c, NAME);
         parts.out = y;
         parts.epilogue = y;
     }
@@ -430,7 +402,7 @@ static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task 
 
     /* the schedule */
     te_schedule *s2 = te_schedule_create(c, &y, 1);
-    if (!s2) return nomem(c);
+    if (!s2) return tune_failed(c, NAME);
     out->schedule = s2;
     te_tensor *acc = parts.main;
     if (!parts.epilogue && acc->body->kind == TE_REDUCE) TRY(te_cache_write(s2, y, "local", &acc));
