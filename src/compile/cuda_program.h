@@ -8,8 +8,8 @@
  * constant, in the constants blob; views (Reshape, Flatten, ...) cost nothing where the planner
  * gave them their input's buffer and a device copy (runner "cuda_copy") where it did not.
  * Needs NVRTC, never a GPU. */
-#ifndef WPK_TUNE_TEMPLATES_PROGRAM_CUDA_H
-#define WPK_TUNE_TEMPLATES_PROGRAM_CUDA_H
+#ifndef WPK_COMPILE_CUDA_PROGRAM_H
+#define WPK_COMPILE_CUDA_PROGRAM_H
 
 #include "codegen/cuda/cg_cuda.h"
 #include "passes/memory_plan.h"

@@ -4,8 +4,8 @@
  * elementwise-shaped loop nest uses, and the templates' declarations for the registry
  * (templates.c). The conv templates' helpers (conv.h: tune_value, tune_vector_floats) are
  * used as they are. */
-#ifndef WPK_TUNE_TEMPLATES_COMMON_H
-#define WPK_TUNE_TEMPLATES_COMMON_H
+#ifndef WPK_KERNELS_COMMON_H
+#define WPK_KERNELS_COMMON_H
 
 #include "te/algo/epilogue.h"
 #include "kernels/provider.h"

@@ -1,9 +1,10 @@
-/* conv.h -- what the convolution templates (conv2d_nchwc.c, conv2d_nchw.c) share: a conv node
+/* conv.h -- what the convolution templates (conv2d_nchwc.c, conv2d_nchw.c, conv2d_winograd.c,
+ * and the CUDA conv2d_cuda.c) share: a conv node
  * read into plain numbers (shapes, strides, pads, groups, epilogue), the workload key, the
  * placeholders of a conv kernel's arguments, and the declarations of the templates themselves
  * for the registry (templates.c). */
-#ifndef WPK_TUNE_TEMPLATES_CONV_H
-#define WPK_TUNE_TEMPLATES_CONV_H
+#ifndef WPK_KERNELS_CONV_H
+#define WPK_KERNELS_CONV_H
 
 #include "te/algo/conv2d_nchwc.h"
 #include "kernels/provider.h"

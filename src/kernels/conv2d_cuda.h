@@ -1,8 +1,8 @@
 /* conv2d_cuda.h -- the GPU convolution template (conv2d_cuda.c): a direct NCHW conv scheduled
  * for CUDA with Woodpecker-DL's knobs. It is not in the CPU registry (templates.c): the CUDA
  * target finds it through its own registry (templates_cuda.h). */
-#ifndef WPK_TUNE_TEMPLATES_CONV2D_CUDA_H
-#define WPK_TUNE_TEMPLATES_CONV2D_CUDA_H
+#ifndef WPK_KERNELS_CONV2D_CUDA_H
+#define WPK_KERNELS_CONV2D_CUDA_H
 
 #include "kernels/provider.h"
 

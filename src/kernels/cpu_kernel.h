@@ -1,8 +1,8 @@
 /* kernel.h -- one task's kernel, from template to C source: build the template at a config,
  * lower the schedule and the pre-pack computes to loops, turn the kernel's own heap buffers
  * into scratch arguments, emit C. Also the text `wpk lower` prints. Internal to src/compile. */
-#ifndef WPK_COMPILE_KERNEL_H
-#define WPK_COMPILE_KERNEL_H
+#ifndef WPK_KERNELS_CPU_KERNEL_H
+#define WPK_KERNELS_CPU_KERNEL_H
 
 #include "codegen/c/cg_c.h"
 #include "kernels/provider.h"

@@ -1,8 +1,8 @@
 /* unit.h -- compiling a program's kernels together: their sources merged into a few translation
  * units, compiled concurrently by cg_c_compile (cached on disk), each kernel's functions looked
  * up in its unit. Internal to src/compile. */
-#ifndef WPK_COMPILE_UNIT_H
-#define WPK_COMPILE_UNIT_H
+#ifndef WPK_KERNELS_CPU_UNIT_H
+#define WPK_KERNELS_CPU_UNIT_H
 
 #include "kernels/cpu_kernel.h"
 

@@ -2,8 +2,8 @@
  * implements it (kernel_provider_for) and the workload it poses, with identical workloads
  * counted once; the nodes no template takes run their reference kernels. What `wpk space`
  * prints and what the cpu backend compiles. */
-#ifndef WPK_COMPILE_TASKS_H
-#define WPK_COMPILE_TASKS_H
+#ifndef WPK_KERNELS_GRAPH_TASKS_H
+#define WPK_KERNELS_GRAPH_TASKS_H
 
 #include "base/strbuf.h"
 #include "kernels/provider.h"

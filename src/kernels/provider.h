@@ -1,6 +1,6 @@
-/* template.h -- schedule templates: for one kind of op, the algorithm (a tensor expression) plus
- * a schedule parameterized by knobs, and the task (workload) a graph node poses to it. Each
- * template is a provider in DESIGN.md's sense: supports / space / build. */
+/* provider.h -- the kernel provider, one interface for every way to implement a node (the DSL
+ * schedule templates and the vendor libraries), the task (workload) a node poses to one, and the
+ * registry that lists them for a node, so which implementation runs is one measured choice. */
 #ifndef WPK_KERNELS_PROVIDER_H
 #define WPK_KERNELS_PROVIDER_H
 

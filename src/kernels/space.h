@@ -1,8 +1,8 @@
 /* space.h -- a schedule template's search space as data: named knobs, each with its legal
  * values, and configs that pick one value per knob. The tuner (issue 5) searches these spaces;
  * `wpk space` prints them. */
-#ifndef WPK_TUNE_SPACE_H
-#define WPK_TUNE_SPACE_H
+#ifndef WPK_KERNELS_SPACE_H
+#define WPK_KERNELS_SPACE_H
 
 #include <stdint.h>
 

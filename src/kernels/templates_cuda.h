@@ -15,8 +15,8 @@
  *                     TUNE_MAX_ARGS inputs), Transpose, Slice and ReduceMean with constant
  *                     parameters (movement_cuda.c)
  */
-#ifndef WPK_TUNE_TEMPLATES_CUDA_H
-#define WPK_TUNE_TEMPLATES_CUDA_H
+#ifndef WPK_KERNELS_TEMPLATES_CUDA_H
+#define WPK_KERNELS_TEMPLATES_CUDA_H
 
 #include "kernels/provider.h"
 #include "kernels/conv2d_cuda.h"

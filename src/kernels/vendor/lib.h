@@ -9,8 +9,8 @@
  * attributes and inputs say), wpk::ConvNCHWc (blocked tensors), Gemm / wpk::FusedGemm, MatMul /
  * wpk::FusedMatMul. A provider that cannot reproduce the node's exact semantics (an activation
  * the library has no post-op for, a layout it does not take) does not support it. */
-#ifndef WPK_LIB_LIB_H
-#define WPK_LIB_LIB_H
+#ifndef WPK_KERNELS_VENDOR_LIB_H
+#define WPK_KERNELS_VENDOR_LIB_H
 
 #include <stdbool.h>
 

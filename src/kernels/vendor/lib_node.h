@@ -3,8 +3,8 @@
  * wpk::ConvNCHWc) or of a matrix product (Gemm, wpk::FusedGemm, MatMul, wpk::FusedMatMul),
  * with what both providers refuse (other dtypes, unknown dims, malformed nodes) refused here,
  * with a message, so the providers only add their own limits. */
-#ifndef WPK_LIB_LIB_NODE_H
-#define WPK_LIB_LIB_NODE_H
+#ifndef WPK_KERNELS_VENDOR_LIB_NODE_H
+#define WPK_KERNELS_VENDOR_LIB_NODE_H
 
 #include <stdbool.h>
 
