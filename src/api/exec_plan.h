@@ -54,7 +54,7 @@ void exec_plan_free(exec_plan *p);
  * Errors of cpu_program_create, cpu_program_plan and rt_exec_create. */
 wpk_status exec_plan_compile_cpu(wpk_context *ctx, exec_plan *p, int threads);
 
-/* The CUDA backend (issue 7; compile/cuda_program.h): the static plan's nodes as CUDA
+/* The CUDA backend (compile/cuda_program.h): the static plan's nodes as CUDA
  * kernels placed on device 0, run by exec_plan_run (inputs copied in, outputs back into the
  * plan's host workspace). WPK_ERR_UNSUPPORTED for a plan that is not static, without a device
  * ("CUDA unavailable: <reason>") or for nodes without a CUDA kernel (named). */

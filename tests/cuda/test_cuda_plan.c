@@ -1,4 +1,4 @@
-/* test_cuda_plan.c -- a compiled plan for a CUDA GPU (issue 30) on the mock driver
+/* test_cuda_plan.c -- a compiled plan for a CUDA GPU on the mock driver
  * (mock_libcuda.c): wpk_compile with target CUDA writes a plan that names its target and is
  * keyed by the GPU's fingerprint; wpk_plan_load runs it on the cuda backend (inputs up,
  * outputs down: the mock computes nothing, so only shapes and statuses are checked); the same
