@@ -19,6 +19,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../unit/check.h"
 #include "base/context.h"
@@ -120,7 +121,10 @@ static void run_plan(wpk_context *ctx, rt_cuda *d, const rt_plan *p, bool graph,
     void *mock = dlopen(getenv("WPK_CUDA_DRIVER_LIBRARY"), RTLD_NOW | RTLD_NOLOAD);
     long *allocs = mock ? dlsym(mock, "mock_allocs") : NULL;
     long dev_before = -1, host_before = -1;
-    const float *w = p->consts;
+    /* a plan read back from bytes holds its constants where the file put them: copied out,
+       not read in place (the blob's offset in the file need not be float-aligned) */
+    float w[PN];
+    memcpy(w, p->consts, sizeof w);
     float xin[PN], y[4][PN];
     for (int run = 0; x && run < 4; run++) {
         /* the first run captures the graph, the first two size the pinned staging */
