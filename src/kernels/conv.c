@@ -143,6 +143,20 @@ bool tune_conv_read(const ir_node *n, ir_tensor *const *in, ir_tensor *const *ou
     return true;
 }
 
+wpk_status tune_conv_build_nchw(te_ctx *c, const kernel_provider *self, const tune_task *t,
+                                const tune_space *s, const tune_config *cfg, tune_conv *g) {
+    if (!tune_conv_read_task(t, g) || g->op == IR_OP_CONV_NCHWC)
+        return wpk_error(c->err, WPK_ERR_INVALID_ARG, "%s: node '%s' is not a conv this "
+                         "template takes", self->name, t->node ? t->node->name : "(null)");
+    return tune_check_legal(c, self, t, s, cfg);
+}
+
+te_iter *tune_conv_raxis(const te_tensor *t, const char *name) {
+    for (int i = 0; i < t->body->nraxes; i++)
+        if (!strcmp(t->body->raxes[i]->name, name)) return t->body->raxes[i];
+    return NULL;
+}
+
 bool tune_conv_read_task(const tune_task *t, tune_conv *g) {
     ir_tensor *in[TUNE_MAX_ARGS] = {0}, *out[TUNE_MAX_ARGS] = {0};
     for (int i = 0; i < t->nin; i++)

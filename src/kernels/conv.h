@@ -48,6 +48,14 @@ bool tune_conv_default_start(const tune_task *t, tune_config *cfg, tune_conv *g)
  * argument slot): X (x_shape), W (w_shape, marked constant when its data is known), B, Z
  * (z_shape). args[0..*nargs), and the epilogue reading B and Z. NULL entries only when out of
  * memory (reported on c). */
+/* The start of an NCHW conv template's build: t read into *g (WPK_ERR_INVALID_ARG naming the
+ * node when it is not a plain conv: a blocked ConvNCHWc is another template's) and cfg checked
+ * against t's own space (tune_check_legal). */
+wpk_status tune_conv_build_nchw(te_ctx *c, const kernel_provider *self, const tune_task *t,
+                                const tune_space *s, const tune_config *cfg, tune_conv *g);
+/* The reduction axis called name ("rc", "kh", "kw") of a conv's reduction t, or NULL. */
+te_iter *tune_conv_raxis(const te_tensor *t, const char *name);
+
 wpk_status tune_conv_args(te_ctx *c, const tune_task *t, const tune_conv *g,
                           const int64_t *x_shape, int x_ndim, const int64_t *w_shape, int w_ndim,
                           const int64_t *z_shape, int z_ndim, tune_build *out, te_epilogue *ep);

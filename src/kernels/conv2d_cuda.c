@@ -159,20 +159,11 @@ static void default_config(const kernel_provider *self, const tune_task *t, cons
 
 static wpk_status failed(te_ctx *c) { return tune_failed(c, NAME); }
 
-static te_iter *raxis(const te_tensor *t, const char *name) {
-    for (int i = 0; i < t->body->nraxes; i++)
-        if (!strcmp(t->body->raxes[i]->name, name)) return t->body->raxes[i];
-    return NULL;
-}
-
 static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task *t,
                         const tune_space *s, const tune_config *cfg, tune_build *out) {
     memset(out, 0, sizeof *out);
     tune_conv g;
-    if (!tune_conv_read_task(t, &g) || g.op == IR_OP_CONV_NCHWC)
-        return wpk_error(c->err, WPK_ERR_INVALID_ARG, NAME ": node '%s' is not a conv this "
-                         "template takes", t->node ? t->node->name : "(null)");
-    TRY(tune_check_legal(c, self, t, s, cfg));
+    TRY(tune_conv_build_nchw(c, self, t, s, cfg, &g));
     const knobs k = read_knobs(s, cfg);
     const int64_t threads = k.thx * k.thy * k.thz, accum = k.tx * k.ty * k.tz;
     if (threads > 1024)
@@ -262,7 +253,8 @@ static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task 
     te_iter *at[3], *ai[3];
     for (int d = 0; d < 3; d++) TRY(te_split(sa, acc->axes[d + 1], tile[d], &at[d], &ai[d]));
     te_iter *rco, *rci;
-    te_iter *rc = raxis(acc, "rc"), *rh = raxis(acc, "kh"), *rw = raxis(acc, "kw");
+    te_iter *rc = tune_conv_raxis(acc, "rc"), *rh = tune_conv_raxis(acc, "kh"),
+           *rw = tune_conv_raxis(acc, "kw");
     TRY(te_split(sa, rc, k.trz, &rco, &rci));
     te_iter *ord[11];
     int n = 0;

@@ -69,23 +69,11 @@ static void default_config(const kernel_provider *self, const tune_task *t, cons
     tune_config_set(s, cfg, "pack", 1);
 }
 
-static te_iter *raxis(const te_tensor *t, const char *name) {
-    if (t->body->kind != TE_REDUCE) return NULL;
-    for (int i = 0; i < t->body->nraxes; i++)
-        if (!strcmp(t->body->raxes[i]->name, name)) return t->body->raxes[i];
-    return NULL;
-}
-
 static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task *t,
-                        const tune_space *s,
-                        const tune_config *cfg, tune_build *out) {
-    (void)self;
+                        const tune_space *s, const tune_config *cfg, tune_build *out) {
     memset(out, 0, sizeof *out);
     tune_conv g;
-    if (!tune_conv_read_task(t, &g) || g.op == IR_OP_CONV_NCHWC)
-        return wpk_error(c->err, WPK_ERR_INVALID_ARG, NAME ": node '%s' is not a conv this "
-                         "template takes", t->node ? t->node->name : "(null)");
-    TRY(tune_check_legal(c, self, t, s, cfg));
+    TRY(tune_conv_build_nchw(c, self, t, s, cfg, &g));
     const int64_t ocb = tune_value(s, cfg, "oc_block"), ohb = tune_value(s, cfg, "oh_block");
     const int64_t owb = tune_value(s, cfg, "ow_block");
     const bool unroll_kw = tune_value(s, cfg, "unroll_kw") != 0;
@@ -143,7 +131,8 @@ static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task 
         te_stage *sa = te_stage_of(sc, acc);
         TRY(te_compute_at(sa, so, owo));
         TRY(te_set_scope(sa, "local"));
-        te_iter *rc = raxis(acc, "rc"), *kh = raxis(acc, "kh"), *kw = raxis(acc, "kw");
+        te_iter *rc = tune_conv_raxis(acc, "rc"), *kh = tune_conv_raxis(acc, "kh"),
+               *kw = tune_conv_raxis(acc, "kw");
         te_iter *ord[8];
         int n = 0;
         if (order == ORDER_TAPS_OUTER) {

@@ -330,7 +330,6 @@ static wpk_status schedule_copy(te_schedule *s, te_tensor *t) {
 static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task *t,
                         const tune_space *s,
                         const tune_config *cfg, tune_build *out) {
-    (void)self;
     memset(out, 0, sizeof *out);
     tune_conv g;
     if (!tune_conv_read_task(t, &g))

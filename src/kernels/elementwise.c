@@ -262,7 +262,6 @@ static const te_expr *binary(te_ctx *c, ir_op op, const te_expr *a, const te_exp
 static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task *t,
                         const tune_space *s,
                         const tune_config *cfg, tune_build *out) {
-    (void)self;
     memset(out, 0, sizeof *out);
     const ir_node *n = t->node;
     if (!n || !(is_unary(n->op) || is_binary(n->op)))

@@ -111,7 +111,6 @@ static void default_config(const kernel_provider *self, const tune_task *t, cons
 static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task *t,
                         const tune_space *s,
                         const tune_config *cfg, tune_build *out) {
-    (void)self;
     memset(out, 0, sizeof *out);
     ln g;
     if (!read_task(t, &g))

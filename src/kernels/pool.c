@@ -209,7 +209,6 @@ static wpk_status schedule_acc(te_schedule *sc, te_tensor *acc, te_stage *so, te
 static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task *t,
                         const tune_space *s,
                         const tune_config *cfg, tune_build *out) {
-    (void)self;
     memset(out, 0, sizeof *out);
     pool g;
     if (!read_task(t, &g))
@@ -387,7 +386,6 @@ static void g_default(const kernel_provider *self, const tune_task *t, const tun
 static wpk_status g_build(const kernel_provider *self, te_ctx *c, const tune_task *t,
                           const tune_space *s,
                           const tune_config *cfg, tune_build *out) {
-    (void)self;
     memset(out, 0, sizeof *out);
     if (!t->node || t->nin < 1 || t->in[0].ndim < 3)
         return wpk_error(c->err, WPK_ERR_INVALID_ARG, NAME ": node '%s' is not a global pooling",

@@ -141,7 +141,6 @@ static wpk_status create(const kernel_provider *self, wpk_context *ctx, const ir
                          ir_tensor *const *in,
                          ir_tensor *const *out, int config, const kernel_device *dev,
                          lib_kernel **out_k) {
-    (void)self;
     *out_k = NULL;
     if (dev->cuda) return lib_host_only(ctx, self, n);
     lib_kernel *k = wpk_calloc(1, sizeof *k);
