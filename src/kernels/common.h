@@ -59,7 +59,7 @@ wpk_status tune_schedule_flat(te_stage *st, te_iter *outer, int64_t nouter, te_i
 
 /* The provider table of a DSL template `var` called `label`: its supports and describe entry
  * points, and the file's static space, default_config and build. */
-#define TUNE_TEMPLATE(var, label, supports_fn, describe_fn)                                \
+#define TUNE_TEMPLATE(var, label, supports_fn, describe_fn, legal_fn)                      \
     const kernel_provider var = {                                                          \
         .name = label,                                                                     \
         .family = "generated",                                                             \
@@ -67,6 +67,7 @@ wpk_status tune_schedule_flat(te_stage *st, te_iter *outer, int64_t nouter, te_i
         .describe = describe_fn,                                                           \
         .space = space,                                                                    \
         .default_config = default_config,                                                  \
+        .legal = legal_fn,                                                                 \
         .build = build,                                                                    \
     }
 

@@ -113,10 +113,12 @@ int64_t tune_conv2d_cuda_shared_bytes(const tune_task *t, const tune_space *s,
     return shared_bytes(&g, &k);
 }
 
-bool tune_conv2d_cuda_legal(const tune_task *t, const tune_space *s, const tune_config *cfg) {
+/* The limits build checks (threads, accumulators, shared memory), without building. */
+static bool legal(const kernel_provider *self, const tune_task *t, const tune_space *s,
+                  const tune_config *cfg) {
     tune_conv g;
     if (!tune_conv_read_task(t, &g) || g.op == IR_OP_CONV_NCHWC) return false;
-    if (!tune_cuda_choices_ok(s, cfg)) return false;
+    if (!kernel_legal_in_space(self, t, s, cfg)) return false;
     knobs k = read_knobs(s, cfg);
     return k.thx * k.thy * k.thz <= 1024 && k.tx * k.ty * k.tz <= CONV2D_CUDA_MAX_ACCUM &&
            shared_bytes(&g, &k) <= CONV2D_CUDA_MAX_SHARED && !idle_threads(&g, &k);
@@ -290,4 +292,4 @@ static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task 
     return WPK_OK;
 }
 
-TUNE_TEMPLATE(tune_conv2d_cuda, NAME, tune_conv_supports_nchw, tune_conv_describe_task);
+TUNE_TEMPLATE(tune_conv2d_cuda, NAME, tune_conv_supports_nchw, tune_conv_describe_task, legal);

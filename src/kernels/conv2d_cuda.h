@@ -36,8 +36,5 @@ const kernel_provider *const *kernel_providers_cuda(void);
 int64_t tune_conv2d_cuda_shared_bytes(const tune_task *t, const tune_space *s,
                                       const tune_config *cfg);
 
-/* Whether a config fits the limits build checks (threads, accumulators, shared memory): the
- * pruning a search strategy applies before proposing it (tune_strategy_params.legal). Cheap. */
-bool tune_conv2d_cuda_legal(const tune_task *t, const tune_space *s, const tune_config *cfg);
 
 #endif

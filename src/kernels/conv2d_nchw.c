@@ -175,5 +175,6 @@ const kernel_provider tune_conv2d_nchw = {
     .describe = tune_conv_describe_task,
     .space = space,
     .default_config = default_config,
+    .legal = kernel_legal_in_space,
     .build = build,
 };

@@ -455,6 +455,7 @@ const kernel_provider tune_conv2d_nchwc = {
     .describe = describe,
     .space = space,
     .default_config = default_config,
+    .legal = kernel_legal_in_space,
     .build = build,
     /* records stored before oc_tile tiled one channel block */
     .unnamed = "oc_tile=1",

@@ -425,6 +425,7 @@ const kernel_provider tune_conv2d_winograd = {
     .describe = describe,
     .space = space,
     .default_config = default_config,
+    .legal = kernel_legal_in_space,
     .build = build,
     .batch_buffers = true,
 };

@@ -99,10 +99,12 @@ static const char *over_limit(const knobs *k, char *why, size_t cap) {
     return why;
 }
 
-bool tune_dense_cuda_legal(const tune_task *t, const tune_space *s, const tune_config *cfg) {
+/* The limits build checks (threads, accumulators, shared memory), without building. */
+static bool legal(const kernel_provider *self, const tune_task *t, const tune_space *s,
+                  const tune_config *cfg) {
     tune_mm g;
     if (!read_task(t, &g)) return false;
-    if (!tune_cuda_choices_ok(s, cfg)) return false;
+    if (!kernel_legal_in_space(self, t, s, cfg)) return false;
     knobs k = read_knobs(s, cfg);
     char why[160];
     return over_limit(&k, why, sizeof why) == NULL;
@@ -217,4 +219,4 @@ static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task 
     return WPK_OK;
 }
 
-TUNE_TEMPLATE(tune_dense_cuda, NAME, supports, describe);
+TUNE_TEMPLATE(tune_dense_cuda, NAME, supports, describe, legal);

@@ -313,5 +313,6 @@ const kernel_provider tune_elementwise = {
     .describe = describe,
     .space = space,
     .default_config = default_config,
+    .legal = kernel_legal_in_space,
     .build = build,
 };

@@ -26,6 +26,7 @@
 typedef struct borrowed {
     const kernel_provider *cpu;     /* whose algorithm it schedules */
     bool vec;                       /* offers the float4 knob (no reductions) */
+    bool plain_pools_only;          /* leaves the blocked layout's pools (NCHWc) to the CPU */
 } borrowed;
 
 static const borrowed *borrowed_of(const kernel_provider *self) { return self->impl; }
@@ -39,7 +40,7 @@ static bool b_supports(const kernel_provider *self, const ir_node *n, ir_tensor 
     const borrowed *b = borrowed_of(self);
     if (!n || n->nout != 1) return false;
     /* the blocked layout's pools (NCHWc) are the CPU's */
-    if (b->cpu == &tune_pool2d && !is_pool2d_nchw(n)) return false;
+    if (b->plain_pools_only && !is_pool2d_nchw(n)) return false;
     return b->cpu->supports(b->cpu, n, in, out);
 }
 
@@ -97,8 +98,8 @@ static wpk_status b_build(const kernel_provider *self, te_ctx *c, const tune_tas
 }
 
 /* The three templates: one set of entry points, each template's description in impl. */
-#define BORROWED(var, label, cpu_template, vec_ok)                                           \
-    static const borrowed var##_impl = {&cpu_template, vec_ok};                             \
+#define BORROWED(var, label, cpu_template, vec_ok, plain_pools)                              \
+    static const borrowed var##_impl = {&cpu_template, vec_ok, plain_pools};                \
     const kernel_provider var = {                                                           \
         .name = label,                                                                      \
         .family = "generated",                                                              \
@@ -107,9 +108,10 @@ static wpk_status b_build(const kernel_provider *self, te_ctx *c, const tune_tas
         .describe = b_describe,                                                             \
         .space = b_space,                                                                   \
         .default_config = b_default,                                                        \
+        .legal = kernel_legal_in_space,                                                     \
         .build = b_build,                                                                   \
     }
 
-BORROWED(tune_elementwise_cuda, "elementwise_cuda", tune_elementwise, true);
-BORROWED(tune_pool2d_cuda, "pool2d_cuda", tune_pool2d, false);
-BORROWED(tune_global_pool_cuda, "global_pool_cuda", tune_global_pool, false);
+BORROWED(tune_elementwise_cuda, "elementwise_cuda", tune_elementwise, true, false);
+BORROWED(tune_pool2d_cuda, "pool2d_cuda", tune_pool2d, false, true);
+BORROWED(tune_global_pool_cuda, "global_pool_cuda", tune_global_pool, false, false);

@@ -173,5 +173,6 @@ const kernel_provider tune_layernorm = {
     .describe = describe,
     .space = space,
     .default_config = default_config,
+    .legal = kernel_legal_in_space,
     .build = build,
 };

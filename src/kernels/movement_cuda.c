@@ -66,6 +66,7 @@ static void key_shapes(tune_task *t, const char *name) {
         .describe = prefix##_describe,                                                     \
         .space = flat_space,                                                               \
         .default_config = flat_default,                                                    \
+        .legal = kernel_legal_in_space,                                                    \
         .build = prefix##_build,                                                           \
     }
 

@@ -329,6 +329,7 @@ const kernel_provider tune_pool2d = {
     .describe = describe,
     .space = space,
     .default_config = default_config,
+    .legal = kernel_legal_in_space,
     .build = build,
 };
 
@@ -424,5 +425,6 @@ const kernel_provider tune_global_pool = {
     .describe = g_describe,
     .space = g_space,
     .default_config = g_default,
+    .legal = kernel_legal_in_space,
     .build = g_build,
 };

@@ -77,6 +77,11 @@ struct kernel_provider {
     /* A config that is good without tuning. */
     void (*default_config)(const kernel_provider *self, const tune_task *task, const tune_space *s,
                            tune_config *out);
+    /* Whether build (or create) takes cfg, decided cheaply without building: what a search
+     * prunes with before measuring. kernel_legal_in_space where only the knobs' ranges limit
+     * it. */
+    bool (*legal)(const kernel_provider *self, const tune_task *task, const tune_space *s,
+                  const tune_config *cfg);
 
     /* ---- code-generating providers (the DSL templates) ---- */
     /* Build the algorithm and apply the config's schedule. WPK_ERR_INVALID_ARG for a config the
@@ -119,6 +124,11 @@ struct kernel_provider {
     /* "oneDNN v3.0.0 (cpu runtime: OpenMP)", for provenance; static. */
     const char *(*version)(const kernel_provider *self);
 };
+
+/* The legality of a provider whose only limits are its knobs' ranges: every choice of cfg is
+ * one of its knob's values in s. */
+bool kernel_legal_in_space(const kernel_provider *self, const tune_task *task, const tune_space *s,
+                           const tune_config *cfg);
 
 /* Whether p generates code (a DSL template) rather than making kernels at load time. */
 static inline bool kernel_provider_generates(const kernel_provider *p) { return p->build != NULL; }

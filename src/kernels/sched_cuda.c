@@ -22,12 +22,6 @@ void tune_cuda_add_upto(tune_space *s, const char *name, const int64_t *cand, in
     tune_space_add(s, name, k, v);
 }
 
-bool tune_cuda_choices_ok(const tune_space *s, const tune_config *cfg) {
-    for (int k = 0; k < s->nknobs; k++)
-        if (cfg->choice[k] < 0 || cfg->choice[k] >= s->knobs[k].nvalues) return false;
-    return true;
-}
-
 wpk_status tune_cuda_cooperative(te_stage *st, int ndims, const int64_t *threads) {
     static const char *const idx[3] = {"threadIdx.x", "threadIdx.y", "threadIdx.z"};
     te_tensor *t = st->tensor;

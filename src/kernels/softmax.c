@@ -109,5 +109,6 @@ const kernel_provider tune_softmax = {
     .describe = tune_softmax_describe_task,
     .space = space,
     .default_config = default_config,
+    .legal = kernel_legal_in_space,
     .build = build,
 };

@@ -67,4 +67,5 @@ static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task 
     return WPK_OK;
 }
 
-TUNE_TEMPLATE(tune_softmax_cuda, NAME, tune_softmax_supports, tune_softmax_describe_task);
+TUNE_TEMPLATE(tune_softmax_cuda, NAME, tune_softmax_supports, tune_softmax_describe_task,
+              kernel_legal_in_space);

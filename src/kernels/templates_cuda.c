@@ -32,10 +32,3 @@ const kernel_provider *kernel_provider_cuda_find(const char *name) {
         if (!strcmp(registry[i]->name, name)) return registry[i];
     return NULL;
 }
-
-bool tune_cuda_legal(const tune_task *t, const tune_space *s, const tune_config *cfg) {
-    if (!t || !t->tmpl) return false;
-    if (t->tmpl == &tune_conv2d_cuda) return tune_conv2d_cuda_legal(t, s, cfg);
-    if (t->tmpl == &tune_dense_cuda) return tune_dense_cuda_legal(t, s, cfg);
-    return tune_cuda_choices_ok(s, cfg);
-}

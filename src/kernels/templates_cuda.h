@@ -68,8 +68,6 @@ int64_t tune_cuda_pow2_at_least(int64_t v);
 /* A knob of the values of cand[0..n) that are at most limit (the first one always). */
 void tune_cuda_add_upto(tune_space *s, const char *name, const int64_t *cand, int n,
                         int64_t limit);
-/* Whether every choice of cfg indexes a value of its knob. */
-bool tune_cuda_choices_ok(const tune_space *s, const tune_config *cfg);
 /* A shared-memory stage copied by the whole block: its axes fused and spread over ndims (2 or 3)
  * thread dims with threads[0] (x), threads[1] (y), threads[2] (z) threads, x fastest, so
  * consecutive threads copy consecutive elements. */
@@ -81,12 +79,5 @@ wpk_status tune_cuda_cooperative(te_stage *st, int ndims, const int64_t *threads
 #define CUDA_MAX_THREADS 1024
 #define CUDA_MAX_ACCUM 64
 #define CUDA_MAX_SHARED (48 * 1024)
-
-/* Whether a config of a CUDA template fits those limits before building (the pruning a search
- * strategy applies, tune_strategy_params.legal): conv2d_cuda's and dense_cuda's own checks, true
- * for the others' configs that lie in their space. */
-bool tune_cuda_legal(const tune_task *t, const tune_space *s, const tune_config *cfg);
-/* dense_cuda's part of it. */
-bool tune_dense_cuda_legal(const tune_task *t, const tune_space *s, const tune_config *cfg);
 
 #endif

@@ -11,8 +11,8 @@
  *     the same reference; without one that part is skipped, saying "no CUDA device: <reason>".
  * Configs: the default, hand-picked ones (shared memory on and off, register tiles, float4),
  * and random ones (those the template refuses must be refused with WPK_ERR_INVALID_ARG, and
- * tune_cuda_legal must agree). Plus the registry (the CPU registry holds no CUDA template and
- * the reverse), nodes the templates must decline, and configs beyond the limits named in the
+ * the template's legal must agree). Plus the registry (the CPU registry holds no CUDA
+ * template and the reverse), nodes the templates must decline, and configs beyond the limits named in the
  * message. Without NVRTC or a host C++ compiler those parts are skipped with a message.
  * The conv template has its own test (tests/unit/test_codegen_cuda.c). */
 #define _DEFAULT_SOURCE
@@ -366,10 +366,10 @@ static bool run_config(wpk_context *ctx, const node_case *nc, problem2 *p, const
     te_ctx_init(&c, ctx);
     tune_build b;
     wpk_status st = tm->build(tm, &c, task, sp, cfg, &b);
-    if (tune_cuda_legal(task, sp, cfg) != (st == WPK_OK)) {
-        fprintf(stderr, "%s: legal says %d, build %s\n", what, tune_cuda_legal(task, sp, cfg),
+    if (task->tmpl->legal(task->tmpl, task, sp, cfg) != (st == WPK_OK)) {
+        fprintf(stderr, "%s: legal says %d, build %s\n", what, task->tmpl->legal(task->tmpl, task, sp, cfg),
                 st ? wpk_context_error(ctx) : "ok");
-        CHECK(!"tune_cuda_legal agrees with build");
+        CHECK(!"legal agrees with build");
     }
     if (st) {
         if (must_build) fprintf(stderr, "%s: build: %s\n", what, wpk_context_error(ctx));
@@ -533,7 +533,7 @@ static void test_registry(wpk_context *ctx) {
     CHECK_ERR(ctx, tune_dense_cuda.build(&tune_dense_cuda, &c, &task, &sp, &cfg, &b),
               WPK_ERR_INVALID_ARG,
               "dense_cuda: 2048 threads per block");
-    CHECK(!tune_cuda_legal(&task, &sp, &cfg));
+    CHECK(!task.tmpl->legal(task.tmpl, &task, &sp, &cfg));
     CHECK(tune_config_parse(ctx, &sp, "thread_x=128,thread_y=8,tile_n=8,tile_m=8,tile_k=16,"
                             "shared=1", &cfg) == WPK_OK);
     CHECK_ERR(ctx, tune_dense_cuda.build(&tune_dense_cuda, &c, &task, &sp, &cfg, &b),
@@ -547,7 +547,7 @@ static void test_registry(wpk_context *ctx) {
     CHECK_ERR(ctx, tune_dense_cuda.build(&tune_dense_cuda, &c, &task, &sp, &cfg, &b),
               WPK_ERR_INVALID_ARG,
               "thread_x");
-    CHECK(!tune_cuda_legal(&task, &sp, &cfg));
+    CHECK(!task.tmpl->legal(task.tmpl, &task, &sp, &cfg));
     te_ctx_free(&c);
     problem2_free(&p);
 

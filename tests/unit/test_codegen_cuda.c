@@ -328,7 +328,7 @@ static bool run_config(wpk_context *ctx, const conv_case *cc, problem *p, const 
     tune_build b;
     wpk_status st = tune_conv2d_cuda.build(&tune_conv2d_cuda, &c, task, sp, cfg, &b);
     /* the pruning a search applies agrees with what build accepts */
-    CHECK(tune_conv2d_cuda_legal(task, sp, cfg) == (st == WPK_OK));
+    CHECK(tune_conv2d_cuda.legal(&tune_conv2d_cuda, task, sp, cfg) == (st == WPK_OK));
     if (st) {
         if (must_build) {
             fprintf(stderr, "%s: build: %s\n", what, wpk_context_error(ctx));
@@ -473,7 +473,7 @@ static void test_conv_template_emits(wpk_context *ctx) {
             te_ctx_init(&c, ctx);
             CHECK(tune_config_parse(ctx, &sp, "thread_x=4,thread_y=4,thread_z=2,tile_x=1,tile_y=1,"
                                     "tile_z=8,tile_rz=1,shared=0,order=0", &cfg) == WPK_OK);
-            CHECK(!tune_conv2d_cuda_legal(&task, &sp, &cfg));
+            CHECK(!tune_conv2d_cuda.legal(&tune_conv2d_cuda, &task, &sp, &cfg));
             CHECK_ERR(ctx, tune_conv2d_cuda.build(&tune_conv2d_cuda, &c, &task, &sp, &cfg, &b), WPK_ERR_INVALID_ARG,
                       "thread_z > 1, but one thread's tile");
             te_ctx_free(&c);

@@ -627,6 +627,7 @@ const kernel_provider lib_onednn = {
     .describe = lib_describe,
     .space = lib_space,
     .default_config = lib_default_config,
+    .legal = kernel_legal_in_space,
     .supports = supports,
     .configs = configs,
     .create = create,
