@@ -12,8 +12,8 @@
  * Configs: the default, hand-picked ones (shared memory on and off, register tiles, float4),
  * and random ones (those the template refuses must be refused with WPK_ERR_INVALID_ARG, and
  * the template's legal must agree). Plus the registry (the CPU registry holds no CUDA
- * template and the reverse), nodes the templates must decline, and configs beyond the limits named in the
- * message. Without NVRTC or a host C++ compiler those parts are skipped with a message.
+ * template and the reverse), nodes the templates must decline, and configs beyond the limits
+ * named in the message. Without NVRTC or a host C++ compiler those parts are skipped with a message.
  * The conv template has its own test (tests/unit/test_codegen_cuda.c). */
 #define _DEFAULT_SOURCE
 
