@@ -116,7 +116,7 @@ wpk_status wpk_model_lower(wpk_context *ctx, const wpk_model *model, const char 
 typedef enum wpk_backend {
     WPK_BACKEND_REF = 0,
     WPK_BACKEND_CPU = 1,
-    /* the GPU (issue 7): every node a generated CUDA kernel (NVRTC), the plan's workspace on the
+    /* the GPU: every node a generated CUDA kernel (NVRTC), the plan's workspace on the
      * device, runs as one CUDA Graph. Needs an NVIDIA driver and device: wpk_session_create
      * returns WPK_ERR_UNSUPPORTED "CUDA unavailable: <reason>" without them, and
      * "CUDA backend: no CUDA kernel for ..." naming the nodes that have none. */

@@ -128,7 +128,7 @@ wpk_status exec_plan_create(wpk_context *ctx, const ir_graph *src, const ir_tens
     return WPK_OK;
 }
 
-/* ---- the CUDA backend (issue 7) ---- */
+/* ---- the CUDA backend ---- */
 
 wpk_status exec_plan_compile_cuda(wpk_context *ctx, exec_plan *p) {
     if (!p->is_static)

@@ -32,7 +32,7 @@ typedef struct exec_plan {
                            without cpu */
     bool *in_bind;      /* per graph input: x reads it where the caller keeps it (no other
                            value shares its bytes and it is no output), else it is copied */
-    struct tune_cuda_runner *cuda; /* the CUDA backend (issue 7): the plan on the GPU, or NULL */
+    struct tune_cuda_runner *cuda; /* the CUDA backend: the plan on the GPU, or NULL */
     wpk_node_profile *profile; /* per node, when profiling: what it runs (strings borrowed
                                   from plan) and its time in the last run */
 } exec_plan;
