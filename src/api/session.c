@@ -76,7 +76,7 @@ wpk_status wpk_session_create(wpk_context *ctx, const wpk_model *model,
     if (p.backend != WPK_BACKEND_REF && p.backend != WPK_BACKEND_CPU &&
         p.backend != WPK_BACKEND_CUDA)
         return wpk_error(ctx, WPK_ERR_INVALID_ARG, "backend %d is not available", (int)p.backend);
-    /* the CUDA backend (issue 7): no device is said at once, before any work */
+    /* the CUDA backend: no device is said at once, before any work */
     if (p.backend == WPK_BACKEND_CUDA) {
         wpk_status cst = rt_cuda_probe(ctx, 0, NULL);
         if (cst) return cst;

@@ -1,5 +1,5 @@
 /* space.h -- a schedule template's search space as data: named knobs, each with its legal
- * values, and configs that pick one value per knob. The tuner (issue 5) searches these spaces;
+ * values, and configs that pick one value per knob. The tuner searches these spaces;
  * `wpk space` prints them. */
 #ifndef WPK_KERNELS_SPACE_H
 #define WPK_KERNELS_SPACE_H

@@ -63,8 +63,8 @@ const char *op_dims_str(char *buf, size_t cap, int ndim, const int64_t *dims);
  * Each site has a parallel branch and a serial branch over the same loop body, and takes the
  * serial one when this is false instead of entering a region with an `if` clause or on a
  * one-thread team: libgomp allocates and frees a team for every region that runs on one
- * thread, and the runtime allocates nothing while it runs a model (issue 3;
- * tests/unit/test_zero_alloc.c counts the OpenMP runtime's allocations too). Thread safe. */
+ * thread, and the runtime allocates nothing while it runs a model
+ * (tests/unit/test_zero_alloc.c counts the OpenMP runtime's allocations too). Thread safe. */
 bool op_parallel(int64_t work, int64_t min_work);
 
 #endif

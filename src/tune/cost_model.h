@@ -1,4 +1,4 @@
-/* cost_model.h -- a learned ranking of configs by speed from their features (issue 5's
+/* cost_model.h -- a learned ranking of configs by speed from their features (for the
  * cost-model-guided search): gradient-boosted trees through XGBoost's C API, trained afresh on
  * each call to fit. Rows come in groups (one per workload: this task's measurements, records of
  * other workloads) and are only compared within their group, so records of a kernel ten times

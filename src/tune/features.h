@@ -1,5 +1,5 @@
-/* features.h -- a config's schedule as its code will run, read from the task's lowered loop IR
- * (issue 5): a fixed-length feature vector for the "model" strategy's cost model (the same
+/* features.h -- a config's schedule as its code will run, read from the task's lowered loop IR:
+ * a fixed-length feature vector for the "model" strategy's cost model (the same
  * length and meaning for every template and workload, so records of other workloads train it
  * too), and the pruning predicate every strategy honours (configs that do not lower, register
  * tiles larger than the register file, reduction working sets far beyond L2). */

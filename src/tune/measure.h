@@ -1,4 +1,4 @@
-/* measure.h -- the measurer (builder + runner, issue 5): turns one task's candidate configs into
+/* measure.h -- the measurer (builder + runner): turns one task's candidate configs into
  * timings. Each candidate is built (template build -> loop_lower -> cg_c_emit -> cg_c_compile,
  * through the cpu backend's kernel builder, so what is measured is what the backend runs) in a
  * forked build worker; the compiled object lands in the kernel cache, where an isolated forked

@@ -1,4 +1,4 @@
-/* strategy.h -- search strategies behind one ask/tell interface over one space (issue 5):
+/* strategy.h -- search strategies behind one ask/tell interface over one space:
  * random, grid (with pruning), genetic algorithm, reinforcement learning, simulated annealing,
  * and cost-model-guided search. Seeded and reproducible: the same seed and the same results told
  * give the same proposals. */

@@ -1,4 +1,4 @@
-/* tuner.h -- the tuning loop (issue 5): for each task, resume from the records database, ask
+/* tuner.h -- the tuning loop: for each task, resume from the records database, ask
  * the search strategy for configs, measure them (measure.h), store every result the moment it
  * is known, tell the strategy; and the task scheduler that spreads a time budget over the
  * tasks by expected gain. At the end of each task that measured anything, its default config
