@@ -10,7 +10,7 @@ DEMO_DIR := $(BUILD)/demo
 DEMO_TUNE ?= 60s
 DEMO_MODEL := $(DEMO_DIR)/resnet_like.onnx
 
-.PHONY: all help deps deps-test build demo test test-unit test-asan fuzz clean
+.PHONY: all help deps deps-test build build-quiet demo test test-unit test-asan fuzz clean
 
 all: build
 
@@ -34,11 +34,18 @@ build:
 	@cmake -S . -B $(BUILD) -DWPK_WERROR=ON >/dev/null
 	@cmake --build $(BUILD) -j$(JOBS)
 
+# The demo's build: its log kept in the build dir, shown only when the build fails.
+build-quiet:
+	@echo "== building wpk (log: $(BUILD)/build.log)"
+	@mkdir -p $(BUILD) && { cmake -S . -B $(BUILD) -DWPK_WERROR=ON && \
+	  cmake --build $(BUILD) -j$(JOBS); } >$(BUILD)/build.log 2>&1 || \
+	  { cat $(BUILD)/build.log; echo "make demo: the build failed (above)"; exit 1; }
+
 # The demo: a small ResNet-style model (random weights) described, run, tuned on this machine for
 # DEMO_TUNE into a records database under the build dir (a rerun continues it), compiled into a
 # tuned plan and an untuned one (no records: every kernel at its template's default), and the
 # two benched side by side: the tuned plan's per-node table, then both latencies and the ratio.
-demo: deps build
+demo: deps build-quiet
 	@$(PYTHON) tests/models/gen_models.py --models resnet_like $(DEMO_DIR) >/dev/null
 	@echo "== wpk info: the model" && $(BUILD)/wpk info $(DEMO_MODEL)
 	@echo && echo "== wpk run: seeded random input, generated kernels" && \

@@ -130,7 +130,7 @@ typedef struct wpk_session_params {
                        libgomp loads: the wpk CLI sets GOMP_SPINCOUNT=10000 (a 0.5 ms spin, then
                        sleep); a program embedding wpk should set it too, or OMP_WAIT_POLICY */
     int opt_level;  /* graph optimization level of the session's copy (wpk_optimize_params.level);
-                       default 2 */
+                       default 3 */
     const char *records;  /* CPU: the tuning records database the choices come from; NULL: the
                              default one ($WPK_CACHE_DIR or ~/.cache/wpk/records.db) when it
                              exists; "": none (every node at its default) */
@@ -164,7 +164,7 @@ wpk_status wpk_session_profile(wpk_session *session, const wpk_node_profile **ou
 /* ---- compiled plans (.wpk) ---- */
 
 typedef struct wpk_compile_params {
-    int opt_level;        /* default 2, as `wpk tune` and `wpk run` (the records must match) */
+    int opt_level;        /* default 3, as `wpk tune` and `wpk run` (the records must match) */
     int batch;            /* the value of every symbolic dim (default 1) */
     int threads;          /* 0: the physical cores */
     const char *records;  /* as wpk_session_params.records */
@@ -178,7 +178,24 @@ typedef struct wpk_compile_params {
                              refused) built for the device's SM, the plan keyed by the GPU's
                              fingerprint (name, SM version, driver version); WPK_BACKEND_REF is
                              WPK_ERR_INVALID_ARG */
+    int check_speed;      /* CPU, nonzero (the default): when the records chose anything, the
+                             chosen plan is timed on the model against the all-defaults plan
+                             (and the generated-kernels-only plan when a library was chosen),
+                             and the fastest is written: a choice timed alone is checked in
+                             context, and a tuned plan is never slower than the untuned one */
+    struct wpk_compile_report *report; /* optional: what the speed check measured */
 } wpk_compile_params;
+
+/* The plans the speed check timed (median ms over alternating rounds) and the one written. */
+#define WPK_COMPILE_MAX_PLANS 3
+typedef struct wpk_compile_report {
+    int nplans;           /* 0: nothing to compare (no choice from records, or check off) */
+    struct {
+        const char *name; /* "chosen", "defaults", "generated" (static strings) */
+        double median_ms;
+    } plans[WPK_COMPILE_MAX_PLANS];
+    int kept;             /* index into plans of the plan written */
+} wpk_compile_report;
 
 wpk_compile_params wpk_compile_default_params(void);
 

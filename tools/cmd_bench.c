@@ -45,7 +45,7 @@ static const char USAGE[] =
     "                 or every node that can on one provider (MODEL only)\n"
     "  --db FILE      the tuning records the choices come from (MODEL only; default: the\n"
     "                 cache's records.db when it exists; '': none, every node at its default)\n"
-    "  -O LEVEL       graph optimization (MODEL only; default 2, as wpk tune records at)\n"
+    "  -O LEVEL       graph optimization (MODEL only; default 3, as wpk tune records at)\n"
     "  --json         one JSON object: latency_ms, throughput, samples, the nodes, provenance\n"
     "  --profile F    write the profiled runs as a Chrome/Perfetto trace (JSON, ts/dur in us)\n"
     "  --top N        nodes in the text table (default 25; 0: all)\n"

@@ -33,7 +33,7 @@ static const char USAGE[] =
     "                 ~/.cache/wpk, file records.db)\n"
     "  --parallel     build workers (auto: chosen and adjusted while tuning; measurements run\n"
     "                 one at a time unless timings stay accurate alongside builds)\n"
-    "  -O LEVEL       graph optimization the tasks come from (default 2, as `wpk run`)\n"
+    "  -O LEVEL       graph optimization the tasks come from (default 3, as `wpk run`)\n"
     "  --report DIR   DIR/curves_<strategy>.csv (best-so-far GFLOP/s vs trials per task) and\n"
     "                 DIR/curves.png plotting every strategy's CSV in DIR\n"
     "  --timeout S    kill a kernel's measurement after S seconds (default 30)\n"

@@ -36,23 +36,26 @@ static void usage(FILE *f) {
           "                                a compiled plan (no C compiler needed); -v logs\n"
           "                                compile statistics\n"
           "  compile MODEL -o MODEL.wpk [--db FILE] [-O LEVEL] [--batch N] [--provider P]\n"
-          "             [--threads N] [--strict] [--target cpu|cuda]\n"
-          "                                optimize (default -O2), specialize to batch N, choose\n"
+          "             [--threads N] [--strict] [--no-speed-check] [--target cpu|cuda]\n"
+          "                                optimize (default -O3), specialize to batch N, choose\n"
           "                                every node's kernel from the records, build, pre-pack\n"
           "                                and plan memory into one file; prints per op how many\n"
           "                                nodes are tuned / default / library / reference;\n"
           "                                --strict fails naming the nodes without records;\n"
+          "                                when records chose kernels, the plan is timed against\n"
+          "                                the all-defaults one (and generated-only when it uses\n"
+          "                                a library) and the fastest is written, said so\n"
           "                                --target cuda: for this machine's GPU (CUDA kernels\n"
           "                                at their defaults), run where that GPU is\n"
           "  space MODEL [-O LEVEL]        the cpu backend's kernel tasks (graph optimized at\n"
-          "                                LEVEL, default 2; symbolic dims at 1): workload key,\n"
+          "                                LEVEL, default 3; symbolic dims at 1): workload key,\n"
           "                                template, nodes, FLOPs share, knobs, space size\n"
           "  lower MODEL --node NAME [--config K=V,...] [-O LEVEL]\n"
           "                                the tensor expressions, schedule and loops of one\n"
           "                                node's kernel (default config; --config overrides)\n"
           "  optimize MODEL [-o OUT.onnx] [-O LEVEL] [--dump PASS|all] [--passes A,B] [-v]\n"
           "                                graph passes only; writes a valid ONNX model and\n"
-          "                                prints a before/after summary (levels 0-3, default 2)\n"
+          "                                prints a before/after summary (levels 0-3, default 3)\n"
           "  tune MODEL [--strategy S] [--trials N | --time T] [--db FILE] [--parallel auto|N]\n"
           "                                tune the model's kernels on this machine into the\n"
           "                                records database ('wpk tune --help': every option)\n"
@@ -582,9 +585,24 @@ static int summarize_plan(wpk_context *ctx, const char *path, int threads, kind_
     return *st == WPK_OK ? n : -1;
 }
 
+/* The compile step's speed check: each plan timed in the model, and the one written. */
+static void print_speed_check(const wpk_compile_report *r) {
+    if (r->nplans < 2) return;
+    printf("speed check (median ms in the model, alternating rounds):");
+    for (int i = 0; i < r->nplans; i++)
+        printf(" %s %.3f%s", r->plans[i].name, r->plans[i].median_ms, i == r->kept ? " (kept)" : "");
+    const double chosen = r->plans[0].median_ms, kept = r->plans[r->kept].median_ms;
+    if (r->kept) printf("\n  the chosen kernels were %.2fx slower together than the %s plan: "
+                        "wrote the %s plan\n", chosen / kept, r->plans[r->kept].name,
+                        r->plans[r->kept].name);
+    else printf("\n");
+}
+
 static int cmd_compile(int argc, char **argv) {
     const char *path = NULL, *out = NULL;
     wpk_compile_params p = wpk_compile_default_params();
+    wpk_compile_report report;
+    p.report = &report;
     int verbose = 0;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -616,6 +634,8 @@ static int cmd_compile(int argc, char **argv) {
             p.provider = argv[++i];
         } else if (strcmp(a, "--strict") == 0) {
             p.strict = 1;
+        } else if (strcmp(a, "--no-speed-check") == 0) {
+            p.check_speed = 0;
         } else if (strcmp(a, "--target") == 0) {
             if (!val || (strcmp(val, "cpu") && strcmp(val, "cuda")))
                 return usage_error("--target needs cpu or cuda, not '%s'", val ? val : "");
@@ -663,6 +683,7 @@ static int cmd_compile(int argc, char **argv) {
             printf("  %-28s %6d %6d %8d %8d %10d\n", kinds[k].op, kinds[k].nodes, kinds[k].tuned,
                    kinds[k].def, kinds[k].library, kinds[k].reference);
         printf("  %-28s %6d %6d %8d %8d %10d\n", "total", nodes, tot[0], tot[1], tot[2], tot[3]);
+        print_speed_check(&report);
     } else {
         rc = fail(st, wpk_context_error(ctx));
     }

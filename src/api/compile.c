@@ -3,7 +3,9 @@
  * runtime plan (compile/plan_io.h for the cpu, compile/cuda_program.h for a CUDA GPU) under
  * its target's fingerprint, which libwpk_runtime runs without this compiler. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "api/model.h"
@@ -19,6 +21,13 @@
 #include "runtime/cuda/cuda_rt.h"
 
 #define MAX_LISTED 8
+/* The speed check: about this much time spent running the candidate plans, in alternating
+ * rounds (so a slow spell of the machine hits every candidate), within these run counts. */
+#define CHECK_BUDGET_MS 2000.0
+#define CHECK_MIN_RUNS 7
+#define CHECK_MAX_RUNS 101
+/* Another plan replaces the chosen one only when faster by more than this (the noise). */
+#define CHECK_MARGIN 0.01
 
 wpk_compile_params wpk_compile_default_params(void) {
     wpk_compile_params p;
@@ -26,6 +35,7 @@ wpk_compile_params wpk_compile_default_params(void) {
     p.opt_level = wpk_optimize_default_params().level;
     p.batch = 1;
     p.target = WPK_BACKEND_CPU;
+    p.check_speed = 1;
     return p;
 }
 
@@ -111,16 +121,150 @@ static wpk_status check_untuned(wpk_context *ctx, const exec_plan *p, int strict
 /* The cpu target: p's cpu_program written under this machine's fingerprint. */
 static wpk_status write_plan(wpk_context *ctx, const char *path, const wpk_compile_params *cp,
                              const char *records, const exec_plan *p, const ir_graph *named) {
-    if (!p->cpu)
-        return wpk_error(ctx, WPK_ERR_UNSUPPORTED, "the graph's shapes depend on data computed "
-                         "while it runs: it cannot be compiled into a plan");
-    wpk_status st = check_untuned(ctx, p, cp->strict);
-    if (st) return st;
     byte_writer w = {0};
     plan_meta meta = {cp->opt_level, cp->batch, cp->provider ? cp->provider : "", records};
-    st = cpu_program_save(ctx, p->cpu, p->g, p->vals, &p->mem, named, &meta, &w);
+    wpk_status st = cpu_program_save(ctx, p->cpu, p->g, p->vals, &p->mem, named, &meta, &w);
     if (st == WPK_OK) st = artifact_write(ctx, path, target_fingerprint(), &w);
     bw_free(&w);
+    return st;
+}
+
+/* ---- the speed check: the chosen plan against the plans without its choices ---- */
+
+/* One plan of the speed check: a session over the specialized model, prepared. */
+typedef struct plan_candidate {
+    const char *name;
+    const char *records, *provider;
+    wpk_session *s;
+    exec_plan *p;
+    double *ms;
+    int runs;
+} plan_candidate;
+
+static wpk_status candidate_open(wpk_context *ctx, const wpk_model *m,
+                                 const wpk_compile_params *cp, plan_candidate *c) {
+    wpk_session_params sp = wpk_session_default_params();
+    sp.backend = WPK_BACKEND_CPU;
+    sp.opt_level = 0; /* optimized before */
+    sp.threads = cp->threads;
+    sp.records = c->records;
+    sp.provider = c->provider;
+    wpk_status st = wpk_session_create(ctx, m, &sp, &c->s);
+    if (st == WPK_OK) st = bind_zeros(ctx, c->s, m, cp->batch);
+    if (st == WPK_OK) st = session_prepare(c->s, &c->p);
+    if (st == WPK_OK && !c->p->cpu)
+        st = wpk_error(ctx, WPK_ERR_UNSUPPORTED, "the graph's shapes depend on data computed "
+                       "while it runs: it cannot be compiled into a plan");
+    return st;
+}
+
+static void candidate_close(plan_candidate *c) {
+    wpk_session_free(c->s);
+    free(c->ms);
+}
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* What the records chose: a node run from a record (*any), and one of them a library's. */
+static void chosen_kinds(const exec_plan *p, bool *any, bool *library) {
+    *any = *library = false;
+    for (int k = 0; k < p->g->nnodes; k++) {
+        const char *provider, *impl, *source;
+        cpu_program_node_info(p->cpu, k, &provider, &impl, &source);
+        if (strncmp(source, "tuned", 5)) continue;
+        *any = true;
+        if (strcmp(provider, "generated")) *library = true;
+    }
+}
+
+/* Median ms of each candidate, measured in alternating rounds after one warm-up run each. */
+static wpk_status time_candidates(wpk_context *ctx, plan_candidate *c, int n) {
+    double slowest = 0;
+    for (int i = 0; i < n; i++) {
+        double t0 = now_ms();
+        wpk_status st = wpk_session_run(c[i].s);
+        if (st) return st;
+        double t = now_ms() - t0;
+        if (t > slowest) slowest = t;
+    }
+    int runs = (int)(CHECK_BUDGET_MS / (n * (slowest > 1e-3 ? slowest : 1e-3)));
+    runs = runs < CHECK_MIN_RUNS ? CHECK_MIN_RUNS : runs > CHECK_MAX_RUNS ? CHECK_MAX_RUNS : runs;
+    for (int i = 0; i < n; i++)
+        if (!(c[i].ms = malloc(sizeof(double) * (size_t)runs)))
+            return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory timing the plans");
+    for (int r = 0; r < runs; r++)
+        for (int i = 0; i < n; i++) {
+            double t0 = now_ms();
+            wpk_status st = wpk_session_run(c[i].s);
+            if (st) return st;
+            c[i].ms[c[i].runs++] = now_ms() - t0;
+        }
+    for (int i = 0; i < n; i++) qsort(c[i].ms, (size_t)c[i].runs, sizeof(double), cmp_double);
+    return WPK_OK;
+}
+
+static double candidate_median(const plan_candidate *c) {
+    return c->ms[c->runs / 2];
+}
+
+/* Which of the timed candidates to write: the chosen plan (c[0]) unless another is faster
+ * by more than the noise margin. */
+static int fastest_candidate(const plan_candidate *c, int n) {
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (candidate_median(&c[i]) < candidate_median(&c[best]) * (1.0 - CHECK_MARGIN))
+            best = i;
+    return best;
+}
+
+/* The cpu target: the plan from the records (chosen), checked in context when the records
+ * chose anything, then written. */
+static wpk_status compile_cpu(wpk_context *ctx, const char *path, const wpk_compile_params *cp,
+                              const char *records, const wpk_model *m) {
+    plan_candidate c[WPK_COMPILE_MAX_PLANS];
+    memset(c, 0, sizeof c);
+    int n = 1;
+    c[0] = (plan_candidate){.name = "chosen", .records = records, .provider = cp->provider};
+    wpk_status st = candidate_open(ctx, m, cp, &c[0]);
+    if (st == WPK_OK) st = check_untuned(ctx, c[0].p, cp->strict);
+    bool any = false, library = false;
+    if (st == WPK_OK) chosen_kinds(c[0].p, &any, &library);
+    if (st == WPK_OK && cp->check_speed && any) {
+        c[n++] = (plan_candidate){.name = "defaults", .records = "", .provider = cp->provider};
+        bool auto_provider = !cp->provider || !strcmp(cp->provider, "auto");
+        if (library && auto_provider)
+            c[n++] = (plan_candidate){.name = "generated", .records = records,
+                                      .provider = "generated"};
+        for (int i = 1; st == WPK_OK && i < n; i++) st = candidate_open(ctx, m, cp, &c[i]);
+        if (st == WPK_OK) st = time_candidates(ctx, c, n);
+    }
+    int kept = n > 1 && st == WPK_OK ? fastest_candidate(c, n) : 0;
+    if (st == WPK_OK) {
+        const plan_candidate *k = &c[kept];
+        st = write_plan(ctx, path, cp, k->records, k->p, m->g);
+    }
+    if (st == WPK_OK && n > 1) {
+        wpk_log(ctx, WPK_LOG_INFO, "speed check: kept the %s plan (%.3f ms; chosen %.3f ms)",
+                c[kept].name, candidate_median(&c[kept]), candidate_median(&c[0]));
+        if (cp->report) {
+            cp->report->nplans = n;
+            cp->report->kept = kept;
+            for (int i = 0; i < n; i++) {
+                cp->report->plans[i].name = c[i].name;
+                cp->report->plans[i].median_ms = candidate_median(&c[i]);
+            }
+        }
+    }
+    for (int i = 0; i < n; i++) candidate_close(&c[i]);
     return st;
 }
 
@@ -189,25 +333,25 @@ wpk_status wpk_compile(wpk_context *ctx, const wpk_model *model, const wpk_compi
     exec_plan *p = NULL;
     char records[4096];
     exec_plan_records_path(cp.records, records, sizeof records);
+    if (cp.report) memset(cp.report, 0, sizeof *cp.report);
     st = optimized(ctx, model, cp.opt_level, &g);
     if (st == WPK_OK) st = graph_bytes(ctx, g, path, &bytes, &len);
     if (st == WPK_OK) st = api_model_from_buffer(ctx, bytes, len, path, &m);
-    if (st == WPK_OK) {
+    if (st == WPK_OK && !cuda) st = compile_cpu(ctx, path, &cp, records, m);
+    if (st == WPK_OK && cuda) {
         wpk_session_params sp = wpk_session_default_params();
         /* the CUDA program is built here from the specialized graph: the session compiles
            nothing for it (and opens no device) */
-        sp.backend = cuda ? WPK_BACKEND_REF : WPK_BACKEND_CPU;
+        sp.backend = WPK_BACKEND_REF;
         sp.opt_level = 0; /* optimized above */
         sp.threads = cp.threads;
         sp.records = records;
         sp.provider = cp.provider;
         st = wpk_session_create(ctx, m, &sp, &s);
+        if (st == WPK_OK) st = bind_zeros(ctx, s, m, cp.batch);
+        if (st == WPK_OK) st = session_prepare(s, &p);
+        if (st == WPK_OK) st = write_cuda_plan(ctx, path, &cp, records, &info, p);
     }
-    if (st == WPK_OK) st = bind_zeros(ctx, s, m, cp.batch);
-    if (st == WPK_OK) st = session_prepare(s, &p);
-    if (st == WPK_OK)
-        st = cuda ? write_cuda_plan(ctx, path, &cp, records, &info, p)
-                  : write_plan(ctx, path, &cp, records, p, m->g);
     if (st && model->g->path) wpk_error_prefix(ctx, "%s", model->g->path);
     wpk_session_free(s);
     wpk_model_free(m);

@@ -27,7 +27,7 @@ static const pass_entry pipeline[] = {
 pass_options pass_default_options(void) {
     pass_options o;
     memset(&o, 0, sizeof o);
-    o.level = 2;
+    o.level = 3;
     o.vector_floats = 8;
     return o;
 }

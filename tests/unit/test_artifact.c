@@ -97,7 +97,7 @@ int main(void) {
     wpk_compile_params cp = wpk_compile_default_params();
     cp.batch = 2;
     cp.records = "";
-    CHECK(cp.opt_level == 2 && cp.batch == 2);
+    CHECK(cp.opt_level == 3 && cp.batch == 2 && cp.check_speed);
     /* --strict: every node without records is an error naming it */
     cp.strict = 1;
     CHECK_ERR(ctx, wpk_compile(ctx, m, &cp, plan), WPK_ERR_INVALID_ARG, "'conv'");

@@ -7,9 +7,11 @@
  * Memory: constant inputs are copied at create (their data is not read again), and so is the
  * im2col buffer allocated there; run allocates nothing. Threads: an OpenMP build of OpenBLAS
  * (openblas_get_parallel() == 2) follows omp_get_max_threads(), so a kernel with threads > 0
- * sets that around its run and puts the caller's value back; a pthread build gets
- * openblas_set_num_threads as well. The im2col and epilogue loops are OpenMP loops on the same
- * count. */
+ * sets that around its run and puts the caller's value back. A pthread build (what Debian's
+ * alternatives select when both are installed) runs on one thread: its own workers spin after
+ * each call and fight the OpenMP team of the kernels around it inside a model, which a kernel
+ * timed alone never shows; its version says so, so its records stay apart from the OpenMP
+ * build's. The im2col and epilogue loops are OpenMP loops on the kernel's count. */
 #include <cblas.h>
 #include <limits.h>
 #include <omp.h>
@@ -42,8 +44,13 @@ struct lib_kernel {
 static char version_buf[200];
 static pthread_once_t version_once = PTHREAD_ONCE_INIT;
 
+static bool pthread_build(void) {
+    return openblas_get_parallel() == 1;
+}
+
 static void version_init(void) {
-    snprintf(version_buf, sizeof version_buf, "OpenBLAS %s", openblas_get_config());
+    snprintf(version_buf, sizeof version_buf, "OpenBLAS %s%s", openblas_get_config(),
+             pthread_build() ? " (pthread build, run on one thread)" : "");
 }
 
 static const char *version(const kernel_provider *self) {
@@ -104,10 +111,10 @@ static int configs(const kernel_provider *self, const ir_node *n, ir_tensor *con
 
 /* Run on k's thread count; returns what end_threads puts back (-1: nothing). */
 static int begin_threads(const lib_kernel *k) {
+    if (pthread_build()) openblas_set_num_threads(1);
     if (k->threads <= 0) return -1;
     int saved = omp_get_max_threads();
     omp_set_num_threads(k->threads);
-    if (openblas_get_parallel() == 1) openblas_set_num_threads(k->threads);
     return saved;
 }
 
