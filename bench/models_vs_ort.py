@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """Whole torchvision models on wpk (tuned on this machine, compiled to a plan) against ONNX
-Runtime and PyTorch, in one run, at each batch and thread count: median latencies, their
-ratios and geometric means, with provenance, as a markdown table.
+Runtime, OpenVINO and PyTorch, in one run, at each batch and thread count: median latencies,
+their ratios (also against the faster of ONNX Runtime and OpenVINO, the peers users pick
+between) and geometric means, with provenance, as a markdown table.
     models_vs_ort.py [--models resnet18,resnet50,mobilenet_v2,squeezenet1_1] [--batches 1,8]
                      [--threads 1,2] [--tune-time 120] [--tune-batches 1] [--skip-tune]
+                     [--untuned] [--no-torch] [--no-openvino]
                      [--iters 10] [--rounds 5] [--warmup 3]
                      [--out bench/results/models_vs_ort.md] [--wpk build/wpk] [--dir DIR]
+--untuned: what a user gets first, `wpk compile --db ''` at the defaults (no tuning, no records).
 
 Per model (random weights, exported once by PyTorch with a symbolic batch dim "N" into --dir,
 the cache also kept by tests/torchvision):
@@ -20,7 +23,9 @@ the cache also kept by tests/torchvision):
      `wpk bench --json` (--warmup runs, then --iters timed runs; its random inputs and outputs
      saved), then --iters runs of one ONNX Runtime session on the same inputs (every graph
      optimization, intra_op_num_threads = threads, inter_op 1, sequential execution; warmed up
-     once; its outputs must match wpk's within rel L2 <= 1e-4); and PyTorch eager
+     once; its outputs must match wpk's within rel L2 <= 1e-4), then --iters runs of OpenVINO
+     (pip `openvino`: CPU plugin, PERFORMANCE_HINT=LATENCY, INFERENCE_NUM_THREADS = threads,
+     INFERENCE_PRECISION_HINT=f32, the same inputs and the same check); and PyTorch eager
      (torch.set_num_threads, inference mode, --rounds x --iters runs, not interleaved) in a
      worker under a Python that has torch (--torch-python, default /usr/bin/python3).
 Ratios are other/wpk of the medians over all timed runs (> 1: wpk is faster). Taking turns
@@ -217,7 +222,7 @@ class Bench:
         return fixed
 
     def tune(self, name, model, batch):
-        if self.args.skip_tune or batch not in self.args.tune_batches:
+        if self.args.untuned or self.args.skip_tune or batch not in self.args.tune_batches:
             return
         start = time.perf_counter()
         out = run([self.wpk, "tune", self.tune_model(name, model, batch),
@@ -233,10 +238,15 @@ class Bench:
         `wpk compile` does not exist."""
         if not self.has_compile:
             return model
-        plan = self.dir / f"{name}.b{batch}.O{self.args.opt}.wpk"
+        kind = "untuned" if self.args.untuned else "tuned"
+        plan = self.dir / f"{name}.b{batch}.O{self.args.opt}.{kind}.wpk"
         start = time.perf_counter()
-        run([self.wpk, "compile", model, "--db", self.db, "--batch", batch, "-O", self.args.opt,
-             "-o", plan], f"wpk compile {name} --batch {batch}")
+        db = "" if self.args.untuned else self.db
+        out = run([self.wpk, "compile", model, "--db", db, "--batch", batch, "-O", self.args.opt,
+                   "-o", plan], f"wpk compile {name} --batch {batch}")
+        check = re.search(r"^speed check.*$", out, re.M)
+        if check:
+            self.notes.append(f"{name} batch {batch}: {check.group(0)}")
         self.log(f"{name} batch {batch}: compiled in {time.perf_counter() - start:.0f} s -> {plan}")
         return plan
 
@@ -275,6 +285,29 @@ class Bench:
         names = [o.name for o in sess.get_outputs()]
         return dict(zip(names, outputs)), samples
 
+    def ov_model(self, model, inputs, threads):
+        """An OpenVINO compiled model on model (latency hint, f32, threads), warmed up."""
+        import openvino as ov
+        core = ov.Core()
+        compiled = core.compile_model(str(model), "CPU", {
+            "PERFORMANCE_HINT": "LATENCY", "INFERENCE_NUM_THREADS": threads,
+            "INFERENCE_PRECISION_HINT": "f32"})
+        request = compiled.create_infer_request()
+        for _ in range(self.args.warmup):
+            request.infer(inputs)
+        return compiled, request
+
+    def bench_ov(self, ov_pair, inputs):
+        """--iters timed runs: (outputs by name, latencies in ms)."""
+        compiled, request = ov_pair
+        samples = []
+        for _ in range(self.args.iters):
+            start = time.perf_counter()
+            request.infer(inputs)
+            samples.append((time.perf_counter() - start) * 1e3)
+        outputs = {o.get_any_name(): request.get_tensor(o).data.copy() for o in compiled.outputs}
+        return outputs, samples
+
     def bench_torch(self, name, configs):
         spec = ",".join(f"{b}x{t}" for b, t in configs)
         out = run([self.args.torch_python, __file__, "--torch-worker", "time", "--model", name,
@@ -287,7 +320,7 @@ class Bench:
         import numpy as np
         path = self.export(name)
         configs = [(b, t) for b in self.args.batches for t in self.args.threads]
-        torch_ms = self.bench_torch(name, configs)
+        torch_ms = self.bench_torch(name, configs) if not self.args.no_torch else None
         for batch in self.args.batches:
             self.tune(name, path, batch)
             target = self.compile(name, path, batch)
@@ -296,8 +329,8 @@ class Bench:
                 # wpk and ONNX Runtime take turns, --rounds times: on a shared machine the
                 # speed of the cores drifts by tens of percent within a minute, and both must
                 # be timed through the same drift for their ratio to mean anything
-                wpk_samples, ort_samples, rounds = [], [], []
-                sess = inputs = wpk_out = ort_out = None
+                wpk_samples, ort_samples, ov_samples, rounds = [], [], [], []
+                sess = ov_pair = inputs = wpk_out = ort_out = ov_out = None
                 for _ in range(self.args.rounds):
                     with tempfile.TemporaryDirectory(prefix="wpk-bench.") as tmp:
                         save = Path(tmp)
@@ -314,29 +347,44 @@ class Bench:
                     ort_out = ort_out or out
                     wpk_samples += w
                     ort_samples += o
-                    rounds.append(statistics.median(o) / statistics.median(w))
-                del sess
+                    peer = statistics.median(o)
+                    if not self.args.no_openvino:
+                        if ov_pair is None:
+                            ov_pair = self.ov_model(path, inputs, threads)
+                        out, v = self.bench_ov(ov_pair, inputs)
+                        ov_out = ov_out or out
+                        ov_samples += v
+                        peer = min(peer, statistics.median(v))
+                    rounds.append(peer / statistics.median(w))
+                del sess, ov_pair
                 row["wpk"] = statistics.median(wpk_samples)
                 row["wpk_min"] = min(wpk_samples)
                 row["ort"] = statistics.median(ort_samples)
                 row["ort_min"] = min(ort_samples)
                 row["rounds"] = rounds
-                samples = torch_ms[f"{batch},{threads}"]
-                row["torch"] = statistics.median(samples)
-                row["torch_min"] = min(samples)
+                row["ov"] = statistics.median(ov_samples) if ov_samples else None
+                row["peer"] = min(row["ort"], row["ov"] or math.inf)
+                samples = torch_ms[f"{batch},{threads}"] if torch_ms else None
+                row["torch"] = statistics.median(samples) if samples else None
+                row["torch_min"] = min(samples) if samples else None
                 row["err"] = max(rel_l2(wpk_out[k], v) for k, v in ort_out.items())
+                if ov_out:
+                    ov_err = max(rel_l2(ov_out[k], ort_out[k]) for k in ort_out if k in ov_out)
+                    if not ov_err <= TOLERANCE:
+                        self.notes.append(f"{name} batch {batch}: OpenVINO's outputs differ "
+                                          f"from ONNX Runtime's (rel L2 {ov_err:.3g})")
                 if not row["err"] <= TOLERANCE:
                     self.failures.append(f"{name} batch {batch} threads {threads}: wpk's outputs "
                                          f"differ from ONNX Runtime's (rel L2 {row['err']:.3g} > {TOLERANCE:g})")
                 self.rows.append(row)
                 self.log(f"{name:14} batch {batch} threads {threads}: wpk {row['wpk']:8.2f} ms  "
-                         f"ORT {row['ort']:8.2f} ms  PyTorch {row['torch']:8.2f} ms  "
-                         f"rel L2 {row['err']:.2g}")
+                         f"ORT {row['ort']:8.2f} ms  OpenVINO {fmt(row['ov'])} ms  "
+                         f"PyTorch {fmt(row['torch'])} ms  rel L2 {row['err']:.2g}")
 
     def markdown(self, started, load_before, versions):
         a = self.args
         p = self.provenance or {}
-        lines = ["# Whole models: wpk vs ONNX Runtime vs PyTorch (CPU)", "",
+        lines = ["# Whole models: wpk vs ONNX Runtime, OpenVINO and PyTorch (CPU)", "",
                  f"Written by `bench/models_vs_ort.py {' '.join(sys.argv[1:])}` on "
                  f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(started))} "
                  f"(took {(time.time() - started) / 60:.0f} min).", "",
@@ -344,69 +392,91 @@ class Bench:
         for key in ("commit", "version", "compiler", "build", "cpu", "target", "cores", "libraries"):
             if key in p:
                 lines.append(f"- {key}: `{p[key]}`")
-        lines += [f"- ONNX Runtime {versions['ort']}, PyTorch {versions['torch']} "
+        lines += [f"- ONNX Runtime {versions['ort']}, OpenVINO {versions['openvino']}, "
+                  f"PyTorch {versions['torch']} "
                   f"(torchvision {versions['torchvision']}; {versions['torch_build']}), "
                   f"Python {platform.python_version()}",
                   f"- load average (1/5/15 min) before: {load_before}, after: {load_average()} "
                   f"(a shared machine: other processes' work is in these figures)",
                   f"- models: torchvision with random weights (seed 0, BatchNorm calibrated), "
                   f"exported with a symbolic batch dim, opset 13",
-                  f"- wpk: `wpk tune --time {a.tune_time:g}s -O {a.opt}` per model at batch "
-                  f"{', '.join(map(str, a.tune_batches))} (batch > 1: "
-                  f"on a copy with the batch dim fixed, as `wpk tune` specializes symbolic dims at 1; "
-                  f"other batches run on the batch-1 records, source tuned-b1) "
-                  f"into one records database" + (" (skipped: --skip-tune, the database as it was)" if a.skip_tune else "")
-                  + (f", `wpk compile` into a plan per batch, `wpk bench PLAN --json`" if self.has_compile
-                     else ", `wpk bench MODEL --db DB --json` (no `wpk compile` in this build)"),
+                  (f"- wpk: untuned, `wpk compile --db '' -O {a.opt}` (every kernel at its "
+                   f"default, no records), a plan per batch, `wpk bench PLAN --json`"
+                   if a.untuned else
+                   f"- wpk: `wpk tune --time {a.tune_time:g}s -O {a.opt}` per model at batch "
+                   f"{', '.join(map(str, a.tune_batches))} (batch > 1: "
+                   f"on a copy with the batch dim fixed, as `wpk tune` specializes symbolic dims "
+                   f"at 1; other batches run on the batch-1 records, source tuned-b1) "
+                   f"into one records database"
+                   + (" (skipped: --skip-tune, the database as it was)" if a.skip_tune else "")
+                   + ", `wpk compile` into a plan per batch (its speed check on), "
+                     "`wpk bench PLAN --json`"),
                   f"- ONNX Runtime: all graph optimizations, intra_op_num_threads = threads, "
-                  f"inter_op 1, sequential; PyTorch: eager, torch.set_num_threads(threads), "
+                  f"inter_op 1, sequential; OpenVINO: CPU plugin, latency hint, "
+                  f"INFERENCE_NUM_THREADS = threads, f32 precision hint; PyTorch: eager, "
+                  f"torch.set_num_threads(threads), "
                   f"interop threads 1, inference mode",
                   f"- idle threads: {a.wait} in all three (" + WAIT_NOTES[a.wait] + ")",
-                  f"- wpk and ONNX Runtime take turns: {a.rounds} rounds of {a.iters} timed runs "
-                  f"each (wpk: a `wpk bench` per round, {a.warmup} warm-up runs in each; ONNX "
-                  f"Runtime: one session, {a.warmup} warm-up runs first), so both are timed through "
+                  f"- wpk, ONNX Runtime and OpenVINO take turns: {a.rounds} rounds of {a.iters} "
+                  f"timed runs each (wpk: a `wpk bench` per round, {a.warmup} warm-up runs in "
+                  f"each; the peers: one session each, {a.warmup} warm-up runs first), so all are "
+                  f"timed through "
                   f"the same drift of this shared machine's speed; PyTorch: {a.warmup} warm-up "
                   f"runs, then {a.rounds * a.iters} timed runs, not interleaved; the table gives "
                   f"medians over all timed runs (wall time); ratios are other / wpk (> 1: wpk is "
-                  f"faster); the last column spreads the per-round ORT/wpk ratios", "",
+                  f"faster); the last column spreads the per-round ratios", "",
                   "## Latency", "",
-                  "| model | batch | threads | wpk ms | ORT ms | PyTorch ms | ORT/wpk | PyTorch/wpk | rel L2 vs ORT | ORT/wpk per round (min-max) |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-        r_ort, r_torch = [], []
+                  "| model | batch | threads | wpk ms | ORT ms | OpenVINO ms | PyTorch ms | ORT/wpk "
+                  "| OpenVINO/wpk | faster peer/wpk | PyTorch/wpk | rel L2 vs ORT | faster peer/wpk "
+                  "per round (min-max) |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        g = lambda v: math.exp(sum(map(math.log, v)) / len(v)) if v else math.nan  # noqa: E731
+        cols = {"ort": [], "ov": [], "peer": [], "torch": []}
         for r in self.rows:
-            ro, rt = r["ort"] / r["wpk"], r["torch"] / r["wpk"]
-            r_ort.append(ro)
-            r_torch.append(rt)
+            for k in cols:
+                if r[k] is not None:
+                    cols[k].append(r[k] / r["wpk"])
             spread = f"{min(r['rounds']):.2f}-{max(r['rounds']):.2f}"
             lines.append(f"| {r['model']} | {r['batch']} | {r['threads']} | {r['wpk']:.2f} | "
-                         f"{r['ort']:.2f} | {r['torch']:.2f} | {ro:.2f} | {rt:.2f} | {r['err']:.1e} | "
-                         f"{spread} |")
+                         f"{r['ort']:.2f} | {fmt(r['ov'])} | {fmt(r['torch'])} | "
+                         f"{ratio(r['ort'], r['wpk'])} | {ratio(r['ov'], r['wpk'])} | "
+                         f"**{ratio(r['peer'], r['wpk'])}** | {ratio(r['torch'], r['wpk'])} | "
+                         f"{r['err']:.1e} | {spread} |")
         if self.rows:
-            g = lambda v: math.exp(sum(map(math.log, v)) / len(v))  # noqa: E731
-            lines.append(f"| **geomean** | | | | | | **{g(r_ort):.2f}** | **{g(r_torch):.2f}** | | |")
-            counts = sorted({r["threads"] for r in self.rows})
-            for t in counts if len(counts) > 1 else []:
-                o = [x for x, r in zip(r_ort, self.rows) if r["threads"] == t]
-                p = [x for x, r in zip(r_torch, self.rows) if r["threads"] == t]
-                lines.append(f"| **geomean, {t} thread{'s' if t > 1 else ''}** | | | | | | "
-                             f"**{g(o):.2f}** | **{g(p):.2f}** | | |")
-            # issue 6's bar: at 2 threads, ahead of ONNX Runtime in every row, geomean >= 1.2
-            bar = [x for x, r in zip(r_ort, self.rows) if r["threads"] == 2]
-            if bar:
-                met = min(bar) > 1 and g(bar) >= 1.2
-                lines += ["", f"At 2 threads: ahead of ONNX Runtime in {sum(x > 1 for x in bar)} of "
-                          f"{len(bar)} rows, geomean ORT/wpk {g(bar):.2f}; the bar (every row > 1, "
-                          f"geomean >= 1.2) is {'met' if met else 'NOT met'}."]
+            lines.append("| **geomean** | | | | | | | " + " | ".join(
+                f"**{g(cols[k]):.2f}**" for k in ("ort", "ov", "peer", "torch")) + " | | |")
+            # the bars against the faster peer: untuned >= 1.0 in every row; tuned: geomean
+            # >= 1.3 and no row below 1.1
+            bar = cols["peer"]
+            if a.untuned:
+                met = min(bar) >= 1.0
+                lines += ["", f"Untuned defaults against the faster peer: ahead in "
+                          f"{sum(x >= 1.0 for x in bar)} of {len(bar)} rows, geomean {g(bar):.2f}, "
+                          f"lowest {min(bar):.2f}; the bar (every row >= 1.0) is "
+                          f"{'met' if met else 'NOT met'}."]
+            else:
+                met = g(bar) >= 1.3 and min(bar) >= 1.1
+                lines += ["", f"Tuned against the faster peer: geomean {g(bar):.2f}, lowest "
+                          f"{min(bar):.2f}; the bar (geomean >= 1.3, no row below 1.1) is "
+                          f"{'met' if met else 'NOT met'}."]
         lines += ["", "## Minimums and wpk's kernel sources", "",
                   "| model | batch | threads | wpk min | ORT min | PyTorch min | wpk nodes by source |",
                   "|---|---:|---:|---:|---:|---:|---|"]
         for r in self.rows:
             src = ", ".join(f"{k} {v}" for k, v in sorted(r["sources"].items())) or "-"
             lines.append(f"| {r['model']} | {r['batch']} | {r['threads']} | {r['wpk_min']:.2f} | "
-                         f"{r['ort_min']:.2f} | {r['torch_min']:.2f} | {src} |")
+                         f"{r['ort_min']:.2f} | {fmt(r['torch_min'])} | {src} |")
         if self.failures or self.notes:
             lines += ["", "## Problems", ""] + [f"- {f}" for f in self.failures + self.notes]
         return "\n".join(lines) + "\n"
+
+
+def fmt(ms):
+    return f"{ms:.2f}" if ms is not None else "-"
+
+
+def ratio(peer, wpk):
+    return f"{peer / wpk:.2f}" if peer is not None else "-"
 
 
 def int_list(text):
@@ -432,6 +502,10 @@ def main():
     ap.add_argument("--tune-batches", type=int_list, default=[1],
                     help="the batches tuned; the others take their batch-1 records (default: 1)")
     ap.add_argument("--skip-tune", action="store_true", help="use the records database as it is")
+    ap.add_argument("--untuned", action="store_true",
+                    help="wpk at its defaults without records (`wpk compile --db ''`)")
+    ap.add_argument("--no-torch", action="store_true", help="leave PyTorch out")
+    ap.add_argument("--no-openvino", action="store_true", help="leave OpenVINO out")
     ap.add_argument("--iters", type=int, default=10,
                     help="timed runs of each per round (default: %(default)s)")
     ap.add_argument("--rounds", type=int, default=5,
@@ -465,6 +539,10 @@ def main():
     versions = json.loads(run([args.torch_python, __file__, "--torch-worker", "version"],
                               f"{args.torch_python} (torch + torchvision)"))
     versions["ort"] = ort.__version__
+    versions["openvino"] = "(not run)"
+    if not args.no_openvino:
+        import openvino
+        versions["openvino"] = openvino.__version__
     Path(args.dir).mkdir(parents=True, exist_ok=True)
     # inherited by wpk and the PyTorch worker (libgomp reads it when it is loaded)
     if args.wait != "default":
