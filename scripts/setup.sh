@@ -13,7 +13,7 @@ apt_pkgs=(build-essential cmake pkg-config libprotobuf-c-dev protobuf-c-compiler
 pip_pkgs=(onnx numpy)
 if [ "$what" = test ]; then
   apt_pkgs+=(clang libclang-rt-14-dev python3-torch python3-torchvision libdnnl-dev
-            libopenblas-dev libopenblas-openmp-dev)
+            libopenblas-dev libopenblas-openmp-dev libopenblas0-pthread)
   pip_pkgs+=(onnxruntime)
 fi
 
