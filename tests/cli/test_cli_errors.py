@@ -20,8 +20,8 @@ from onnx import TensorProto, helper, numpy_helper
 REPO = Path(__file__).resolve().parents[2]
 WPK = str(REPO / "build/wpk")  # replaced by --wpk
 INPUT, OUTPUT = "data_in", "scores:0"  # the output name needs sanitizing: scores_0.npy
-# unary float ops, two of which (absent from ops.def) make the unsupported-op model
-UNSUPPORTED_CANDIDATES = ["Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Softsign"]
+# one-input float ops, two of which (absent from ops.def) make the unsupported-op model
+UNSUPPORTED_CANDIDATES = ["Hardmax", "LpNormalization", "Shrink", "LogSoftmax", "Celu", "ThresholdedRelu"]
 
 
 def supported_ops():
