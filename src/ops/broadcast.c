@@ -40,7 +40,8 @@ static void run_task(const bcast_job *j, int64_t t) {
     j->fn(j->self, src, step, j->dst + (row * j->inner + start) * (int64_t)j->ysize, len);
 }
 
-static bool mergeable(const bcast_job *j, const int64_t (*s)[WPK_MAX_DIMS], int i, int64_t d) {
+/* Whether dim i (of extent d) continues the last merged dim contiguously for every input. */
+static bool mergeable(const bcast_job *j, int64_t (*s)[WPK_MAX_DIMS], int i, int64_t d) {
     for (int k = 0; k < j->nin; k++)
         if (j->stride[k][j->m - 1] != s[k][i] * d) return false;
     return true;
@@ -61,7 +62,7 @@ void op_bcast_apply(const ir_tensor *const *in, int nin, ir_tensor *y, bcast_run
     for (int i = 0; i < y->ndim; i++) {
         int64_t d = y->dims[i];
         if (d == 1) continue;
-        if (j.m > 0 && mergeable(&j, (const int64_t(*)[WPK_MAX_DIMS])s, i, d)) {
+        if (j.m > 0 && mergeable(&j, s, i, d)) {
             j.dim[j.m - 1] *= d;
             for (int k = 0; k < nin; k++) j.stride[k][j.m - 1] = s[k][i];
         } else {
