@@ -1,7 +1,8 @@
 /* elementwise.c -- the template of single elementwise ops on float32: the unary activations
  * and math functions (Relu, LeakyRelu, Clip with constant bounds, Sigmoid, HardSigmoid,
- * HardSwish, Tanh, Erf, Gelu, Sqrt, Exp, Log, Neg, Abs, Reciprocal) and the broadcasting
- * binary ops (Add, Sub, Mul, Div, Pow), each as one compute over the output's shape.
+ * HardSwish, Tanh, Erf, Gelu, Sqrt, Exp, Log, Neg, Abs, Reciprocal, Floor, Ceil, Sign, Elu,
+ * Selu, Softplus, Softsign, Mish) and the broadcasting binary ops (Add, Sub, Mul, Div, Pow,
+ * PRelu), each as one compute over the output's shape.
  *
  * The schedule: the output's dims split into an outer and an inner group such that every
  * input is either read whole or broadcast over the whole inner group (Add of [N, C, H, W] and
@@ -26,7 +27,8 @@ static bool is_unary(ir_op op) {
     case IR_OP_RELU: case IR_OP_LEAKY_RELU: case IR_OP_CLIP: case IR_OP_SIGMOID:
     case IR_OP_HARD_SIGMOID: case IR_OP_HARD_SWISH: case IR_OP_TANH: case IR_OP_ERF:
     case IR_OP_GELU: case IR_OP_SQRT: case IR_OP_EXP: case IR_OP_LOG: case IR_OP_NEG:
-    case IR_OP_ABS: case IR_OP_RECIPROCAL:
+    case IR_OP_ABS: case IR_OP_RECIPROCAL: case IR_OP_FLOOR: case IR_OP_CEIL: case IR_OP_SIGN:
+    case IR_OP_ELU: case IR_OP_SELU: case IR_OP_SOFTPLUS: case IR_OP_SOFTSIGN: case IR_OP_MISH:
         return true;
     default: return false;
     }
@@ -34,7 +36,7 @@ static bool is_unary(ir_op op) {
 
 static bool is_binary(ir_op op) {
     return op == IR_OP_ADD || op == IR_OP_SUB || op == IR_OP_MUL || op == IR_OP_DIV ||
-           op == IR_OP_POW;
+           op == IR_OP_POW || op == IR_OP_PRELU;
 }
 
 /* Clip's bound i (1: min, 2: max): its value when given, the default when absent. False when
@@ -84,7 +86,7 @@ static bool supports(const kernel_provider *self, const ir_node *n, ir_tensor *c
 
 /* The op's parameters as they enter the key and the expression. */
 typedef struct ew {
-    float alpha, beta, lo, hi;
+    float alpha, beta, gamma, lo, hi;
     bool gelu_tanh;
 } ew;
 
@@ -102,6 +104,11 @@ static void read_params(const tune_task *t, ew *p) {
         clip_bound(tune_task_in(t, 2), FLT_MAX, &p->hi);
         break;
     case IR_OP_GELU: p->gelu_tanh = !strcmp(ir_attr_str(n, "approximate", "none"), "tanh"); break;
+    case IR_OP_ELU: p->alpha = ir_attr_float(n, "alpha", 1.0f); break;
+    case IR_OP_SELU:
+        p->alpha = ir_attr_float(n, "alpha", 1.67326319217681884765625f);
+        p->gamma = ir_attr_float(n, "gamma", 1.05070102214813232421875f);
+        break;
     default: break;
     }
 }
@@ -116,6 +123,8 @@ static void describe(const kernel_provider *self, tune_task *t) {
     case IR_OP_HARD_SIGMOID: tune_key_add(t, "(%g,%g)", (double)p.alpha, (double)p.beta); break;
     case IR_OP_CLIP: tune_key_add(t, "(%g,%g)", (double)p.lo, (double)p.hi); break;
     case IR_OP_GELU: if (p.gelu_tanh) tune_key_add(t, "(tanh)"); break;
+    case IR_OP_ELU: tune_key_add(t, "(%g)", (double)p.alpha); break;
+    case IR_OP_SELU: tune_key_add(t, "(%g,%g)", (double)p.alpha, (double)p.gamma); break;
     default: break;
     }
     tune_key_add(t, ":");
@@ -205,8 +214,25 @@ static const te_expr *load_bcast(te_ctx *c, te_tensor *a, const ir_tensor *ai, i
     return te_load(c, a, ai->ndim, idx);
 }
 
+/* log(1 + exp(v)) as max(v, 0) + log(1 + exp(-|v|)), so large |v| neither overflows nor
+ * loses the tail (ops/math_unary.c takes log1p of the same term). */
+static const te_expr *softplus(te_ctx *c, const te_expr *v) {
+    const te_expr *tail = te_call(c, TE_FN_EXP, te_sub(c, te_float(c, 0.0),
+                                                       te_call(c, TE_FN_ABS, v, NULL)), NULL);
+    return te_add(c, te_max(c, v, te_float(c, 0.0)),
+                  te_call(c, TE_FN_LOG, te_add(c, te_float(c, 1.0), tail), NULL));
+}
+
+/* v < 0 (Selu: v <= 0) ? alpha (exp(v) - 1) : v */
+static const te_expr *exp_linear(te_ctx *c, te_expr_kind cmp, double alpha, const te_expr *v) {
+    const te_expr *neg = te_mul(c, te_float(c, alpha),
+                                te_sub(c, te_call(c, TE_FN_EXP, v, NULL), te_float(c, 1.0)));
+    return te_select(c, te_cmp(c, cmp, v, te_float(c, 0.0)), neg, v);
+}
+
 static const te_expr *unary(te_ctx *c, ir_op op, const ew *p, const te_expr *v) {
     te_act a;
+    const te_expr *zero = te_float(c, 0.0), *one = te_float(c, 1.0);
     switch (op) {
     case IR_OP_RELU: a = te_act_default(TE_ACT_RELU); break;
     case IR_OP_LEAKY_RELU:
@@ -243,6 +269,18 @@ static const te_expr *unary(te_ctx *c, ir_op op, const ew *p, const te_expr *v) 
     case IR_OP_NEG: return te_mul(c, v, te_float(c, -1.0)); /* exact, -0 for 0 as -v */
     case IR_OP_ABS: return te_call(c, TE_FN_ABS, v, NULL);
     case IR_OP_RECIPROCAL: return te_div(c, te_float(c, 1.0), v);
+    case IR_OP_FLOOR: return te_call(c, TE_FN_FLOOR, v, NULL);
+    case IR_OP_CEIL: /* exact: floor(-v) is an integer, and negation is exact */
+        return te_sub(c, zero, te_call(c, TE_FN_FLOOR, te_sub(c, zero, v), NULL));
+    case IR_OP_SIGN: /* NaN stays NaN, as in the reference kernel */
+        return te_select(c, te_cmp(c, TE_LT, zero, v), one,
+                         te_select(c, te_cmp(c, TE_LT, v, zero), te_float(c, -1.0),
+                                   te_select(c, te_cmp(c, TE_EQ, v, zero), zero, v)));
+    case IR_OP_ELU: return exp_linear(c, TE_LT, p->alpha, v);
+    case IR_OP_SELU: return te_mul(c, te_float(c, p->gamma), exp_linear(c, TE_LE, p->alpha, v));
+    case IR_OP_SOFTPLUS: return softplus(c, v);
+    case IR_OP_SOFTSIGN: return te_div(c, v, te_add(c, one, te_call(c, TE_FN_ABS, v, NULL)));
+    case IR_OP_MISH: return te_mul(c, v, te_call(c, TE_FN_TANH, softplus(c, v), NULL));
     default: return NULL;
     }
     return te_activation(c, &a, v);
@@ -255,6 +293,8 @@ static const te_expr *binary(te_ctx *c, ir_op op, const te_expr *a, const te_exp
     case IR_OP_MUL: return te_mul(c, a, b);
     case IR_OP_DIV: return te_div(c, a, b);
     case IR_OP_POW: return te_call(c, TE_FN_POW, a, b);
+    case IR_OP_PRELU:
+        return te_select(c, te_cmp(c, TE_LT, a, te_float(c, 0.0)), te_mul(c, a, b), a);
     default: return NULL;
     }
 }

@@ -20,8 +20,8 @@ from onnx import TensorProto, helper, numpy_helper
 REPO = Path(__file__).resolve().parents[2]
 WPK = str(REPO / "build/wpk")  # replaced by --wpk
 INPUT, OUTPUT = "data_in", "scores:0"  # the output name needs sanitizing: scores_0.npy
-# unary float ops, two of which (absent from ops.def) make the unsupported-op model
-UNSUPPORTED_CANDIDATES = ["Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Softsign"]
+# one-input float ops, two of which (absent from ops.def) make the unsupported-op model
+UNSUPPORTED_CANDIDATES = ["Hardmax", "LpNormalization", "Shrink", "LogSoftmax", "Celu", "ThresholdedRelu"]
 
 
 def supported_ops():
@@ -194,6 +194,24 @@ class CliTest(unittest.TestCase):
         _, other = self.run_random(8, "seed8")
         self.assertEqual(first.read_bytes(), again.read_bytes())
         self.assertFalse(np.array_equal(np.load(first), np.load(other)), "seed 8 gave the same output as seed 7")
+
+    def test_bad_elementwise_nodes(self):
+        """A bad attribute or operand of the elementwise ops is refused naming node, op and cause."""
+        cases = [("Mod", {"fmod": 2}, TensorProto.FLOAT, 2, "'fmod' is 2"),
+                 ("Elu", {"alpha": "x"}, TensorProto.FLOAT, 1, "'alpha' must be a float"),
+                 ("IsInf", {"detect_negative": 3}, TensorProto.FLOAT, 1, "'detect_negative' must be 0 or 1"),
+                 ("Where", {}, TensorProto.FLOAT, 3, "'condition' has dtype float32"),
+                 ("And", {}, TensorProto.FLOAT, 2, "takes bool tensors"),
+                 ("Sin", {}, TensorProto.INT32, 1, "dtype int32")]
+        for op, attrs, dtype, nin, cause in cases:
+            names = [f"x{i}" for i in range(nin)]
+            graph = helper.make_graph([helper.make_node(op, names, ["y"], name="bad_node", **attrs)], "bad",
+                                      [helper.make_tensor_value_info(n, dtype, [2, 3]) for n in names],
+                                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+            path = self.tmp / f"bad_{op}.onnx"
+            onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), path)
+            with self.subTest(op=op):
+                self.assert_user_error(wpk("run", path), "bad_node", rf"\({op}\)", re.escape(cause))
 
     def test_info(self):
         proc = wpk("info", self.model)

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Generates the small CNNs of gen_models.py and the old-opset one-node models of legacy_ops.py
-and checks `wpk run` against ONNX Runtime on each (rel L2 <= 1e-4 per output), at every
-optimization level; the dynamic-batch models also run at batch 3.
+"""Generates the small CNNs of gen_models.py, the old-opset one-node models of legacy_ops.py and
+the elementwise-op models of logic_math_ops.py, and checks `wpk run` against ONNX Runtime on each
+(rel L2 <= 1e-4 per output), at every optimization level; the dynamic-batch models also run at
+batch 3.
     test_models.py [--wpk PATH] [--models a,b] [--keep DIR] [--opt-levels 0,1,2,3]
 """
 import argparse
@@ -16,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import compare_ort  # noqa: E402
 import gen_models  # noqa: E402
 import legacy_ops  # noqa: E402
+import logic_math_ops  # noqa: E402
 
 
 def wpk_at_level(wpk, level, directory):
@@ -49,6 +51,7 @@ def main():
         paths = gen_models.write_models(args.keep or tmp, names)
         if not args.no_legacy:
             paths.update(legacy_ops.write_models(os.path.join(args.keep or tmp, "legacy")))
+        paths.update(logic_math_ops.write_models(os.path.join(args.keep or tmp, "logic_math")))
         for level in levels:
             wpk = wpk_at_level(args.wpk, level, tmp)
             for name, path in paths.items():

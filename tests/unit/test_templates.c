@@ -152,6 +152,16 @@ static const tcase CASES[] = {
      "elementwise"},
     {"div scalar", "Div", "", 14, 2, {2, 0}, {D(7, 13), D(0)}, {0, 1}, 1, "", "elementwise"},
     {"pow", "Pow", "", 15, 2, {2, 1}, {D(3, 9), D(9)}, {0, 0}, 1, "", "elementwise"},
+    {"floor", "Floor", "", 13, 1, {2}, {D(6, 11)}, {0}, 0, "", "elementwise"},
+    {"ceil", "Ceil", "", 13, 1, {2}, {D(6, 11)}, {0}, 0, "", "elementwise"},
+    {"sign", "Sign", "", 13, 1, {2}, {D(6, 11)}, {0}, 0, "", "elementwise"},
+    {"elu", "Elu", "", 6, 1, {2}, {D(6, 11)}, {0}, 0, "alpha=f:0.7", "elementwise"},
+    {"selu", "Selu", "", 6, 1, {2}, {D(6, 11)}, {0}, 0, "", "elementwise"},
+    {"softplus", "Softplus", "", 1, 1, {2}, {D(6, 11)}, {0}, 0, "", "elementwise"},
+    {"softsign", "Softsign", "", 1, 1, {2}, {D(6, 11)}, {0}, 0, "", "elementwise"},
+    {"mish", "Mish", "", 18, 1, {3}, {D(2, 6, 11)}, {0}, 0, "", "elementwise"},
+    {"prelu per-channel slope", "PRelu", "", 16, 2, {4, 3}, {D(1, 16, 9, 9), D(16, 1, 1)},
+     {0, 1}, 0, "", "elementwise"},
 };
 #define NCASES ((int)(sizeof CASES / sizeof CASES[0]))
 
