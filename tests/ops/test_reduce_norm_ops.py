@@ -123,6 +123,9 @@ def cases():
     c["groupnorm_opset21"] = (
         model(21, "GroupNormalization", [("x", rng_data([2, ch, 5, 5]))],
               [("s", scale), ("b", bias)], num_groups=3))
+    c["groupnorm_opset18_per_group"] = (
+        model(18, "GroupNormalization", [("x", rng_data([2, ch, 5, 5]))],
+              [("s", scale[:3]), ("b", bias[:3])], num_groups=3, epsilon=1e-3))
     c["lrn_opset7_size5"] = (
         model(7, "LRN", [("x", rng_data([2, 10, 6, 6]))], size=5, alpha=1e-2, beta=0.6, bias=1.5))
     c["lrn_size7_big"] = model(13, "LRN", [("x", BIG)], size=7)
