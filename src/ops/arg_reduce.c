@@ -108,9 +108,9 @@ wpk_status op_arg_reduce_ref(wpk_context *ctx, const ir_node *n, ir_tensor *cons
     int64_t outer = 1, inner = 1;
     for (int i = 0; i < axis; i++) outer *= x->dims[i];
     for (int i = axis + 1; i < x->ndim; i++) inner *= x->dims[i];
-    arg_job j = {.len = x->dims[axis], .inner = inner, .chunks = (inner + ARG_BLOCK - 1) / ARG_BLOCK,
-                 .is_max = n->op == IR_OP_ARG_MAX, .last = last, .x = x->data,
-                 .y = out[0]->data};
+    arg_job j = {.len = x->dims[axis], .inner = inner,
+                 .chunks = (inner + ARG_BLOCK - 1) / ARG_BLOCK, .is_max = n->op == IR_OP_ARG_MAX,
+                 .last = last, .x = x->data, .y = out[0]->data};
     arg_task_fn *task;
     switch (x->dtype) {
     case WPK_DTYPE_FLOAT32: task = f32_task; break;

@@ -243,15 +243,24 @@ typedef struct einsum_job {
         int64_t last = nsum ? p->sum_dims[nsum - 1] : 1;                                       \
         int64_t ls[EINSUM_MAX_OPERANDS];                                                       \
         for (int i = 0; i < nops; i++) ls[i] = nsum ? p->sum_str[i][nsum - 1] : 0;             \
+        /* the summed odometer is back at zero after each output's full cycle */               \
+        int64_t sidx[EINSUM_MAX_LABELS] = {0};                                                 \
         for (int64_t o = o0; o < o1; o++) {                                                    \
             double acc = 0.0;                                                                  \
-            int64_t sidx[EINSUM_MAX_LABELS] = {0}, soff[EINSUM_MAX_OPERANDS];                  \
+            int64_t soff[EINSUM_MAX_OPERANDS];                                                 \
             for (int i = 0; i < nops; i++) soff[i] = off[i];                                   \
             for (int64_t q = 0; q < j->sum_outer; q++) {                                       \
                 if (nops == 2) {                                                               \
                     const T *a = x[0] + soff[0], *b = x[1] + soff[1];                          \
                     const int64_t sa = ls[0], sb = ls[1];                                      \
-                    for (int64_t l = 0; l < last; l++) acc += (double)a[l * sa] * b[l * sb];   \
+                    double part = 0.0;                                                         \
+                    if (sa == 1 && sb == 1) {                                                  \
+                        _Pragma("omp simd reduction(+ : part)")                                \
+                        for (int64_t l = 0; l < last; l++) part += (double)a[l] * b[l];        \
+                    } else {                                                                   \
+                        for (int64_t l = 0; l < last; l++) part += (double)a[l * sa] * b[l * sb]; \
+                    }                                                                          \
+                    acc += part;                                                               \
                 } else {                                                                       \
                     for (int64_t l = 0; l < last; l++) {                                       \
                         double v = 1.0;                                                        \

@@ -72,8 +72,10 @@ static void gn_block(const gn_job *j, int64_t b) {
     const float *x = j->x + b * size;
     float *y = j->y + b * size;
     double sum = 0.0, sq = 0.0;
+#pragma omp simd reduction(+ : sum)
     for (int64_t k = 0; k < size; k++) sum += x[k];
     double mean = sum / (double)size;
+#pragma omp simd reduction(+ : sq)
     for (int64_t k = 0; k < size; k++) sq += (x[k] - mean) * (x[k] - mean);
     double inv = 1.0 / sqrt(sq / (double)size + j->eps);
     for (int64_t c = 0; c < per; c++) {

@@ -116,7 +116,9 @@ typedef union red_lane {
  * acc[0]. shift (LogSumExp's maximum) has as many lanes as acc. */
 typedef void step_fn(red_lane *restrict acc, const void *x, int64_t n, const red_lane *shift);
 
-typedef enum step_kind { ST_SUM, ST_ABS, ST_SQUARE, ST_PROD, ST_MAX, ST_MIN, ST_EXP, ST_COUNT } step_kind;
+typedef enum step_kind {
+    ST_SUM, ST_ABS, ST_SQUARE, ST_PROD, ST_MAX, ST_MIN, ST_EXP, ST_COUNT
+} step_kind;
 
 typedef struct step_set {
     step_fn *lanes[ST_COUNT], *fold[ST_COUNT];
@@ -138,7 +140,9 @@ typedef struct step_set {
 #define I_MAX(a, v, s) ((v) > (a) ? (v) : (a))
 #define I_MIN(a, v, s) ((v) < (a) ? (v) : (a))
 
-#define STEP_PAIR(NAME, T, F, A, OP)                                                            \
+/* FOLD_SIMD: the pragma that lets a fold's loop run in vector partial sums (reassociating the
+ * sum or product), or nothing where the combine order matters (Max/Min's NaN rule). */
+#define STEP_PAIR(NAME, T, F, A, OP, FOLD_SIMD)                                                 \
     static void NAME##_lanes(red_lane *restrict acc, const void *xv, int64_t n,                \
                              const red_lane *shift) {                                          \
         const T *x = xv;                                                                       \
@@ -150,18 +154,24 @@ typedef struct step_set {
         const T *x = xv;                                                                       \
         A a = acc[0].F, s = shift[0].F;                                                        \
         (void)s;                                                                               \
+        FOLD_SIMD                                                                              \
         for (int64_t k = 0; k < n; k++) a = OP(a, (A)x[k], s);                                 \
         acc[0].F = a;                                                                          \
     }
 
+#define SIMD_SUM _Pragma("omp simd reduction(+ : a)")
+#define SIMD_PROD _Pragma("omp simd reduction(* : a)")
+
+/* Integer folds stay in order: their sums wrap through uint64, which the pragma's combine of
+ * partial sums would not. */
 #define FLOAT_STEPS(SUF, T)                                                                     \
-    STEP_PAIR(SUF##_sum, T, d, double, F_SUM)                                                  \
-    STEP_PAIR(SUF##_abs, T, d, double, F_ABS)                                                  \
-    STEP_PAIR(SUF##_square, T, d, double, F_SQUARE)                                            \
-    STEP_PAIR(SUF##_prod, T, d, double, F_PROD)                                                \
-    STEP_PAIR(SUF##_max, T, d, double, F_MAX)                                                  \
-    STEP_PAIR(SUF##_min, T, d, double, F_MIN)                                                  \
-    STEP_PAIR(SUF##_exp, T, d, double, F_EXP)                                                  \
+    STEP_PAIR(SUF##_sum, T, d, double, F_SUM, SIMD_SUM)                                        \
+    STEP_PAIR(SUF##_abs, T, d, double, F_ABS, SIMD_SUM)                                        \
+    STEP_PAIR(SUF##_square, T, d, double, F_SQUARE, SIMD_SUM)                                  \
+    STEP_PAIR(SUF##_prod, T, d, double, F_PROD, SIMD_PROD)                                     \
+    STEP_PAIR(SUF##_max, T, d, double, F_MAX, )                                                \
+    STEP_PAIR(SUF##_min, T, d, double, F_MIN, )                                                \
+    STEP_PAIR(SUF##_exp, T, d, double, F_EXP, SIMD_SUM)                                        \
     static const step_set SUF##_steps = {                                                      \
         {SUF##_sum_lanes, SUF##_abs_lanes, SUF##_square_lanes, SUF##_prod_lanes,               \
          SUF##_max_lanes, SUF##_min_lanes, SUF##_exp_lanes},                                   \
@@ -169,12 +179,12 @@ typedef struct step_set {
          SUF##_min_fold, SUF##_exp_fold}};
 
 #define INT_STEPS(SUF, T)                                                                       \
-    STEP_PAIR(SUF##_sum, T, i, int64_t, I_SUM)                                                 \
-    STEP_PAIR(SUF##_abs, T, i, int64_t, I_ABS)                                                 \
-    STEP_PAIR(SUF##_square, T, i, int64_t, I_SQUARE)                                           \
-    STEP_PAIR(SUF##_prod, T, i, int64_t, I_PROD)                                               \
-    STEP_PAIR(SUF##_max, T, i, int64_t, I_MAX)                                                 \
-    STEP_PAIR(SUF##_min, T, i, int64_t, I_MIN)                                                 \
+    STEP_PAIR(SUF##_sum, T, i, int64_t, I_SUM, )                                               \
+    STEP_PAIR(SUF##_abs, T, i, int64_t, I_ABS, )                                               \
+    STEP_PAIR(SUF##_square, T, i, int64_t, I_SQUARE, )                                         \
+    STEP_PAIR(SUF##_prod, T, i, int64_t, I_PROD, )                                             \
+    STEP_PAIR(SUF##_max, T, i, int64_t, I_MAX, )                                               \
+    STEP_PAIR(SUF##_min, T, i, int64_t, I_MIN, )                                               \
     static const step_set SUF##_steps = {                                                      \
         {SUF##_sum_lanes, SUF##_abs_lanes, SUF##_square_lanes, SUF##_prod_lanes,               \
          SUF##_max_lanes, SUF##_min_lanes, NULL},                                              \
@@ -400,7 +410,7 @@ wpk_status op_reduce_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *i
         }
     }
     int64_t rows = j.last_reduced ? ny : ny / j.run;
-    if (op_parallel(rows, 2)) {
+    if (rows > 1 && op_parallel(total, 1 << 15)) {
 #pragma omp parallel for schedule(static)
         for (int64_t r = 0; r < rows; r++) reduce_row(&j, r);
     } else {
