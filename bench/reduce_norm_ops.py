@@ -75,6 +75,8 @@ ROWS = [
     ("MVN [1,64,56,56]", one_node("MeanVarianceNormalization", [1, 64, 56, 56])),
     ("Einsum bhqd,bhkd->bhqk [1,12,128,64]",
      one_node("Einsum", [1, 12, 128, 64], x2_shape=[1, 12, 128, 64], equation="bhqd,bhkd->bhqk")),
+    ("Einsum bij,bjk->bik [12,128,128]x[12,128,64]",
+     one_node("Einsum", [12, 128, 128], x2_shape=[12, 128, 64], equation="bij,bjk->bik")),
 ]
 
 

@@ -221,6 +221,7 @@ wpk_status op_einsum_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const 
 typedef struct einsum_job {
     const einsum_plan *p;
     int64_t total, per_task, sum_outer; /* sum_outer: the summed combos but the last label's */
+    int row_a;                          /* the matrix-product form's operand a (row_form) */
     const void *x[EINSUM_MAX_OPERANDS];
     void *y;
 } einsum_job;
@@ -288,6 +289,55 @@ typedef struct einsum_job {
 EINSUM_TASK(f32, float)
 EINSUM_TASK(f64, double)
 
+/* Output columns a row task accumulates at once. */
+#define EINSUM_ROW_BLOCK 256
+
+/* The matrix-product form (one summed label; operand `a` constant along the output's last
+ * dim, operand `b` contiguous along it, as in bij,bjk->bik): task t is one output row, built
+ * as a sum of b's rows scaled by a's elements, so the inner loop runs over contiguous memory. */
+#define EINSUM_ROW_TASK(SUF, T)                                                                 \
+    static void SUF##_row_task(const einsum_job *j, int64_t t) {                               \
+        const einsum_plan *p = j->p;                                                           \
+        const int last = p->nout - 1, ai = j->row_a, bi = 1 - ai;                              \
+        const int64_t cols = p->out_dims[last], len = p->sum_dims[0];                          \
+        const int64_t sa = p->sum_str[ai][0], sb = p->sum_str[bi][0];                          \
+        int64_t oa = 0, ob = 0, rem = t;                                                       \
+        for (int k = last - 1; k >= 0; k--) {                                                  \
+            int64_t i = rem % p->out_dims[k];                                                  \
+            rem /= p->out_dims[k];                                                             \
+            oa += i * p->out_str[ai][k];                                                       \
+            ob += i * p->out_str[bi][k];                                                       \
+        }                                                                                      \
+        const T *a = (const T *)j->x[ai] + oa, *b = (const T *)j->x[bi] + ob;                  \
+        T *y = (T *)j->y + t * cols;                                                           \
+        for (int64_t c0 = 0; c0 < cols; c0 += EINSUM_ROW_BLOCK) {                              \
+            int64_t nc = cols - c0 < EINSUM_ROW_BLOCK ? cols - c0 : EINSUM_ROW_BLOCK;          \
+            double acc[EINSUM_ROW_BLOCK];                                                      \
+            for (int64_t k = 0; k < nc; k++) acc[k] = 0.0;                                     \
+            for (int64_t l = 0; l < len; l++) {                                                \
+                const double av = a[l * sa];                                                   \
+                const T *br = b + l * sb + c0;                                                 \
+                _Pragma("omp simd")                                                            \
+                for (int64_t k = 0; k < nc; k++) acc[k] += av * br[k];                         \
+            }                                                                                  \
+            for (int64_t k = 0; k < nc; k++) y[c0 + k] = (T)acc[k];                            \
+        }                                                                                      \
+    }
+
+EINSUM_ROW_TASK(f32, float)
+EINSUM_ROW_TASK(f64, double)
+
+/* Which operand is `a` of the matrix-product form, or -1 when the plan does not have it. */
+static int row_form(const einsum_plan *p) {
+    if (p->nops != 2 || p->nsum != 1 || p->nout < 1) return -1;
+    const int last = p->nout - 1;
+    for (int ai = 0; ai < 2; ai++)
+        if (p->out_str[ai][last] == 0 && p->out_str[1 - ai][last] == 1 &&
+            p->sum_str[1 - ai][0] != 1)
+            return ai;
+    return -1;
+}
+
 /* Outputs per task: enough that a task's set-up is small against its sums. */
 #define EINSUM_TASK_OUTPUTS 64
 
@@ -307,9 +357,14 @@ wpk_status op_einsum_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *i
         memset(j.y, 0, ir_nbytes(out[0]));
         return WPK_OK;
     }
-    void (*task)(const einsum_job *, int64_t) = in[0]->dtype == WPK_DTYPE_FLOAT64 ? f64_task
-                                                                                 : f32_task;
+    bool f64 = in[0]->dtype == WPK_DTYPE_FLOAT64;
+    void (*task)(const einsum_job *, int64_t) = f64 ? f64_task : f32_task;
     int64_t tasks = (j.total + j.per_task - 1) / j.per_task;
+    j.row_a = row_form(&p);
+    if (j.row_a >= 0) {
+        task = f64 ? f64_row_task : f32_row_task;
+        tasks = j.total / p.out_dims[p.nout - 1];
+    }
     if (tasks > 1 && op_parallel(j.total * sum_total, 1 << 15)) {
 #pragma omp parallel for schedule(static)
         for (int64_t t = 0; t < tasks; t++) task(&j, t);
