@@ -31,6 +31,12 @@ int64_t ir_node_flops(const ir_node *n, ir_tensor *const *in, ir_tensor *const *
     case IR_OP_FLATTEN: case IR_OP_SQUEEZE: case IR_OP_UNSQUEEZE: case IR_OP_IDENTITY:
     case IR_OP_DROPOUT:
         return 0;
+    /* reductions and normalizations: (at least) one operation per input element */
+    case IR_OP_REDUCE_MEAN: case IR_OP_REDUCE_SUM: case IR_OP_REDUCE_MAX: case IR_OP_REDUCE_MIN:
+    case IR_OP_REDUCE_PROD: case IR_OP_REDUCE_L1: case IR_OP_REDUCE_L2:
+    case IR_OP_REDUCE_SUM_SQUARE: case IR_OP_REDUCE_LOG_SUM: case IR_OP_REDUCE_LOG_SUM_EXP:
+    case IR_OP_ARG_MAX: case IR_OP_ARG_MIN: case IR_OP_TOP_K:
+        return ir_numel(in[0]);
     default:
         return ir_numel(out[0]);
     }

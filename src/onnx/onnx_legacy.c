@@ -11,7 +11,8 @@
 typedef struct legacy_arg {
     const char *attr;  /* NULL ends the list */
     int slot;          /* the input it becomes */
-    ir_attr_kind kind; /* IR_ATTR_INTS -> 1-D int64 tensor; IR_ATTR_FLOAT -> float32 scalar */
+    ir_attr_kind kind; /* IR_ATTR_INTS -> 1-D int64 tensor, IR_ATTR_INT -> one of 1 element;
+                        * IR_ATTR_FLOAT -> float32 scalar */
     bool required;
 } legacy_arg;
 
@@ -30,6 +31,16 @@ static const legacy_rule rules[] = {
     {"Unsqueeze", 13, {{"axes", 1, IR_ATTR_INTS, true}}},
     {"Split", 13, {{"split", 1, IR_ATTR_INTS, false}}},
     {"ReduceMean", 18, {{"axes", 1, IR_ATTR_INTS, false}}},
+    {"ReduceSum", 13, {{"axes", 1, IR_ATTR_INTS, false}}},
+    {"ReduceMax", 18, {{"axes", 1, IR_ATTR_INTS, false}}},
+    {"ReduceMin", 18, {{"axes", 1, IR_ATTR_INTS, false}}},
+    {"ReduceProd", 18, {{"axes", 1, IR_ATTR_INTS, false}}},
+    {"ReduceL1", 18, {{"axes", 1, IR_ATTR_INTS, false}}},
+    {"ReduceL2", 18, {{"axes", 1, IR_ATTR_INTS, false}}},
+    {"ReduceSumSquare", 18, {{"axes", 1, IR_ATTR_INTS, false}}},
+    {"ReduceLogSum", 18, {{"axes", 1, IR_ATTR_INTS, false}}},
+    {"ReduceLogSumExp", 18, {{"axes", 1, IR_ATTR_INTS, false}}},
+    {"TopK", 10, {{"k", 1, IR_ATTR_INT, true}}},
     {"Pad", 11, {{"pads", 1, IR_ATTR_INTS, true}, {"value", 2, IR_ATTR_FLOAT, false}}},
     {"Slice", 10, {{"starts", 1, IR_ATTR_INTS, true}, {"ends", 2, IR_ATTR_INTS, true},
                    {"axes", 3, IR_ATTR_INTS, false}}},
@@ -94,7 +105,9 @@ wpk_status onnx_legacy_canonicalize(wpk_context *ctx, ir_graph *g, int node, int
         if (at->kind != arg->kind)
             return wpk_error(ctx, WPK_ERR_MODEL, "node '%s' (%s): attribute '%s' must be %s",
                              n->name, n->op_type, arg->attr,
-                             arg->kind == IR_ATTR_INTS ? "a list of ints" : "a float");
+                             arg->kind == IR_ATTR_INTS  ? "a list of ints"
+                             : arg->kind == IR_ATTR_INT ? "an int"
+                                                        : "a float");
         /* an empty optional list means what its absence means (all axes, equal split sizes) */
         if (arg->kind == IR_ATTR_INTS && at->n == 0 && !arg->required) {
             remove_attr(n, arg->attr);
@@ -108,6 +121,11 @@ wpk_status onnx_legacy_canonicalize(wpk_context *ctx, ir_graph *g, int node, int
             t.ndim = 1;
             t.dims[0] = at->n;
             t.data = at->ints;
+        } else if (arg->kind == IR_ATTR_INT) {
+            t.dtype = WPK_DTYPE_INT64;
+            t.ndim = 1;
+            t.dims[0] = 1;
+            t.data = (void *)&at->i;
         } else {
             t.dtype = WPK_DTYPE_FLOAT32;
             t.data = &f;
