@@ -5,12 +5,27 @@
 
 PyObject *pywpk_error;
 
+/* The enum's own names, which a program can compare (wpk_status_name is for people). */
+static const char *status_enum_name(wpk_status st) {
+    switch (st) {
+    case WPK_OK: return "WPK_OK";
+    case WPK_ERR_INVALID_ARG: return "WPK_ERR_INVALID_ARG";
+    case WPK_ERR_IO: return "WPK_ERR_IO";
+    case WPK_ERR_PARSE: return "WPK_ERR_PARSE";
+    case WPK_ERR_MODEL: return "WPK_ERR_MODEL";
+    case WPK_ERR_UNSUPPORTED: return "WPK_ERR_UNSUPPORTED";
+    case WPK_ERR_NOMEM: return "WPK_ERR_NOMEM";
+    case WPK_ERR_INTERNAL: return "WPK_ERR_INTERNAL";
+    }
+    return "WPK_ERR_INTERNAL";
+}
+
 PyObject *pywpk_raise(wpk_status st, const char *msg) {
     const char *text = msg && *msg ? msg : wpk_status_name(st);
     if (st == WPK_ERR_NOMEM) return PyErr_NoMemory();
     PyObject *exc = PyObject_CallFunction(pywpk_error, "s", text);
     if (!exc) return NULL;
-    PyObject *name = PyUnicode_FromString(wpk_status_name(st));
+    PyObject *name = PyUnicode_FromString(status_enum_name(st));
     if (name && PyObject_SetAttrString(exc, "status", name) == 0) PyErr_SetObject(pywpk_error, exc);
     Py_XDECREF(name);
     Py_DECREF(exc);
