@@ -2,6 +2,10 @@
 # pip-installs the package (scikit-build-core through this CMake project, its build kept in the
 # build dir) into build/python-site; python_package runs tests/python against ONNX Runtime;
 # python_torchvision runs resnet18 through the package and exports with torch: label "slow".
+# Not in a sanitizer build: the package is built without sanitizers whatever this build is.
+if(WPK_SANITIZE)
+  return()
+endif()
 set(WPK_PY_ENV "WPK_PYTHON_SITE=${CMAKE_BINARY_DIR}/python-site"
                "WPK_CACHE_DIR=${CMAKE_BINARY_DIR}/kernel-cache"
                "WPK_TORCHVISION_DIR=${CMAKE_BINARY_DIR}/torchvision")
