@@ -31,6 +31,8 @@ class InferenceSession:
                  database when it exists; "": none (every kernel at its default config)
       provider   "auto" (None), "generated", "onednn", "openblas" or "ref": every node that can
                  runs on that one
+      providers  ONNX Runtime's list, for code written for it: the first of
+                 "CUDAExecutionProvider" / "CPUExecutionProvider" sets backend
 
     Thread safety: the underlying C session is not reentrant, so calls to run() on one session
     are serialized by a lock (taken with the GIL released); separate sessions run in parallel.
@@ -40,8 +42,10 @@ class InferenceSession:
     """
 
     def __init__(self, path_or_plan, backend="cpu", threads=None, opt_level=2, db=None,
-                 provider=None):
+                 provider=None, providers=None):
         path = existing_file(path_or_plan, "model")
+        if providers is not None:
+            backend = _backend_of_providers(providers)
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
         if threads is None:
@@ -123,6 +127,18 @@ class InferenceSession:
     def __repr__(self):
         kind = "plan" if self._plan else "model"
         return f"wpk.InferenceSession({kind} {os.path.basename(self._path)!r}, {self._backend})"
+
+
+def _backend_of_providers(providers):
+    names = {"CPUExecutionProvider": "cpu", "CUDAExecutionProvider": "cuda"}
+    if isinstance(providers, str) or not hasattr(providers, "__iter__"):
+        raise TypeError("providers must be a list of ONNX Runtime provider names")
+    for p in providers:
+        name = p[0] if isinstance(p, tuple) else p
+        if name in names:
+            return names[name]
+    raise ValueError(f"providers {list(providers)!r} name neither CPUExecutionProvider nor "
+                     f"CUDAExecutionProvider")
 
 
 def _code_of(dtype):

@@ -28,7 +28,7 @@ def test_node_args(resnet_like):
     (y,) = resnet_like.get_outputs()
     assert (x.name, x.shape, x.type) == ("input", ["N", 3, 64, 64], "tensor(float)")
     assert (y.name, y.shape, y.type) == ("logits", ["N", 10], "tensor(float)")
-    assert not resnet_like.is_plan
+    assert not resnet_like.is_plan and resnet_like.get_providers() == ["cpu"]
 
 
 @pytest.mark.parametrize("batch", [1, 2])
@@ -90,6 +90,9 @@ def test_bad_input(wpk, resnet_like, model_dir, tmp_path):
         resnet_like.run(None, [x])
     with pytest.raises(ValueError, match="backend"):
         wpk.InferenceSession(model_dir / "resnet_like.onnx", backend="tpu")
+    with pytest.raises(ValueError, match="providers"):
+        wpk.InferenceSession(model_dir / "resnet_like.onnx",
+                             providers=["TensorrtExecutionProvider"])
     with pytest.raises(ValueError, match="threads"):
         wpk.InferenceSession(model_dir / "resnet_like.onnx", threads=0)
     # what wpk itself refuses: WpkError with its own message naming the file
@@ -135,7 +138,9 @@ def test_threads_share_and_own_sessions(wpk, resnet_like, model_dir):
     and on a session of its own; every result checked against ONNX Runtime."""
     inputs = [random_input((2, 3, 64, 64), 100 + k) for k in range(8)]
     expected = [ort_run(model_dir / "resnet_like.onnx", {"input": x})[0] for x in inputs]
-    own = [wpk.InferenceSession(model_dir / "resnet_like.onnx") for _ in range(4)]
+    # ONNX Runtime's spelling of the backend works too
+    own = [wpk.InferenceSession(model_dir / "resnet_like.onnx", providers=["CPUExecutionProvider"])
+           for _ in range(4)]
     errors, results = [], {}
 
     def worker(t):
