@@ -54,9 +54,9 @@ static int session_init(session_object *self, PyObject *args, PyObject *kwargs) 
                                      &path_obj, &is_plan, &backend, &threads, &opt_level,
                                      &records, &provider))
         return -1;
-    if (self->session) {
+    if (self->ctx) {
         Py_DECREF(path_obj);
-        PyErr_SetString(PyExc_RuntimeError, "Session is already initialized");
+        PyErr_SetString(PyExc_RuntimeError, "a Session is initialized once; make a new one");
         return -1;
     }
     int known;

@@ -198,3 +198,16 @@ def test_gil_released_while_running(wpk, model_dir):
         sys.setswitchinterval(old_interval)
     assert held == 0
     assert during > 0
+
+
+def test_cuda_backend_or_its_reason(wpk, model_dir):
+    """On a machine with an NVIDIA GPU the cuda backend matches ONNX Runtime; without one,
+    creating the session is a WpkError that says why CUDA is unavailable."""
+    try:
+        sess = wpk.InferenceSession(model_dir / "resnet_like.onnx", backend="cuda")
+    except wpk.WpkError as e:
+        assert "CUDA" in str(e) and e.status == "WPK_ERR_UNSUPPORTED", str(e)
+        return
+    x = random_input((2, 3, 64, 64), 21)
+    (y,) = sess.run(None, {"input": x})
+    assert rel_l2(y, ort_run(model_dir / "resnet_like.onnx", {"input": x})[0]) <= TOL
