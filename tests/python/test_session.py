@@ -64,6 +64,11 @@ def test_outputs_by_name_and_converted_inputs(resnet_like, model_dir):
     assert rel_l2(y, expected) <= TOL
     (y,) = resnet_like.run(None, {"input": x.tolist()})
     assert rel_l2(y, expected) <= TOL
+    # what run hands to the C session: the caller's own array when it can (no copy in Python)
+    from wpk.session import _as_input
+    arg = resnet_like.get_inputs()[0]
+    assert _as_input(arg, x) is x
+    assert _as_input(arg, strided) is not strided
 
 
 def test_bad_input(wpk, resnet_like, model_dir, tmp_path):
