@@ -3,12 +3,23 @@
  * and GNU OpenMP is not fork-safe, so this runs no parallel region of its own; wpk.tune calls
  * it in a fresh Python process. */
 #include <omp.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "wpk_module.h"
 
 #include "api/tune_tasks.h"
 #include "tune/tuner.h"
+
+/* Log lines go straight to stderr, as `wpk tune` writes them: the tuner's forked workers must
+ * not call into the interpreter. */
+static void log_stderr(void *user, wpk_log_level level, const char *message) {
+    (void)user;
+    fprintf(stderr, "%s%s\n", level == WPK_LOG_ERROR  ? "wpk: error: "
+                              : level == WPK_LOG_WARN ? "wpk: warning: "
+                                                      : "wpk: ",
+            message);
+}
 
 static PyObject *task_dict(const tune_task_summary *t, const tune_taskset *ts, int i) {
     int alternative = i < ts->ntasks && ts->tasks[i].alt_of >= 0;
@@ -66,7 +77,7 @@ PyObject *pywpk_tune(PyObject *self, PyObject *args, PyObject *kwargs) {
         PyErr_NoMemory();
         goto done;
     }
-    wpk_context_set_log(ctx, pywpk_log_to_python, NULL, verbose ? WPK_LOG_DEBUG : WPK_LOG_WARN);
+    wpk_context_set_log(ctx, log_stderr, NULL, verbose ? WPK_LOG_DEBUG : WPK_LOG_WARN);
     const char *model_path = PyBytes_AS_STRING(model_obj), *db_path = PyBytes_AS_STRING(db_obj);
     tune_db *db = NULL;
     wpk_model *m = NULL;

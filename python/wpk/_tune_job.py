@@ -1,15 +1,12 @@
 """The process wpk.tune starts: reads the job (JSON) on stdin, tunes with the extension module,
-writes one JSON line on stdout: {"summary": ...} or {"kind", "status", "message"}. Log lines go
-to stderr."""
+writes one JSON line on stdout: {"summary": ...} or {"kind", "status", "message"}. The tuner's
+log lines go to stderr."""
 import json
-import logging
 import sys
 
 
 def main():
     job = json.loads(sys.stdin.read())
-    logging.basicConfig(stream=sys.stderr, format="wpk: %(levelname)s: %(message)s",
-                        level=logging.DEBUG if job["verbose"] else logging.WARNING)
     from wpk import _wpk
     try:
         summary = _wpk.tune(job["model"], job["db"], job["strategy"], job["trials"],
