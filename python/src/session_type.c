@@ -46,13 +46,13 @@ static wpk_backend backend_named(const char *name, int *ok) {
 /* Session(path, is_plan, backend, threads, opt_level, records, provider) */
 static int session_init(session_object *self, PyObject *args, PyObject *kwargs) {
     static char *kwlist[] = {"path", "is_plan", "backend", "threads", "opt_level", "records",
-                             "provider", NULL};
+                             "provider", "profile", NULL};
     PyObject *path_obj = NULL;
-    int is_plan = 0, threads = 0, opt_level = wpk_optimize_default_params().level;
+    int is_plan = 0, threads = 0, opt_level = wpk_optimize_default_params().level, profile = 0;
     const char *backend = "cpu", *records = NULL, *provider = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|psiizz", kwlist, PyUnicode_FSConverter,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|psiizzp", kwlist, PyUnicode_FSConverter,
                                      &path_obj, &is_plan, &backend, &threads, &opt_level,
-                                     &records, &provider))
+                                     &records, &provider, &profile))
         return -1;
     if (self->ctx) {
         Py_DECREF(path_obj);
@@ -66,6 +66,7 @@ static int session_init(session_object *self, PyObject *args, PyObject *kwargs) 
     params.opt_level = opt_level;
     params.records = records;
     params.provider = provider;
+    params.profile = profile;
     if (!known) {
         Py_DECREF(path_obj);
         PyErr_Format(PyExc_ValueError, "backend must be 'cpu', 'cuda' or 'ref', not '%s'",
@@ -260,11 +261,38 @@ done:
     return result;
 }
 
+/* profile() -> [(node, op, provider, impl, source, ms)] of the last run, in execution order */
+static PyObject *session_profile(session_object *self, PyObject *unused) {
+    (void)unused;
+    if (!check_ready(self)) return NULL;
+    const wpk_node_profile *nodes = NULL;
+    int n = 0;
+    wpk_status st;
+    Py_BEGIN_ALLOW_THREADS
+    PyThread_acquire_lock(self->lock, WAIT_LOCK);
+    Py_END_ALLOW_THREADS
+    st = wpk_session_profile(self->session, &nodes, &n);
+    PyObject *list = st == WPK_OK ? PyList_New(n) : NULL;
+    for (int i = 0; list && i < n; i++) {
+        const wpk_node_profile *p = &nodes[i];
+        PyObject *item = Py_BuildValue("(sssssd)", p->node ? p->node : "", p->op ? p->op : "",
+                                       p->provider ? p->provider : "", p->impl ? p->impl : "",
+                                       p->source ? p->source : "", p->ms);
+        if (!item) Py_CLEAR(list);
+        else PyList_SET_ITEM(list, i, item);
+    }
+    if (st != WPK_OK) pywpk_raise(st, wpk_context_error(self->ctx));
+    PyThread_release_lock(self->lock);
+    return list;
+}
+
 static PyMethodDef session_methods[] = {
     {"inputs", (PyCFunction)session_inputs, METH_NOARGS,
      "inputs() -> [(name, dtype, dims, dim_names)] of the graph inputs"},
     {"outputs", (PyCFunction)session_outputs, METH_NOARGS,
      "outputs() -> [(name, dtype, dims, dim_names)] of the graph outputs"},
+    {"profile", (PyCFunction)session_profile, METH_NOARGS,
+     "profile() -> [(node, op, provider, impl, source, ms)] of the last run (profile=True)"},
     {"run", (PyCFunction)session_run, METH_VARARGS,
      "run(feeds, output_indices) -> [(dtype, shape, bytearray)]; feeds: [(name, array, "
      "dtype)] of C-contiguous buffers. Serialized per session; the GIL is released."},
@@ -276,7 +304,8 @@ PyTypeObject pywpk_session_type = {
     .tp_basicsize = sizeof(session_object),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Session(path, is_plan=False, backend='cpu', threads=0, opt_level=2, "
-              "records=None, provider=None): the C session under wpk.InferenceSession",
+              "records=None, provider=None, profile=False): the C session under "
+              "wpk.InferenceSession",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)session_init,
     .tp_dealloc = (destructor)session_dealloc,

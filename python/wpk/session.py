@@ -31,6 +31,7 @@ class InferenceSession:
                  database when it exists; "": none (every kernel at its default config)
       provider   "auto" (None), "generated", "onednn", "openblas" or "ref": every node that can
                  runs on that one
+      profile    time every node of each run: profile() gives the last run's times
       providers  ONNX Runtime's list, for code written for it: the first of
                  "CUDAExecutionProvider" / "CPUExecutionProvider" sets backend
 
@@ -42,7 +43,7 @@ class InferenceSession:
     """
 
     def __init__(self, path_or_plan, backend="cpu", threads=None, opt_level=2, db=None,
-                 provider=None, providers=None):
+                 provider=None, providers=None, profile=False):
         path = existing_file(path_or_plan, "model")
         if providers is not None:
             backend = _backend_of_providers(providers)
@@ -61,7 +62,8 @@ class InferenceSession:
         self._path = path
         self._plan = _is_plan(path)
         self._backend = backend
-        self._s = _wpk.Session(path, self._plan, backend, threads, opt_level, db, provider)
+        self._s = _wpk.Session(path, self._plan, backend, threads, opt_level, db, provider,
+                               bool(profile))
         self._inputs = [node_arg(*d) for d in self._s.inputs()]
         self._outputs = [node_arg(*d) for d in self._s.outputs()]
         self._input_index = {a.name: i for i, a in enumerate(self._inputs)}
@@ -110,6 +112,14 @@ class InferenceSession:
         results = self._s.run(feeds, wanted)
         return [np.frombuffer(data, dtype=DTYPES[code][0]).reshape(shape)
                 for code, shape, data in results]
+
+    def profile(self):
+        """The per-node profile of the last run, in execution order: a list of dicts with node,
+        op, provider ("generated", "onednn", "openblas", "ref"), impl (the template or library
+        and its config), source ("tuned", "default", ...) and ms. WpkError when the session
+        was made without profile=True or has not run."""
+        keys = ("node", "op", "provider", "impl", "source", "ms")
+        return [dict(zip(keys, entry)) for entry in self._s.profile()]
 
     def _output_indices(self, output_names):
         if output_names is None:

@@ -216,3 +216,15 @@ def test_cuda_backend_or_its_reason(wpk, model_dir):
     x = random_input((2, 3, 64, 64), 21)
     (y,) = sess.run(None, {"input": x})
     assert rel_l2(y, ort_run(model_dir / "resnet_like.onnx", {"input": x})[0]) <= TOL
+
+
+def test_profile(wpk, model_dir):
+    sess = wpk.InferenceSession(model_dir / "resnet_like.onnx", profile=True)
+    with pytest.raises(wpk.WpkError):
+        sess.profile()  # no run yet
+    sess.run(None, {"input": random_input((1, 3, 64, 64), 4)})
+    nodes = sess.profile()
+    assert nodes and all(n["ms"] >= 0 and n["node"] and n["op"] for n in nodes)
+    assert any(n["op"] in ("Conv", "wpk::FusedConv") for n in nodes), nodes
+    with pytest.raises(wpk.WpkError, match="profile"):
+        wpk.InferenceSession(model_dir / "resnet_like.onnx").profile()
