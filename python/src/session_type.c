@@ -43,12 +43,12 @@ static wpk_backend backend_named(const char *name, int *ok) {
     return WPK_BACKEND_REF;
 }
 
-/* Session(path, is_plan, backend, threads, opt_level, records, provider) */
+/* Session(path, is_plan, backend, threads, opt_level, records, provider, profile) */
 static int session_init(session_object *self, PyObject *args, PyObject *kwargs) {
     static char *kwlist[] = {"path", "is_plan", "backend", "threads", "opt_level", "records",
                              "provider", "profile", NULL};
     PyObject *path_obj = NULL;
-    int is_plan = 0, threads = 0, opt_level = wpk_optimize_default_params().level, profile = 0;
+    int is_plan = 0, threads = 0, opt_level = -1, profile = 0; /* opt_level < 0: the default */
     const char *backend = "cpu", *records = NULL, *provider = NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|psiizzp", kwlist, PyUnicode_FSConverter,
                                      &path_obj, &is_plan, &backend, &threads, &opt_level,
@@ -63,7 +63,7 @@ static int session_init(session_object *self, PyObject *args, PyObject *kwargs) 
     wpk_session_params params = wpk_session_default_params();
     params.backend = backend_named(backend, &known);
     params.threads = threads;
-    params.opt_level = opt_level;
+    if (opt_level >= 0) params.opt_level = opt_level;
     params.records = records;
     params.provider = provider;
     params.profile = profile;
@@ -303,7 +303,7 @@ PyTypeObject pywpk_session_type = {
     .tp_name = "wpk._wpk.Session",
     .tp_basicsize = sizeof(session_object),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Session(path, is_plan=False, backend='cpu', threads=0, opt_level=2, "
+    .tp_doc = "Session(path, is_plan=False, backend='cpu', threads=0, opt_level=-1, "
               "records=None, provider=None, profile=False): the C session under "
               "wpk.InferenceSession",
     .tp_new = PyType_GenericNew,

@@ -55,7 +55,7 @@ PyObject *pywpk_tune(PyObject *self, PyObject *args, PyObject *kwargs) {
     PyObject *model_obj = NULL, *db_obj = NULL;
     tune_options o = tune_default_options();
     long long trials = 0, seed = (long long)o.seed;
-    int opt_level = wpk_optimize_default_params().level, alternatives = 1, verbose = 0;
+    int opt_level = -1, alternatives = 1, verbose = 0; /* opt_level < 0: the default */
     double timeout_s = 0;
     const char *clock = "wall";
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&O&|sLdLiidpsp", kwlist,
@@ -68,6 +68,7 @@ PyObject *pywpk_tune(PyObject *self, PyObject *args, PyObject *kwargs) {
         PyErr_Format(PyExc_ValueError, "clock must be 'wall' or 'cpu', not '%s'", clock);
         goto done;
     }
+    if (opt_level < 0) opt_level = wpk_optimize_default_params().level;
     o.trials = trials;
     o.seed = (uint64_t)seed;
     if (timeout_s > 0) o.measure.run_timeout_s = timeout_s;

@@ -59,11 +59,13 @@ PyObject *pywpk_compile(PyObject *self, PyObject *args, PyObject *kwargs) {
     PyObject *model_obj = NULL, *out_obj = NULL;
     wpk_compile_params p = wpk_compile_default_params();
     const char *target = "cpu";
+    int opt_level = -1; /* < 0: the default */
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&O&|sziiizp", kwlist,
                                      PyUnicode_FSConverter, &model_obj, PyUnicode_FSConverter,
-                                     &out_obj, &target, &p.records, &p.opt_level, &p.batch,
+                                     &out_obj, &target, &p.records, &opt_level, &p.batch,
                                      &p.threads, &p.provider, &p.strict))
         return NULL;
+    if (opt_level >= 0) p.opt_level = opt_level;
     PyObject *result = NULL;
     if (!strcmp(target, "cpu")) {
         p.target = WPK_BACKEND_CPU;
@@ -104,7 +106,7 @@ static PyObject *module_version(PyObject *self, PyObject *unused) {
 
 static PyMethodDef module_methods[] = {
     {"compile", (PyCFunction)(void (*)(void))pywpk_compile, METH_VARARGS | METH_KEYWORDS,
-     "compile(model, output, target='cpu', records=None, opt_level=2, batch=1, threads=0, "
+     "compile(model, output, target='cpu', records=None, opt_level=-1, batch=1, threads=0, "
      "provider=None, strict=False): write a compiled plan"},
     {"tune", (PyCFunction)(void (*)(void))pywpk_tune, METH_VARARGS | METH_KEYWORDS,
      "tune(model, db, ...) -> summary dict; forks measurement workers (see wpk.tune)"},

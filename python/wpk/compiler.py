@@ -13,13 +13,14 @@ STRATEGIES = ("ga", "rl", "anneal", "random", "grid", "model")
 CLOCKS = ("auto", "wall", "cpu")
 
 
-def compile(model, output, db=None, target="cpu", opt_level=2, batch=1, threads=None,
+def compile(model, output, db=None, target="cpu", opt_level=None, batch=1, threads=None,
             provider=None, strict=False):
     """Compiles the ONNX model into a plan at output (replaced only once complete); returns
     output. db: the tuning records to choose kernels from (None: the default database when it
-    exists; "": none). target "cpu" or "cuda"; batch: the value of every symbolic dim; strict:
-    fail (naming the nodes) when a node has no records. Untuned nodes are logged as warnings
-    through the "wpk" logger. Raises WpkError for what Woodpecker refuses."""
+    exists; "": none). target "cpu" or "cuda"; opt_level None (wpk's default, which tune uses
+    too) or 0..3; batch: the value of every symbolic dim; strict: fail (naming the nodes) when
+    a node has no records. Untuned nodes are logged as warnings through the "wpk" logger.
+    Raises WpkError for what Woodpecker refuses."""
     model = existing_file(model, "model")
     if not isinstance(output, (str, os.PathLike)):
         raise TypeError(f"output must be a path, not {type(output).__name__}")
@@ -28,7 +29,7 @@ def compile(model, output, db=None, target="cpu", opt_level=2, batch=1, threads=
         raise ValueError(f"target must be 'cpu' or 'cuda', not {target!r}")
     if db is not None and db != "":
         db = existing_file(db, "records database")
-    _check_int("opt_level", opt_level, 0, 3)
+    opt_level = _level(opt_level)
     _check_int("batch", batch, 1, 1 << 20)
     if threads is not None:
         _check_int("threads", threads, 1, 4096)
@@ -37,7 +38,7 @@ def compile(model, output, db=None, target="cpu", opt_level=2, batch=1, threads=
     return output
 
 
-def tune(model, db=None, time=None, trials=None, strategy="ga", seed=0, opt_level=2,
+def tune(model, db=None, time=None, trials=None, strategy="ga", seed=0, opt_level=None,
          parallel=None, timeout=None, alternatives=True, clock="auto", verbose=False):
     """Tunes the model's kernels on this machine into the records database db (None: the
     default one, $WPK_CACHE_DIR or ~/.cache/wpk/records.db), as `wpk tune` does, and returns the
@@ -47,6 +48,8 @@ def tune(model, db=None, time=None, trials=None, strategy="ga", seed=0, opt_leve
       time       budget for the whole model: seconds, or "90", "30s", "10m", "1h"
       trials     records per task, counting those stored (default 64 when time is not given)
       strategy   ga, rl, anneal, random, grid or model
+      opt_level  the graph optimization the tasks come from: None (wpk's default, which
+                 compile and InferenceSession use too) or 0..3; the records match only there
       parallel   build workers (None: chosen and adjusted while tuning)
       timeout    seconds before one measurement is killed (default 30)
       clock      what a sample times: "wall", "cpu" (the busiest kernel thread's CPU time) or
@@ -68,7 +71,7 @@ def tune(model, db=None, time=None, trials=None, strategy="ga", seed=0, opt_leve
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
     _check_int("seed", seed, 0, (1 << 63) - 1)
-    _check_int("opt_level", opt_level, 0, 3)
+    opt_level = _level(opt_level)
     if parallel is not None:
         _check_int("parallel", parallel, 1, 256)
     timeout_s = _seconds("timeout", timeout) if timeout is not None else 0.0
@@ -104,6 +107,14 @@ def _run_job(job):
     if isinstance(exc, WpkError):
         exc.status = answer.get("status", "")
     raise exc
+
+
+def _level(opt_level):
+    """opt_level 0..3, or -1 for None (wpk's default, the same for tune, compile and run)."""
+    if opt_level is None:
+        return -1
+    _check_int("opt_level", opt_level, 0, 3)
+    return opt_level
 
 
 def _check_int(name, value, lo, hi):

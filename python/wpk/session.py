@@ -21,12 +21,13 @@ def _is_plan(path):
 class InferenceSession:
     """Runs an ONNX model (.onnx) or a plan compiled by wpk.compile (.wpk).
 
-    InferenceSession(path_or_plan, backend="cpu", threads=None, opt_level=2, db=None,
+    InferenceSession(path_or_plan, backend="cpu", threads=None, opt_level=None, db=None,
                      provider=None)
       backend    "cpu" (generated kernels and vendor libraries, as tuned), "cuda" (NVIDIA GPU) or
                  "ref" (the reference kernels); a plan runs on the target it was compiled for
       threads    kernel threads; None: the machine's physical cores
-      opt_level  graph optimization level 0..3 (models only)
+      opt_level  graph optimization level 0..3 (models only); None: wpk's default, as
+                 `wpk run` and `wpk tune` use
       db         the tuning records the cpu backend chooses kernels from; None: the default
                  database when it exists; "": none (every kernel at its default config)
       provider   "auto" (None), "generated", "onednn", "openblas" or "ref": every node that can
@@ -42,7 +43,7 @@ class InferenceSession:
     C-contiguous with the input's dtype) and returns new arrays that own their data.
     """
 
-    def __init__(self, path_or_plan, backend="cpu", threads=None, opt_level=2, db=None,
+    def __init__(self, path_or_plan, backend="cpu", threads=None, opt_level=None, db=None,
                  provider=None, providers=None, profile=False):
         path = existing_file(path_or_plan, "model")
         if providers is not None:
@@ -53,8 +54,10 @@ class InferenceSession:
             threads = 0
         elif isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
             raise ValueError(f"threads must be a positive int or None, not {threads!r}")
-        if isinstance(opt_level, bool) or opt_level not in (0, 1, 2, 3):
-            raise ValueError(f"opt_level must be 0, 1, 2 or 3, not {opt_level!r}")
+        if opt_level is None:
+            opt_level = -1
+        elif isinstance(opt_level, bool) or opt_level not in (0, 1, 2, 3):
+            raise ValueError(f"opt_level must be 0, 1, 2, 3 or None, not {opt_level!r}")
         if db is not None and db != "":
             db = existing_file(db, "records database")
         if provider is not None and not isinstance(provider, str):
