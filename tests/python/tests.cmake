@@ -14,7 +14,7 @@ add_test(NAME python_install
                  --build-dir ${CMAKE_BINARY_DIR}/python-build
          WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set_tests_properties(python_install PROPERTIES FIXTURES_SETUP python_pkg LABELS python
-                     TIMEOUT 900 RESOURCE_LOCK python_site)
+                     TIMEOUT 900)
 add_test(NAME python_package
          COMMAND python3 tests/python/run_pytest.py -m "not slow" tests/python
          WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
