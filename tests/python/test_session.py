@@ -225,6 +225,6 @@ def test_profile(wpk, model_dir):
     sess.run(None, {"input": random_input((1, 3, 64, 64), 4)})
     nodes = sess.profile()
     assert nodes and all(n["ms"] >= 0 and n["node"] and n["op"] for n in nodes)
-    assert any(n["op"] in ("Conv", "wpk::FusedConv") for n in nodes), nodes
+    assert any("Conv" in n["op"] for n in nodes), nodes
     with pytest.raises(wpk.WpkError, match="profile"):
         wpk.InferenceSession(model_dir / "resnet_like.onnx").profile()
