@@ -220,6 +220,7 @@ wpk_status wpk_session_create_from_plan(wpk_context *ctx, const char *path,
 int wpk_session_num_inputs(const wpk_session *session);
 int wpk_session_num_outputs(const wpk_session *session);
 wpk_tensor_view wpk_session_input_info(const wpk_session *session, int i);
+wpk_tensor_view wpk_session_output_info(const wpk_session *session, int i);
 
 #ifdef __cplusplus
 }

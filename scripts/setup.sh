@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
 # setup.sh -- install what building and testing Woodpecker needs, only what is missing.
-#   scripts/setup.sh build   compiler, CMake, protobuf-c, Python's onnx + numpy (for the demo model)
-#   scripts/setup.sh test    the above + onnxruntime (the oracle), clang's libFuzzer runtime,
+#   scripts/setup.sh build   compiler, CMake, protobuf-c, Python's onnx + numpy (the demo model),
+#                            scikit-build-core (builds the wpk Python package)
+#   scripts/setup.sh test    the above + onnxruntime (the oracle), pytest, clang's libFuzzer runtime,
 #                            Debian's torch/torchvision (to export the torchvision models) and
 #                            oneDNN and OpenBLAS (the vendor-library providers of src/kernels/vendor, and
 #                            the peers the kernel benchmarks compare against; OpenBLAS's OpenMP
-#                            build, which shares wpk's OpenMP threads)
+#                            build, which shares wpk's OpenMP threads, and its pthread build,
+#                            which the tests check is run on one thread)
 set -euo pipefail
 what=${1:-build}
 
 apt_pkgs=(build-essential cmake pkg-config libprotobuf-c-dev protobuf-c-compiler libxgboost-dev libsqlite3-dev libcjson-dev zlib1g-dev)
-pip_pkgs=(onnx numpy)
+pip_pkgs=(onnx numpy scikit_build_core)  # scikit-build-core: `pip install .` (the wpk package)
 if [ "$what" = test ]; then
   apt_pkgs+=(clang libclang-rt-14-dev python3-torch python3-torchvision libdnnl-dev
             libopenblas-dev libopenblas-openmp-dev libopenblas0-pthread)
-  pip_pkgs+=(onnxruntime)
+  pip_pkgs+=(onnxruntime pytest)
 fi
 
 missing=()
