@@ -109,11 +109,12 @@ def main():
             opts.intra_op_num_threads = args.threads
             opts.inter_op_num_threads = 1
             sess = ort.InferenceSession(str(model), opts, providers=["CPUExecutionProvider"])
-            wpk_samples, ort_samples, impl, err = [], [], "", 0.0
+            wpk_samples, ort_samples, node_ms, impl, err = [], [], [], "", 0.0
             try:
                 for _ in range(args.rounds):
                     result = bench_wpk(args, model, tmp)
                     wpk_samples += result["samples_ms"]
+                    node_ms.append(result["nodes_ms"])
                     impl = result["nodes"][0]["provider"] if result["nodes"] else ""
                     # the same inputs wpk ran on
                     inputs = {n: np.load(tmp / "wpk" / f"input_{i}.npy")
@@ -128,12 +129,12 @@ def main():
             except (RuntimeError, subprocess.TimeoutExpired) as e:
                 print(f"{name}: {e}", file=sys.stderr)
                 ok = False
-                rows.append((name, float("nan"), float("nan"), "failed", float("nan")))
+                rows.append((name, float("nan"), float("nan"), float("nan"), "failed", float("nan")))
                 continue
             w, o = statistics.median(wpk_samples), statistics.median(ort_samples)
             if err > 1e-4:
                 ok = False
-            rows.append((name, w, o, impl, err))
+            rows.append((name, w, statistics.median(node_ms), o, impl, err))
             print(f"{name:28s} wpk {w:8.3f} ms  ort {o:8.3f} ms  ratio {o / w:5.2f}  ({impl})", flush=True)
     load_after = os.getloadavg()
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
@@ -142,12 +143,13 @@ def main():
              f"One-node models, inputs of {X} (2M elements; broadcast operands as listed in "
              f"bench/elementwise_ops.py), {args.threads} threads, untuned (each node's default "
              f"kernel), medians of {args.rounds} rounds x {args.iters} runs, taking turns. "
-             "Ratio = ORT / wpk (> 1: wpk faster). max |diff| against ORT's output on the same "
-             "input.", "",
-             "| op | wpk ms | ORT ms | ratio | wpk kernel | max abs diff |",
-             "|---|---:|---:|---:|---|---:|"]
-    for name, w, o, impl, err in rows:
-        lines.append(f"| {name} | {w:.3f} | {o:.3f} | {o / w:.2f} | {impl} | {err:.2g} |")
+             "Ratio = ORT / wpk (> 1: wpk faster). wpk node ms: the node alone, from wpk bench's "
+             "profiled runs (the rest of wpk's latency is the run's fixed cost). max |diff| against "
+             "ORT's output on the same input.", "",
+             "| op | wpk ms | wpk node ms | ORT ms | ratio | wpk kernel | max abs diff |",
+             "|---|---:|---:|---:|---:|---|---:|"]
+    for name, w, n, o, impl, err in rows:
+        lines.append(f"| {name} | {w:.3f} | {n:.3f} | {o:.3f} | {o / w:.2f} | {impl} | {err:.2g} |")
     lines += ["", f"Provenance: commit {commit}; {platform.processor() or platform.machine()}, "
               f"{os.cpu_count()} CPUs; onnxruntime {ort.__version__}; load average "
               f"{load_before[0]:.1f} before, {load_after[0]:.1f} after."]

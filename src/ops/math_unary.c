@@ -75,6 +75,20 @@ typedef struct math_params {
     bool neg, pos;
 } math_params;
 
+/* Round half to even without a libm call per element (nearbyint is one, and does not
+ * vectorize): below 2^23 (2^52 for double) adding and taking away 2^23 leaves the integer the
+ * default rounding mode rounds to, which is half to even; larger magnitudes, infinities and
+ * NaN are returned as they are. The sign is put back so -0.4 rounds to -0. */
+static inline float round_even_f(float v) {
+    float a = fabsf(v);
+    return a < 8388608.0f ? copysignf((a + 8388608.0f) - 8388608.0f, v) : v;
+}
+
+static inline double round_even_d(double v) {
+    double a = fabs(v);
+    return a < 4503599627370496.0 ? copysign((a + 4503599627370496.0) - 4503599627370496.0, v) : v;
+}
+
 /* y = EXPR(v) over elements [i0, i1). */
 #define MAP(TX, TY, EXPR)                                                          \
     do {                                                                           \
@@ -88,12 +102,11 @@ typedef struct math_params {
     } while (0)
 
 /* The float cases, for T = float (F(fn) = fnf) and T = double (F(fn) = fn). Softplus takes
- * log1p of exp(-|v|) so large inputs neither overflow nor lose digits; Round is nearbyint in
- * the default rounding mode, which rounds halves to even. */
-#define FLOAT_CASES(T, F)                                                          \
+ * log1p of exp(-|v|) so large inputs neither overflow nor lose digits. */
+#define FLOAT_CASES(T, F, ROUND)                                                   \
     case IR_OP_FLOOR: MAP(T, T, F(floor)(v)); break;                               \
     case IR_OP_CEIL: MAP(T, T, F(ceil)(v)); break;                                 \
-    case IR_OP_ROUND: MAP(T, T, F(nearbyint)(v)); break;                           \
+    case IR_OP_ROUND: MAP(T, T, ROUND(v)); break;                                  \
     case IR_OP_SIGN: MAP(T, T, v > 0 ? (T)1 : v < 0 ? (T)-1 : v == 0 ? (T)0 : v); break; \
     case IR_OP_SIN: MAP(T, T, F(sin)(v)); break;                                   \
     case IR_OP_COS: MAP(T, T, F(cos)(v)); break;                                   \
@@ -138,13 +151,13 @@ static bool math_range(const ir_node *n, const math_params *p, wpk_dtype dt, con
     switch (dt) {
     case WPK_DTYPE_FLOAT32:
         switch (n->op) {
-            FLOAT_CASES(float, F32_FN)
+            FLOAT_CASES(float, F32_FN, round_even_f)
         default: return false;
         }
         break;
     case WPK_DTYPE_FLOAT64:
         switch (n->op) {
-            FLOAT_CASES(double, F64_FN)
+            FLOAT_CASES(double, F64_FN, round_even_d)
         default: return false;
         }
         break;
