@@ -347,6 +347,10 @@ wpk_tensor_view wpk_session_input_info(const wpk_session *s, int i) {
     return s->rt ? wpk_plan_input_info(s->rt, i) : wpk_model_input(s->model, i);
 }
 
+wpk_tensor_view wpk_session_output_info(const wpk_session *s, int i) {
+    return s->rt ? wpk_plan_output_info(s->rt, i) : wpk_model_output(s->model, i);
+}
+
 wpk_status wpk_session_create_from_plan(wpk_context *ctx, const char *path,
                                         const wpk_session_params *params, wpk_session **out) {
     *out = NULL;
