@@ -265,6 +265,9 @@ static int decode(const serve_model *m, const cJSON *root, const char *bin, size
         return bad(err, size, "the body has %zu bytes of binary data after the inputs' "
                    "binary_data_size total", bin_len - bin_at);
     r->rows = m->batched ? r->inputs[0].dims[0] : 1;
+    if (r->rows > m->max_batch)
+        return bad(err, size, "input '%s': a batch of %lld rows is more than the server's "
+                   "%d (--max-batch)", m->inputs[0].name, (long long)r->rows, m->max_batch);
     for (int i = 1; m->batched && i < m->ninputs; i++)
         if (r->inputs[i].dims[0] != r->rows)
             return bad(err, size, "input '%s': batch dim %lld differs from input '%s''s %lld",

@@ -44,27 +44,38 @@ static bool ends_with(const char *s, const char *suffix) {
     return a >= b && strcmp(s + a - b, suffix) == 0;
 }
 
-/* Describes view into io; a plan's dims are concrete, a model's symbolic ones -1. */
-static void describe(serve_io *io, const wpk_tensor_view *v) {
+/* Describes view into io: -1 for the batch dim when the model batches, and for a model's
+ * other symbolic dims; a plan's other dims are the ones it was compiled for. */
+static void describe(serve_io *io, const wpk_tensor_view *v, bool batched, bool is_plan) {
     io->name = v->name;
     io->dtype = v->dtype;
     io->ndim = v->ndim;
-    for (int d = 0; d < v->ndim; d++) io->dims[d] = v->dim_names[d] ? -1 : v->dims[d];
+    for (int d = 0; d < v->ndim; d++)
+        io->dims[d] = (d == 0 && batched) || (!is_plan && v->dim_names[d]) ? -1 : v->dims[d];
 }
 
-/* The model batches when dim 0 of every input and output is the same symbolic dim: then
- * requests stacked along it are independent rows. */
-static bool batch_dim_free(const wpk_tensor_view *views, int n, const char **name) {
-    for (int i = 0; i < n; i++) {
-        const wpk_tensor_view *v = &views[i];
-        if (v->ndim < 1 || !v->dim_names[0]) return false;
-        if (*name && strcmp(*name, v->dim_names[0]) != 0) return false;
-        *name = v->dim_names[0];
+/* A model batches when dim 0 of every input and output is the same symbolic dim: requests
+ * stacked along it are independent rows. A plan names its inputs' symbolic dims only: it
+ * batches when dim 0 of every input is named, with one compiled size, which dim 0 of every
+ * output has too. */
+static bool batch_dim_free(const wpk_tensor_view *in, int nin, const wpk_tensor_view *out,
+                           int nout, bool is_plan) {
+    const char *name = NULL;
+    for (int i = 0; i < nin + nout; i++) {
+        const wpk_tensor_view *v = i < nin ? &in[i] : &out[i - nin];
+        if (v->ndim < 1) return false;
+        if (is_plan && i >= nin) {
+            if (v->dims[0] != in[0].dims[0]) return false;
+            continue;
+        }
+        if (!v->dim_names[0] || (name && strcmp(name, v->dim_names[0]) != 0)) return false;
+        if (is_plan && v->dims[0] != in[0].dims[0]) return false;
+        name = v->dim_names[0];
     }
-    return true;
+    return nin > 0;
 }
 
-static wpk_status describe_all(serve_model *m) {
+static wpk_status describe_all(serve_model *m, bool is_plan) {
     wpk_context *ctx = m->ctx;
     m->ninputs = wpk_session_num_inputs(m->session);
     m->noutputs = wpk_session_num_outputs(m->session);
@@ -77,21 +88,20 @@ static wpk_status describe_all(serve_model *m) {
         wpk_free(views);
         return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory describing the model");
     }
+    wpk_tensor_view *outs = views + m->ninputs;
     for (int i = 0; i < m->ninputs; i++) views[i] = wpk_session_input_info(m->session, i);
-    for (int i = 0; i < m->noutputs; i++)
-        views[m->ninputs + i] = wpk_session_output_info(m->session, i);
+    for (int i = 0; i < m->noutputs; i++) outs[i] = wpk_session_output_info(m->session, i);
     wpk_status st = WPK_OK;
     for (int i = 0; i < m->ninputs + m->noutputs && !st; i++)
         if (!serve_datatype_name(views[i].dtype))
             st = wpk_error(ctx, WPK_ERR_UNSUPPORTED, "%s '%s' has dtype %s, which the server "
                            "cannot carry", i < m->ninputs ? "input" : "output", views[i].name,
                            wpk_dtype_name(views[i].dtype));
-    const char *batch_name = NULL;
-    m->batched = st == WPK_OK && m->ninputs > 0 &&
-                 batch_dim_free(views, m->ninputs + m->noutputs, &batch_name);
-    for (int i = 0; i < m->ninputs; i++) describe(&m->inputs[i], &views[i]);
-    for (int i = 0; i < m->noutputs; i++) describe(&m->outputs[i], &views[m->ninputs + i]);
-    if (m->plan_batch >= 0 && m->batched && m->ninputs > 0) m->plan_batch = views[0].dims[0];
+    m->batched = st == WPK_OK && batch_dim_free(views, m->ninputs, outs, m->noutputs, is_plan);
+    for (int i = 0; i < m->ninputs; i++) describe(&m->inputs[i], &views[i], m->batched, is_plan);
+    for (int i = 0; i < m->noutputs; i++)
+        describe(&m->outputs[i], &outs[i], m->batched, is_plan);
+    m->plan_batch = is_plan && m->batched ? views[0].dims[0] : 0;
     wpk_free(views);
     return st;
 }
@@ -114,22 +124,21 @@ wpk_status serve_model_load(wpk_context *ctx, const char *path, const serve_mode
     sp.backend = WPK_BACKEND_CPU;
     sp.threads = params->threads;
     wpk_status st;
-    if (ends_with(path, ".wpk")) {
+    bool is_plan = ends_with(path, ".wpk");
+    if (is_plan) {
         m->platform = "wpk_plan";
         st = wpk_session_create_from_plan(ctx, path, &sp, &m->session);
     } else {
         m->platform = "wpk_onnx";
-        m->plan_batch = -1; /* a model: every batch size has its own plan */
         st = wpk_model_load(ctx, path, &m->model);
         if (st == WPK_OK) st = wpk_session_create(ctx, m->model, &sp, &m->session);
     }
-    if (st == WPK_OK) st = describe_all(m);
+    if (st == WPK_OK) st = describe_all(m, is_plan);
     if (st) {
         wpk_error_prefix(ctx, "%s", path);
         serve_model_free(m);
         return st;
     }
-    if (m->plan_batch < 0) m->plan_batch = 0;
     m->max_batch = m->batched ? params->max_batch : 1;
     /* a plan runs exactly its compiled batch: no run can hold more rows */
     if (m->plan_batch > 0 && m->max_batch > m->plan_batch) m->max_batch = (int)m->plan_batch;

@@ -283,6 +283,9 @@ def test_faults(srv):
     body["inputs"][0]["data"][0][0][0][0] = "one"
     expect_error(srv, json.dumps(body).encode(), 400, ["'input'", "not a number"],
                  "a data element that is no number")
+    body = json.loads(json_infer_body(np.concatenate(inputs(5, seed=4))))
+    expect_error(srv, json.dumps(body).encode(), 400, ["'input'", "5 rows", "--max-batch"],
+                 "more rows than --max-batch")
     body = json.loads(json.dumps(good))
     body["outputs"] = [{"name": "probs"}]
     expect_error(srv, json.dumps(body).encode(), 400, ["'probs'"], "unknown output")
@@ -302,7 +305,7 @@ def test_faults(srv):
     status, _, _ = srv.request("GET", "/v2/nothing")
     check(status == 404, "unknown route: 404")
     m = metrics(srv)
-    check(m.get('wpk_requests_total{model="%s",status="400"}' % MODEL, 0) >= 15,
+    check(m.get('wpk_requests_total{model="%s",status="400"}' % MODEL, 0) >= 16,
           "the metrics count the 400s")
     # the server still serves after all that
     status, _ = infer_json(srv, MODEL, x)
@@ -333,6 +336,38 @@ def test_fixed_batch(wpk, path, tmp):
               "fixed-batch model: every batch holds one request")
     finally:
         check(srv.stop() == 0, "fixed-batch server exits 0")
+
+
+def test_plan(wpk, path, tmp):
+    """A compiled plan of batch 2: requests of one row merge in pairs, a lone one is padded."""
+    plan = os.path.join(tmp, "plan_b2.wpk")
+    subprocess.run([wpk, "compile", path, "--batch", "2", "-o", plan], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    srv = Server(wpk, plan, "--max-batch", "8", "--max-delay-us", "50000")
+    try:
+        status, _, body = srv.request("GET", "/v2/models/plan_b2")
+        meta = json.loads(body)
+        check(status == 200 and meta["platform"] == "wpk_plan" and
+              meta["inputs"][0]["shape"] == [-1, 3, 64, 64] and
+              meta["outputs"][0]["shape"] == [-1, 10] and
+              meta["parameters"]["max_batch_size"] == 2,
+              "plan: metadata with the batch dim free, at most the plan's 2 rows (%s)" % meta)
+        xs = inputs(8, seed=80)
+        wants = [wpk_run(wpk, path, x, tmp) for x in xs[:2]]
+        status, got = infer_binary(srv, "plan_b2", xs[0])
+        check(status == 200 and np.allclose(got, wants[0], RTOL, ATOL),
+              "plan: a lone request (padded to 2 rows) equals `wpk run` of the model")
+        results = concurrently(lambda x: infer_binary(srv, "plan_b2", x), xs)
+        check(all(s == 200 for s, _ in results) and
+              all(np.allclose(results[i][1], wants[i], RTOL, ATOL) for i in range(2)),
+              "plan: concurrent requests, each its own result")
+        expect_error(srv, json_infer_body(np.concatenate(inputs(3, seed=81))), 400,
+                     ["'input'", "3 rows", "--max-batch"], "plan: more rows than it holds",
+                     path="/v2/models/plan_b2/infer")
+        m = metrics(srv)
+        check(m['wpk_padded_rows_total{model="plan_b2"}'] >= 1, "plan: padding counted")
+    finally:
+        check(srv.stop() == 0, "plan server exits 0")
 
 
 def test_queue_full(wpk, path):
@@ -442,6 +477,8 @@ def main():
             check(srv.stop() == 0, "server exits 0 on SIGTERM")
         print("a model without a batch dim", flush=True)
         test_fixed_batch(wpk, paths[FIXED], tmp)
+        print("a compiled plan", flush=True)
+        test_plan(wpk, paths[MODEL], tmp)
         print("queue full", flush=True)
         test_queue_full(wpk, paths[MODEL])
         print("SIGTERM with requests in flight", flush=True)
