@@ -141,7 +141,7 @@ int cmd_serve(int argc, char **argv) {
     serve_batcher_params bp = {(double)o.max_delay_us * 1e-6, (int)o.queue};
     serve_batcher *batcher = metrics ? serve_batcher_create(model, metrics, &bp) : NULL;
     char err[512] = "out of memory starting the server";
-    serve_http_params hp = {o.host, (int)o.port, (size_t)1 << 30};
+    serve_http_params hp = {o.host, (int)o.port, (size_t)256 << 20};
     serve_http *http = batcher ? serve_http_start(model, batcher, metrics, &hp, err, sizeof err)
                                : NULL;
     if (!http) {
