@@ -253,7 +253,8 @@ def main():
                   ("threads", args.threads))), "",
              "Closed-loop clients (asyncio, a keep-alive connection each), binary tensor data, "
              "one input of shape %s per request from a pool of %d; every response checked "
-             "against its input's single-request result." % ("x".join(map(str, xs[0].shape)), POOL), "",
+             "against its input's single-request result."
+             % ("x".join(map(str, xs[0].shape)), POOL), "",
              "| server | clients | req/s | p50 ms | p99 ms | mean batch | failed | mismatched |",
              "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:

@@ -31,9 +31,10 @@ void serve_batcher_free(serve_batcher *b);
 void serve_batcher_arriving(serve_batcher *b);
 void serve_batcher_arrived(serve_batcher *b);
 
-/* Queue r (announced by serve_batcher_arriving; taken over by the batcher until it is done) and wait until its batch has run:
- * returns 0 with r->status and r->outputs or r->error set, or 503 without queueing it when
- * the queue is full or the batcher stops; the caller keeps r either way. Thread-safe. */
+/* Queue r (announced by serve_batcher_arriving; the batcher's until it is done) and wait
+ * until its batch has run: returns 0 with r->status and r->outputs or r->error set, or 503
+ * without queueing it when the queue is full or the batcher stops; the caller frees r either
+ * way. Thread-safe. */
 int serve_batcher_run(serve_batcher *b, serve_request *r);
 
 #endif

@@ -239,7 +239,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             return send_error(c, 413, msg);
         }
         if (x->len + *upload_size > x->cap) {
+            /* the whole body at once where its length is known, else doubling */
+            const char *declared = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+                                                               MHD_HTTP_HEADER_CONTENT_LENGTH);
+            unsigned long long want = declared ? strtoull(declared, NULL, 10) : 0;
             size_t cap = x->cap ? x->cap : 4096;
+            if (!x->cap && want > cap && want <= h->params.max_body) cap = (size_t)want;
             while (cap < x->len + *upload_size) cap *= 2;
             char *grown = wpk_realloc(x->body, cap);
             if (!grown) return MHD_NO;
