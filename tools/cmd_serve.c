@@ -1,7 +1,7 @@
 /* cmd_serve.c -- `wpk serve`: a model (or a compiled plan) behind a KServe v2 HTTP server with
  * dynamic batching, until SIGTERM or SIGINT, which drain it: no new requests, every queued one
  * answered, exit 0. */
-#include <limits.h>
+#include <arpa/inet.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,6 +97,9 @@ static int parse(int argc, char **argv, serve_options *o) {
         i++;
     }
     if (!o->path) return usage_error("%s", "'serve' needs a model file (.onnx) or a plan (.wpk)");
+    struct in_addr addr;
+    if (inet_pton(AF_INET, o->host, &addr) != 1)
+        return usage_error("--host '%s' is not an IPv4 address", o->host);
     if (o->name && (strchr(o->name, '/') || strchr(o->name, '?')))
         return usage_error("--name '%s' may not contain '/' or '?'", o->name);
     return 0;

@@ -133,9 +133,10 @@ wpk_status serve_model_load(wpk_context *ctx, const char *path, const serve_mode
         st = wpk_model_load(ctx, path, &m->model);
         if (st == WPK_OK) st = wpk_session_create(ctx, m->model, &sp, &m->session);
     }
-    if (st == WPK_OK) st = describe_all(m, is_plan);
-    if (st) {
+    /* the loaders' messages name the file already */
+    if (st == WPK_OK && (st = describe_all(m, is_plan)) != WPK_OK)
         wpk_error_prefix(ctx, "%s", path);
+    if (st) {
         serve_model_free(m);
         return st;
     }

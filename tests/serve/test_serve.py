@@ -458,6 +458,29 @@ def test_sigterm(wpk, path, n=12):
     check(rc == 0, "SIGTERM: the server exits 0 (got %s)" % rc)
 
 
+def test_cli_errors(wpk, tmp):
+    """Bad arguments and bad files: exit 1 with a message naming the cause, before listening."""
+    bad_model = os.path.join(tmp, "not_a_model.onnx")
+    with open(bad_model, "w") as f:
+        f.write("garbage")
+    cases = [
+        ([], "needs a model file"),
+        ([os.path.join(tmp, "missing.onnx")], "missing.onnx"),
+        ([bad_model], "not_a_model.onnx"),
+        ([bad_model, "--max-batch", "0"], "--max-batch"),
+        ([bad_model, "--port", "70000"], "--port"),
+        ([bad_model, "--host", "nowhere"], "'nowhere'"),
+        ([bad_model, "--max-delay-us", "x"], "--max-delay-us"),
+        ([bad_model, "--bogus"], "'--bogus'"),
+    ]
+    for args, words in cases:
+        p = subprocess.run([wpk, "serve", *args], capture_output=True, text=True, timeout=60)
+        check(p.returncode == 1 and words in p.stderr and p.stderr.count(words) == 1 and
+              "listening" not in p.stdout,
+              "wpk serve %s: exit 1 naming %s (got %d: %s)" % (" ".join(args), words,
+                                                              p.returncode, p.stderr.strip()))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--wpk", required=True)
@@ -465,6 +488,8 @@ def main():
     wpk = os.path.abspath(args.wpk)
     with tempfile.TemporaryDirectory(prefix="wpk_serve_") as tmp:
         paths = gen_models.write_models(tmp, [MODEL, FIXED])
+        print("command-line errors", flush=True)
+        test_cli_errors(wpk, tmp)
         srv = Server(wpk, paths[MODEL], "--max-batch", "4", "--max-delay-us", "50000")
         try:
             print("endpoints and JSON/binary infer", flush=True)
