@@ -220,6 +220,8 @@ wpk_status wpk_session_create_from_plan(wpk_context *ctx, const char *path,
 int wpk_session_num_inputs(const wpk_session *session);
 int wpk_session_num_outputs(const wpk_session *session);
 wpk_tensor_view wpk_session_input_info(const wpk_session *session, int i);
+/* Output i as the model declares it (symbolic dims -1, with their names), or as a plan was
+ * compiled (its dims, the model's names for the symbolic ones); data NULL. */
 wpk_tensor_view wpk_session_output_info(const wpk_session *session, int i);
 
 #ifdef __cplusplus

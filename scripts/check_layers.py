@@ -47,6 +47,8 @@ LAYERS = {
     "tune": BELOW_TUNE,
     "compile": BELOW_TUNE + ["tune"],
     "api": BELOW_TUNE + ["tune", "compile"],
+    # the inference server: the public API (include/wpk.h) and base's helpers
+    "serve": ["base", "api"],
 }
 
 # Headers made at build time: where they are not on disk, an include path starting with a layer's

@@ -63,6 +63,9 @@ static void usage(FILE *f) {
           "                                latency (min/median/p90/p99) and throughput, then\n"
           "                                the per-node table: provider, source, time, share\n"
           "                                ('wpk bench --help': every option)\n"
+          "  serve MODEL|MODEL.wpk [--port N] [--max-batch B] [--max-delay-us T] [--threads N]\n"
+          "                                KServe v2 HTTP inference server with dynamic batching\n"
+          "                                ('wpk serve --help': every option)\n"
           "  version                       print the version\n",
           f);
 }
@@ -694,6 +697,7 @@ static int cmd_compile(int argc, char **argv) {
 
 int cmd_tune(int argc, char **argv); /* tools/cmd_tune.c: argv as main's */
 int cmd_bench(int argc, char **argv); /* tools/cmd_bench.c: argv as main's */
+int cmd_serve(int argc, char **argv); /* tools/cmd_serve.c: argv as main's */
 
 /* The OpenMP runtime's idle workers: libgomp reads its wait policy once, when it is loaded --
  * before main. Its default spins 300,000 rounds (about 9 ms of CPU here) after each parallel
@@ -714,7 +718,7 @@ static void bounded_spin_openmp(char **argv) {
 
 int main(int argc, char **argv) {
     if (argc >= 2 && (!strcmp(argv[1], "run") || !strcmp(argv[1], "compile") ||
-                      !strcmp(argv[1], "bench")))
+                      !strcmp(argv[1], "bench") || !strcmp(argv[1], "serve")))
         bounded_spin_openmp(argv);
     if (argc < 2) {
         usage(stderr);
@@ -728,6 +732,7 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "lower") == 0) return cmd_kernels(argc - 2, argv + 2, true);
     if (strcmp(cmd, "tune") == 0) return cmd_tune(argc, argv);
     if (strcmp(cmd, "bench") == 0) return cmd_bench(argc, argv);
+    if (strcmp(cmd, "serve") == 0) return cmd_serve(argc, argv);
     if (strcmp(cmd, "compile") == 0) return cmd_compile(argc - 2, argv + 2);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("wpk %s\n", wpk_version());
