@@ -6,6 +6,7 @@
 #include "ops/op_util.h"
 
 #include <math.h>
+#include <omp.h>
 #include <string.h>
 
 /* Taps per output index along one axis; antialiased downscaling by more than about 15x needs
@@ -14,6 +15,8 @@
 /* Last-axis taps computed at once (stack table shared by the team): 64 KiB. */
 #define TABLE_TAPS 8192
 #define PAR_MIN_WORK (1 << 16)
+/* Input rows up to this long are combined on the stack before the last axis's taps. */
+#define RESIZE_ROW_MAX 4096
 
 enum { MODE_NEAREST, MODE_LINEAR, MODE_CUBIC };
 /* SIMPLE: Upsample's and Resize-10's rule (truncate when upsampling, ceil when downsampling). */
@@ -430,15 +433,42 @@ static bool row_taps_make(const resize_job *j, int64_t r, row_taps *rt) {
     return true;
 }
 
+/* out[c] = sum over the column's taps of weight * s[index]. */
+static void apply_cols(float *o, const float *s, const int32_t *ci, const float *cw,
+                       int64_t cols, int taps) {
+    if (taps == 2) {
+        for (int64_t c = 0; c < cols; c++)
+            o[c] = cw[2 * c] * s[ci[2 * c]] + cw[2 * c + 1] * s[ci[2 * c + 1]];
+    } else if (taps == 1) {
+        for (int64_t c = 0; c < cols; c++) o[c] = cw[c] * s[ci[c]];
+    } else {
+        for (int64_t c = 0; c < cols; c++) {
+            float acc = 0;
+            for (int t = 0; t < taps; t++) acc += cw[c * taps + t] * s[ci[c * taps + t]];
+            o[c] = acc;
+        }
+    }
+}
+
 static void resize_row_float(const resize_job *j, int64_t r) {
-    const int64_t cols = j->c1 - j->c0;
+    const int64_t cols = j->c1 - j->c0, in_width = j->p->ax[j->last].in;
     const int taps = j->p->ax[j->last].taps;
+    const float *src = (const float *)j->src;
     float *o = (float *)j->dst + r * j->width + j->c0;
     row_taps rt;
     if (!row_taps_make(j, r, &rt)) {
         for (int64_t c = 0; c < cols; c++) o[c] = j->p->extrapolation;
         return;
     }
+    if (rt.naxes == 0) { /* only the last axis resizes */
+        apply_cols(o, src + rt.base, j->col_idx, j->col_w, cols, taps);
+        return;
+    }
+    /* The outer axes' taps first combine whole input rows into one (a contiguous, vectorized
+     * pass over in_width elements), which the last axis's taps then read: per output element
+     * `taps` loads instead of taps times the outer combinations. */
+    float row[RESIZE_ROW_MAX];
+    bool fits = in_width <= RESIZE_ROW_MAX;
     int pick[WPK_MAX_DIMS] = {0};
     for (bool first = true;; first = false) {
         int64_t off = rt.base;
@@ -447,20 +477,13 @@ static void resize_row_float(const resize_job *j, int64_t r) {
             off += rt.idx[k][pick[k]] * j->in_strides[rt.axis[k]];
             wr *= rt.w[k][pick[k]];
         }
-        const float *s = (const float *)j->src + off;
-        const int32_t *ci = j->col_idx;
-        const float *cw = j->col_w;
-        if (taps == 1) {
-            for (int64_t c = 0; c < cols; c++) {
-                float v = wr * s[ci[c]];
-                o[c] = first ? v : o[c] + v;
-            }
-        } else if (taps == 2) {
-            for (int64_t c = 0; c < cols; c++) {
-                float v = wr * (cw[2 * c] * s[ci[2 * c]] + cw[2 * c + 1] * s[ci[2 * c + 1]]);
-                o[c] = first ? v : o[c] + v;
-            }
+        const float *s = src + off;
+        if (fits) {
+            if (first) for (int64_t x = 0; x < in_width; x++) row[x] = wr * s[x];
+            else for (int64_t x = 0; x < in_width; x++) row[x] += wr * s[x];
         } else {
+            const int32_t *ci = j->col_idx;
+            const float *cw = j->col_w;
             for (int64_t c = 0; c < cols; c++) {
                 float acc = 0;
                 for (int t = 0; t < taps; t++) acc += cw[c * taps + t] * s[ci[c * taps + t]];
@@ -471,38 +494,54 @@ static void resize_row_float(const resize_job *j, int64_t r) {
         while (k < rt.naxes && ++pick[k] == rt.count[k]) pick[k++] = 0;
         if (k == rt.naxes) break;
     }
+    if (fits) apply_cols(o, row, j->col_idx, j->col_w, cols, taps);
 }
 
-/* Nearest on any dtype: one source element per output element, copied by size. */
-static void resize_row_nearest(const resize_job *j, int64_t r) {
+/* Nearest on any dtype: one source element per output element, copied by size. Rows [r0, r1)
+ * of one thread; a row reading the same source row as the one before it (upsampling) copies
+ * that output row instead. */
+static void resize_rows_nearest(const resize_job *j, int64_t r0, int64_t r1) {
     const int64_t cols = j->c1 - j->c0;
-    const size_t es = j->es;
-    char *o = j->dst + (size_t)(r * j->width + j->c0) * es;
-    row_taps rt;
-    if (!row_taps_make(j, r, &rt)) {
-        for (int64_t c = 0; c < cols; c++) memcpy(o + c * es, &j->p->extrapolation, es);
+    const size_t es = j->es, run = (size_t)cols * es;
+    int64_t prev = -1; /* the source offset of row r - 1; -1: none, or extrapolated */
+    for (int64_t r = r0; r < r1; r++) {
+        char *o = j->dst + (size_t)(r * j->width + j->c0) * es;
+        row_taps rt;
+        if (!row_taps_make(j, r, &rt)) {
+            for (int64_t c = 0; c < cols; c++) memcpy(o + c * es, &j->p->extrapolation, es);
+            prev = -1;
+            continue;
+        }
+        int64_t off = rt.base;
+        for (int k = 0; k < rt.naxes; k++) off += rt.idx[k][0] * j->in_strides[rt.axis[k]];
+        if (off == prev) {
+            memcpy(o, o - (size_t)j->width * es, run);
+            continue;
+        }
+        prev = off;
+        const char *s = j->src + (size_t)off * es;
+        const int32_t *ci = j->col_idx;
+        switch (es) {
+        case 4:
+            for (int64_t c = 0; c < cols; c++) memcpy(o + 4 * c, s + 4 * (int64_t)ci[c], 4);
+            break;
+        case 1:
+            for (int64_t c = 0; c < cols; c++) o[c] = s[ci[c]];
+            break;
+        default:
+            for (int64_t c = 0; c < cols; c++) memcpy(o + c * es, s + (size_t)ci[c] * es, es);
+            break;
+        }
+    }
+}
+
+/* Rows [r0, r1) of the current column chunk. */
+static void resize_rows(const resize_job *j, int64_t r0, int64_t r1) {
+    if (j->p->mode == MODE_NEAREST) {
+        resize_rows_nearest(j, r0, r1);
         return;
     }
-    int64_t off = rt.base;
-    for (int k = 0; k < rt.naxes; k++) off += rt.idx[k][0] * j->in_strides[rt.axis[k]];
-    const char *s = j->src + (size_t)off * es;
-    const int32_t *ci = j->col_idx;
-    switch (es) {
-    case 4:
-        for (int64_t c = 0; c < cols; c++) memcpy(o + 4 * c, s + 4 * (int64_t)ci[c], 4);
-        break;
-    case 1:
-        for (int64_t c = 0; c < cols; c++) o[c] = s[ci[c]];
-        break;
-    default:
-        for (int64_t c = 0; c < cols; c++) memcpy(o + c * es, s + (size_t)ci[c] * es, es);
-        break;
-    }
-}
-
-static void resize_row(const resize_job *j, int64_t r) {
-    if (j->p->mode == MODE_NEAREST) resize_row_nearest(j, r);
-    else resize_row_float(j, r);
+    for (int64_t r = r0; r < r1; r++) resize_row_float(j, r);
 }
 
 /* After the rows of a chunk: columns extrapolated along the last axis get the value. */
@@ -559,10 +598,14 @@ wpk_status op_resize_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *i
         }
         int64_t work = rows * (j.c1 - j.c0) * lx->taps;
         if (op_parallel(work, PAR_MIN_WORK)) {
-#pragma omp parallel for schedule(static)
-            for (int64_t r = 0; r < rows; r++) resize_row(&j, r);
+            /* contiguous blocks of rows per thread, so nearest can copy a row it just wrote */
+#pragma omp parallel
+            {
+                int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+                resize_rows(&j, rows * t / nt, rows * (t + 1) / nt);
+            }
         } else {
-            for (int64_t r = 0; r < rows; r++) resize_row(&j, r);
+            resize_rows(&j, 0, rows);
         }
         if (any_outside) fill_outside_cols(&j, rows, outside);
     }
