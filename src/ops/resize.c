@@ -398,6 +398,7 @@ typedef struct resize_job {
     int64_t in_strides[WPK_MAX_DIMS], c0, c1, width;
     const int32_t *col_idx;
     const float *col_w;
+    int64_t repeat; /* > 1: nearest column c of the chunk reads source c / repeat */
     size_t es;
     const char *src;
     char *dst;
@@ -521,6 +522,22 @@ static void resize_rows_nearest(const resize_job *j, int64_t r0, int64_t r1) {
         prev = off;
         const char *s = j->src + (size_t)off * es;
         const int32_t *ci = j->col_idx;
+        if (j->repeat > 1 && es == 4) { /* each source element `repeat` times, no table */
+            const int64_t f = j->repeat;
+            const uint32_t *s4 = (const uint32_t *)s + j->c0 / f;
+            uint32_t *o4 = (uint32_t *)o;
+            if (f == 2) { /* the common 2x: one 8-byte store per source element */
+                for (int64_t x = 0; x < cols / 2; x++) {
+                    uint64_t v = s4[x];
+                    v |= v << 32;
+                    memcpy(o4 + 2 * x, &v, 8);
+                }
+                continue;
+            }
+            for (int64_t x = 0; x < cols / f; x++)
+                for (int64_t k = 0; k < f; k++) o4[x * f + k] = s4[x];
+            continue;
+        }
         switch (es) {
         case 4:
             for (int64_t c = 0; c < cols; c++) memcpy(o + 4 * c, s + 4 * (int64_t)ci[c], 4);
@@ -533,6 +550,15 @@ static void resize_rows_nearest(const resize_job *j, int64_t r0, int64_t r1) {
             break;
         }
     }
+}
+
+/* f when the chunk's nearest columns read source c / f (an integer upscale), else 0. */
+static int64_t integer_repeat(const resize_job *j) {
+    int64_t in = j->p->ax[j->last].in, f = j->width / in;
+    if (f < 2 || j->width % in || j->c0 % f || (j->c1 - j->c0) % f) return 0;
+    for (int64_t c = j->c0; c < j->c1; c++)
+        if (j->col_idx[c - j->c0] != c / f) return 0;
+    return f;
 }
 
 /* Rows [r0, r1) of the current column chunk. */
@@ -596,6 +622,7 @@ wpk_status op_resize_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *i
             any_outside |= outside[c - j.c0];
             for (int t = 0; t < nt; t++) col_idx[k + t] = (int32_t)idx[t];
         }
+        j.repeat = p.mode == MODE_NEAREST ? integer_repeat(&j) : 0;
         int64_t work = rows * (j.c1 - j.c0) * lx->taps;
         if (op_parallel(work, PAR_MIN_WORK)) {
             /* contiguous blocks of rows per thread, so nearest can copy a row it just wrote */
