@@ -38,9 +38,9 @@ CASES = {
     "FPN 256x50x50 nearest 2x": ([1, 256, 50, 50], None, [1, 1, 2, 2],
                                  {"mode": "nearest", "coordinate_transformation_mode": "asymmetric",
                                   "nearest_mode": "floor"}),
-    "U-Net 64x64x64 bilinear align_corners 2x": ([1, 64, 64, 64], None, [1, 1, 2, 2],
-                                                 {"mode": "linear",
-                                                  "coordinate_transformation_mode": "align_corners"}),
+    "U-Net 64x64x64 bilinear align_corners 2x": (
+        [1, 64, 64, 64], None, [1, 1, 2, 2],
+        {"mode": "linear", "coordinate_transformation_mode": "align_corners"}),
     "32x56x56 cubic 2x": ([1, 32, 56, 56], None, [1, 1, 2, 2], {"mode": "cubic"}),
 }
 
@@ -54,15 +54,17 @@ def build(path, shape, sizes, scales, attrs):
         inputs.append("sizes")
         inits.append(numpy_helper.from_array(np.asarray(sizes, np.int64), "sizes"))
     node = helper.make_node("Resize", inputs, ["y"], name="resize", **attrs)
-    graph = helper.make_graph([node], "resize", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+    graph = helper.make_graph([node], "resize",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     onnx.save(model, str(path))
 
 
 def wpk_bench(wpk, model, threads, iters, save):
-    out = subprocess.run([wpk, "bench", str(model), "--threads", str(threads), "--iters", str(iters),
-                          "--json", "--save", str(save)], capture_output=True, text=True, check=True)
+    out = subprocess.run([wpk, "bench", str(model), "--threads", str(threads),
+                          "--iters", str(iters), "--json", "--save", str(save)],
+                         capture_output=True, text=True, check=True)
     return json.loads(out.stdout)
 
 
@@ -112,12 +114,13 @@ def main():
             print(rows[-1], flush=True)
     lines = [f"# Resize: wpk's kernel vs ONNX Runtime ({datetime.date.today()})", "",
              f"`python3 bench/resize_vs_ort.py --threads {args.threads} --iters {args.iters} "
-             f"--rounds {args.rounds}`: batch 1, {args.threads} threads, no tuning (Resize runs the "
-             "reference kernel in every plan); ms are medians (and minimums) over all timed runs; "
-             "ratio = ONNX Runtime / wpk (> 1: wpk is faster).", "",
+             f"--rounds {args.rounds}`: batch 1, {args.threads} threads, no tuning (Resize "
+             "runs the reference kernel in every plan); ms are medians (and minimums) over all "
+             "timed runs; ratio = ONNX Runtime / wpk (> 1: wpk is faster).", "",
              "| case | wpk ms | wpk min | ORT ms | ORT min | ratio | rel L2 |",
-             "|---|---|---|---|---|---|---|"] + rows + ["", "Provenance: " + ", ".join(
-                 f"{k}: {v}" for k, v in (provenance or {}).items()) + f", onnxruntime {ort.__version__}"]
+             "|---|---|---|---|---|---|---|"] + rows
+    facts = ", ".join(f"{k}: {v}" for k, v in (provenance or {}).items())
+    lines += ["", f"Provenance: {facts}, onnxruntime {ort.__version__}"]
     Path(args.out).write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 1 if failed else 0

@@ -12,6 +12,8 @@
 /* Taps per output index along one axis; antialiased downscaling by more than about 15x needs
  * more and is refused. */
 #define RESIZE_MAX_TAPS 32
+/* Output dims at most (a bound that keeps sizes computed from scales finite). */
+#define RESIZE_MAX_DIM ((int64_t)1 << 40)
 /* Last-axis taps computed at once (stack table shared by the team): 64 KiB. */
 #define TABLE_TAPS 8192
 #define PAR_MIN_WORK (1 << 16)
@@ -142,9 +144,10 @@ static wpk_status read_sizes(wpk_context *ctx, const ir_node *n, ir_tensor *cons
         if (count != na)
             return op_fail(ctx, n, "input 'sizes' has %d values for %d axes", count, na);
         for (int i = 0; i < na; i++)
-            if (size[i] < 0)
-                return op_fail(ctx, n, "input 'sizes' %s has the negative value %lld",
-                               op_dims_str(b1, sizeof b1, na, size), (long long)size[i]);
+            if (size[i] < 0 || size[i] > RESIZE_MAX_DIM)
+                return op_fail(ctx, n, "input 'sizes' %s has the value %lld, outside [0, %lld]",
+                               op_dims_str(b1, sizeof b1, na, size), (long long)size[i],
+                               (long long)RESIZE_MAX_DIM);
     } else if (has_scales || (scales_attr && scales_attr->kind == IR_ATTR_FLOATS)) {
         int count;
         if (has_scales) {
@@ -191,7 +194,8 @@ static wpk_status read_sizes(wpk_context *ctx, const ir_node *n, ir_tensor *cons
             int64_t d = x->dims[axes[i]];
             if (keep) {
                 scale[i] = common;
-                size[i] = d < 0 ? -1 : (int64_t)(common * (double)d + 0.5);
+                double out = common * (double)d + 0.5;
+                size[i] = d < 0 ? -1 : out > RESIZE_MAX_DIM ? RESIZE_MAX_DIM : (int64_t)out;
             }
             p->ax[axes[i]].out = size[i];
             p->ax[axes[i]].scale = scale[i];
@@ -200,8 +204,12 @@ static wpk_status read_sizes(wpk_context *ctx, const ir_node *n, ir_tensor *cons
     }
     for (int i = 0; i < na; i++) {
         int64_t d = x->dims[axes[i]];
+        double out = floor(scale[i] * (double)d);
+        if (out > RESIZE_MAX_DIM)
+            return op_fail(ctx, n, "'scales' value %g makes axis %d %g long, more than %lld",
+                           scale[i], axes[i], out, (long long)RESIZE_MAX_DIM);
         p->ax[axes[i]].scale = scale[i];
-        p->ax[axes[i]].out = d < 0 ? -1 : (int64_t)floor(scale[i] * (double)d);
+        p->ax[axes[i]].out = d < 0 ? -1 : (int64_t)out;
     }
     return WPK_OK;
 }
@@ -227,6 +235,9 @@ static wpk_status read_roi(wpk_context *ctx, const ir_node *n, ir_tensor *const 
             lo = ((const double *)r->data)[i];
             hi = ((const double *)r->data)[na + i];
         }
+        if (!isfinite(lo) || !isfinite(hi))
+            return op_fail(ctx, n, "input 'roi' has a value that is not finite (axis %d)",
+                           axes[i]);
         p->ax[axes[i]].roi_start = lo;
         p->ax[axes[i]].roi_end = hi;
     }
@@ -345,6 +356,10 @@ static int axis_taps(const resize_plan *p, const resize_axis *ax, int64_t o, int
         return 1;
     }
     double x = source_coord(p, ax, o, outside);
+    /* far outside the input every tap clamps to the edge (or is excluded) either way; the
+     * bound keeps the integer conversions below defined */
+    double bound = (double)ax->in + 2 * RESIZE_MAX_TAPS;
+    x = x < -bound ? -bound : x > bound ? bound : x;
     if (p->mode == MODE_NEAREST) {
         idx[0] = nearest_index(p, ax, x);
         w[0] = 1;

@@ -37,7 +37,8 @@ def model(name, opset, nodes, x_shape, inits=(), x_type=F, check=True):
     graph = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", x_type, x_shape)],
                               [helper.make_tensor_value_info("y", x_type, None)], list(inits))
     if opset < 9:  # IR version 3 lists initializers among the graph inputs
-        graph.input.extend(helper.make_tensor_value_info(t.name, t.data_type, t.dims) for t in inits)
+        graph.input.extend(helper.make_tensor_value_info(t.name, t.data_type, t.dims)
+                           for t in inits)
     opsets = [helper.make_opsetid("", opset)]
     m = helper.make_model(graph, opset_imports=opsets, producer_name="wpk-resample-ops",
                           ir_version=helper.find_min_ir_version_for(opsets))
@@ -139,7 +140,8 @@ def bad_cases():
                                      mode="bicubic", check=False), "attribute 'mode' is 'bicubic'")
     yield ("resize_bad_coordinate_mode", resize(
         "resize_bad_coordinate_mode", 13, X, scales=[1, 1, 2, 2],
-        coordinate_transformation_mode="corner", check=False), "'coordinate_transformation_mode' is 'corner'")
+        coordinate_transformation_mode="corner", check=False),
+        "'coordinate_transformation_mode' is 'corner'")
     yield ("resize_scales_count", resize("resize_scales_count", 13, X, scales=[2, 2],
                                                 check=False),
            "'scales' has 2 values for 4 axes")
