@@ -105,7 +105,7 @@ static bool get_attr(byte_reader *r, arena *mem, ir_attr *a, bool *oom) {
         for (int k = 0; k < a->n; k++) a->ints[k] = (int64_t)br_u64(r);
         break;
     case IR_ATTR_FLOATS:
-        a->n = (int)get_count(r, MAX_ELEMS, 8);
+        a->n = (int)get_count(r, MAX_ELEMS, 4);
         if (!(a->floats = arena_alloc(mem, sizeof *a->floats * (size_t)(a->n + 1))))
             return !(*oom = true);
         for (int k = 0; k < a->n; k++) a->floats[k] = br_f32(r);
