@@ -146,7 +146,7 @@ typedef struct step_set {
     static void NAME##_lanes(red_lane *restrict acc, const void *xv, int64_t n,                \
                              const red_lane *shift) {                                          \
         const T *x = xv;                                                                       \
-        (void)shift;                                                                           \
+        (void)shift; /* read only by LogSumExp's step */                                       \
         for (int64_t k = 0; k < n; k++) acc[k].F = OP(acc[k].F, (A)x[k], shift[k].F);          \
     }                                                                                          \
     static void NAME##_fold(red_lane *restrict acc, const void *xv, int64_t n,                 \
