@@ -99,6 +99,10 @@ def export(name, path):
         if isinstance(m, nn.LayerNorm):
             nn.init.uniform_(m.weight, 0.5, 1.5)
             nn.init.uniform_(m.bias, -0.5, 0.5)
+    # a zero-initialized classifier (vit_b_16's head) would make the output ignore the input
+    for m in model.modules():
+        if isinstance(m, nn.Linear) and not m.weight.detach().any():
+            nn.init.normal_(m.weight, std=0.02)
     model.eval()
     # gradients stay enabled: under no_grad nn.TransformerEncoder takes its fused fast path,
     # which has no ONNX export
