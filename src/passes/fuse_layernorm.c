@@ -2,7 +2,8 @@
  * 17 (PyTorch's nn.LayerNorm at opset <= 16):
  *     m = ReduceMean(x, [-1]); d = x - m; v = ReduceMean(d ^ 2, [-1]);
  *     y = d / Sqrt(v + eps); optionally y * gamma, then + beta
- * into one LayerNormalization(x, gamma, beta, axis = -1, epsilon = eps), which runs as one
+ * into one LayerNormalization(x, gamma, beta, axis = -1, epsilon = eps) (wpk::LayerNormalization
+ * below opset 17, where the default domain lacks it), which runs as one
  * pass over each row instead of eight elementwise and reduction nodes. gamma and beta must be
  * constants with one value per element of the last dim; eps and the exponent 2 constant
  * scalars. Every value inside has one reader (d: the Pow and the Div) and is not a graph
@@ -156,7 +157,8 @@ static wpk_status rewrite(wpk_context *ctx, ir_graph *g, ln_match *m) {
         }
     last->dead = false;
     while (last->nattr > 0) ir_node_remove_attr(last, last->attrs[0].name);
-    ir_node_set_op(last, IR_OP_LAYER_NORM);
+    /* the default domain has LayerNormalization from opset 17 on; before, wpk's twin */
+    ir_node_set_op(last, g->opset >= 17 ? IR_OP_LAYER_NORM : IR_OP_LAYER_NORM_WPK);
     wpk_status st = ir_node_resize(g, last, beta >= 0 ? 3 : 2, 1);
     if (!st) {
         last->in[0] = x;
