@@ -103,7 +103,8 @@ def main():
             if ms:
                 feeds["mask"] = np.zeros(ms, np.float32)
             proc = run(args.wpk, work, model, feeds)
-            ok = proc.returncode == 1 and re.search(pattern, proc.stderr) and "'attn'" in proc.stderr
+            ok = (proc.returncode == 1 and re.search(pattern, proc.stderr)
+                  and "'attn'" in proc.stderr)
             print(f"error, {label}: exit {proc.returncode}: {proc.stderr.strip()[:200]}")
             if not ok:
                 failures.append(f"error case '{label}': want exit 1 and /{pattern}/ naming 'attn'")

@@ -11,7 +11,8 @@ N, S, H, D = 2, 5, 3, 4
 
 def bert_block(i, sm_axis=-1, extra_reader=False):
     q, k, v = f"q{i}", f"k{i}", f"v{i}"
-    nodes = [node("Reshape", ["xq", "heads"], [q + "r"]), node("Reshape", ["xk", "heads"], [k + "r"]),
+    nodes = [node("Reshape", ["xq", "heads"], [q + "r"]),
+             node("Reshape", ["xk", "heads"], [k + "r"]),
              node("Reshape", ["xv", "heads"], [v + "r"]),
              node("Transpose", [q + "r"], [q], perm=[0, 2, 1, 3]),
              node("Transpose", [k + "r"], [k], perm=[0, 2, 3, 1]),
