@@ -7,12 +7,17 @@
  * nn.MultiheadAttention scales it). The Transposes that split heads in front of Q, K^T and V
  * and the one merging them after are absorbed as the op's perms, as long as each keeps the
  * last dim last: the kernel reads rows in place instead of materialized transposes.
+ * Swin's shifted windows add their window mask in a reshaped view of the scores (Reshape, Add,
+ * Reshape back); with both masks constant they are summed into one of the scores' shape.
  * Every value inside the pattern has exactly one reader and is not a graph output; shapes must
  * be static (the pass declines on symbolic dims; specialization runs it again once the input
  * shapes are bound). */
 #include "passes/pass.h"
 
 #include <string.h>
+
+#include "base/arena.h"
+#include "ops/op_util.h"
 
 #define NO_VALUE (-1)
 
@@ -100,7 +105,83 @@ typedef struct attn_match {
     int q_perm[WPK_MAX_DIMS], k_perm[WPK_MAX_DIMS], v_perm[WPK_MAX_DIMS],
         out_perm[WPK_MAX_DIMS];
     float scale;
+    /* Swin's shifted windows: Reshape -> Add(window mask) -> Reshape back between the scores
+     * and the Softmax; both masks constant, they become one of the scores' shape */
+    ir_node *win_in, *win_add, *win_out;
+    int win_mask;
 } attn_match;
+
+static bool same_dims(const ir_tensor *a, const ir_tensor *b) {
+    if (a->ndim != b->ndim) return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->dims[i] != b->dims[i]) return false;
+    return true;
+}
+
+/* The constant of the operand of binary node n that is not v, when it is a static float32
+ * constant; -1 otherwise. */
+static int const_operand(const ir_graph *g, const ir_node *n, int v) {
+    if (n->nin != 2 || (n->in[0] != v && n->in[1] != v)) return -1;
+    int o = n->in[0] == v ? n->in[1] : n->in[0];
+    return o >= 0 && g->values[o].is_const && g->values[o].t.data && static_f32(g, o) ? o : -1;
+}
+
+/* x = Reshape(Add(Reshape(s), constant)) with s of x's own shape: the window-mask detour. */
+static void match_window_mask(ir_graph *g, int *x, attn_match *m) {
+    ir_node *back = producer_of(g, *x, IR_OP_RESHAPE);
+    if (!back || !inner(g, *x)) return;
+    int y = back->in[0];
+    ir_node *add = producer_of(g, y, IR_OP_ADD);
+    if (!add || !inner(g, y) || !static_f32(g, y)) return;
+    for (int i = 0; i < 2; i++) {
+        int s5 = add->in[i], mk = const_operand(g, add, s5);
+        ir_node *fwd = producer_of(g, s5, IR_OP_RESHAPE);
+        if (mk < 0 || !fwd || !inner(g, s5) || !static_f32(g, fwd->in[0])) continue;
+        if (!same_dims(&g->values[fwd->in[0]].t, &g->values[*x].t)) continue;
+        if (!mask_fits(&g->values[mk].t, &g->values[y].t)) continue;
+        m->win_in = fwd;
+        m->win_add = add;
+        m->win_out = back;
+        m->win_mask = mk;
+        *x = fwd->in[0];
+        return;
+    }
+}
+
+/* Offset in t (broadcast to the ndim dims of out) of out's element at flat index f. */
+static int64_t broadcast_offset(const int64_t *strides, const int64_t *dims, int ndim,
+                                int64_t f) {
+    int64_t off = 0;
+    for (int i = ndim - 1; i >= 0; i--) {
+        off += f % dims[i] * strides[i];
+        f /= dims[i];
+    }
+    return off;
+}
+
+/* One constant of the scores' shape: mask m1 (broadcast; -1: none) plus the window mask m2
+ * added in the windowed view of the same elements. -1 when out of memory. */
+static int combined_mask(ir_graph *g, int m1, int m2, int scores, int windowed) {
+    const ir_tensor s4 = g->values[scores].t, s5 = g->values[windowed].t;
+    int64_t st1[WPK_MAX_DIMS] = {0}, st2[WPK_MAX_DIMS];
+    if (m1 >= 0) op_broadcast_strides(&g->values[m1].t, s4.ndim, s4.dims, st1);
+    op_broadcast_strides(&g->values[m2].t, s5.ndim, s5.dims, st2);
+    const float *d1 = m1 >= 0 ? g->values[m1].t.data : NULL, *d2 = g->values[m2].t.data;
+    const int64_t count = ir_numel(&s4);
+    float *data = arena_alloc(&g->mem, sizeof(float) * (size_t)count);
+    const char *name = ir_graph_unique_name(g, "attention_mask");
+    int v = data && name ? ir_graph_add_value(g, name) : -1;
+    if (v < 0) return -1;
+    for (int64_t f = 0; f < count; f++)
+        data[f] = (d1 ? d1[broadcast_offset(st1, s4.dims, s4.ndim, f)] : 0.0f) +
+                  d2[broadcast_offset(st2, s5.dims, s5.ndim, f)];
+    ir_tensor *t = &g->values[v].t;
+    *t = s4;
+    t->data = data;
+    g->values[v].is_const = true;
+    g->values[v].producer = -1;
+    return v;
+}
 
 static bool match(ir_graph *g, ir_node *sm, attn_match *m) {
     memset(m, 0, sizeof *m);
@@ -114,6 +195,8 @@ static bool match(ir_graph *g, ir_node *sm, attn_match *m) {
     int64_t axis = ir_attr_int(sm, "axis", sm->opset >= 13 ? -1 : 1);
     if (axis != -1 && axis != r - 1) return false;
     const ir_tensor scores = g->values[x].t;
+    m->win_mask = NO_VALUE;
+    match_window_mask(g, &x, m);
 
     ir_node *add = producer_of(g, x, IR_OP_ADD);
     if (add && inner(g, x)) {
@@ -131,6 +214,7 @@ static bool match(ir_graph *g, ir_node *sm, attn_match *m) {
         }
         if (!m->add) return false;
     }
+    if (m->win_in && m->mask >= 0 && !g->values[m->mask].is_const) return false;
     ir_node *sc = x >= 0 && g->values[x].producer >= 0 ? &g->nodes[g->values[x].producer] : NULL;
     int y;
     float f;
@@ -193,8 +277,16 @@ static wpk_status set_perm(ir_graph *g, ir_node *n, const char *name, const int 
 static wpk_status rewrite(wpk_context *ctx, ir_graph *g, attn_match *m) {
     ir_node *last = m->out_transpose ? m->out_transpose : m->pv;
     int out = last->out[0], r = g->values[m->q].t.ndim;
+    if (m->win_in) {
+        int scores = m->win_in->in[0], mask = combined_mask(g, m->mask, m->win_mask, scores,
+                                                            m->win_in->out[0]);
+        if (mask < 0)
+            return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory fusing attention at '%s'",
+                             last->name);
+        m->mask = mask;
+    }
     ir_node *dying[] = {m->softmax, m->qk, m->add, m->scale_node, m->q_scale_node,
-                        m->out_transpose ? m->pv : NULL};
+                        m->out_transpose ? m->pv : NULL, m->win_in, m->win_add, m->win_out};
     for (size_t i = 0; i < sizeof dying / sizeof dying[0]; i++)
         if (dying[i]) dying[i]->dead = true;
     while (last->nattr > 0) ir_node_remove_attr(last, last->attrs[0].name);

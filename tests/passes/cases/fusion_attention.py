@@ -1,8 +1,10 @@
-"""Attention fuses into wpk::Attention in the two forms exporters emit: BERT's (Q, K, V split
+"""Attention fuses into wpk::Attention in the forms exporters emit: BERT's (Q, K, V split
 into heads by Reshape + Transpose, K^T by Transpose 0,2,3,1, scores divided by sqrt(d), a mask
 added, heads merged by Transpose 0,2,1,3), whose transposes become the op's perms; and
 nn.MultiheadAttention's 3-D one ([heads, seq, d] operands, Q multiplied by the scale before
-the MatMul, no mask). Declined: a Softmax over another axis, and scores read by a second node."""
+the MatMul, no mask); and Swin's shifted windows (a bias added, then a window mask added in a
+[batch, windows, ...] view between two Reshapes), whose two constant masks become one.
+Declined: a Softmax over another axis, and scores read by a second node."""
 from case_util import model, node, tensor, weights, const
 
 PASSES = "fuse-attention,dce"
@@ -42,11 +44,22 @@ def build():
               node("MatMul", ["mqs", "mkt"], ["ms"]), node("Softmax", ["ms"], ["mp"], axis=-1),
               node("MatMul", ["mp", "mv"], ["mc"]),
               node("Transpose", ["mc"], ["y3"], perm=[1, 0, 2])]
+    # Swin: [B*W, H, S, D] operands, B = 2 images of W = 2 windows
+    nodes += [node("Mul", ["wq", "rsqrt_d"], ["wqs"]),
+              node("Transpose", ["wk"], ["wkt"], perm=[0, 1, 3, 2]),
+              node("MatMul", ["wqs", "wkt"], ["ws"]), node("Add", ["ws", "bias"], ["wsb"]),
+              node("Reshape", ["wsb", "windowed"], ["w5"]),
+              node("Add", ["w5", "window_mask"], ["w5m"]),
+              node("Reshape", ["w5m", "unwindowed"], ["w4"]),
+              node("Softmax", ["w4"], ["wp"], axis=-1), node("MatMul", ["wp", "wv"], ["y4"])]
     inits = [const("heads", [N, S, H, D]), const("merged", [N, S, H * D]),
              const("mha_heads", [S, N * H, D]),
              const("sqrt_d", D ** 0.5, "float32"), const("rsqrt_d", D ** -0.5, "float32"),
-             weights("mask", [N, 1, 1, S], 7)]
+             weights("mask", [N, 1, 1, S], 7), weights("bias", [1, H, S, S], 8),
+             weights("window_mask", [1, 2, 1, S, S], 9), const("windowed", [2, 2, H, S, S]),
+             const("unwindowed", [4, H, S, S])]
     inputs = [tensor(n, [N, S, H * D]) for n in ("xq", "xk", "xv")]
+    inputs += [tensor(n, [4, H, S, D]) for n in ("wq", "wk", "wv")]
     outputs = [tensor(f"y{i}", [N, S, H * D]) for i in range(3)]
-    outputs += [tensor("y3", [S, N * H, D]), tensor("z2", [N, H, S, S])]
+    outputs += [tensor("y3", [S, N * H, D]), tensor("z2", [N, H, S, S]), tensor("y4", [4, H, S, D])]
     return model(nodes, inputs, outputs, inits, opset=14)
