@@ -22,7 +22,7 @@ FAST = ["transformer_encoder", "bert_small"]
 SLOW = ["bert_base4", "vit_b_16", "swin_t"]
 # model -> (Attention nodes, LayerNormalization nodes) the rewrites must leave at batch 1
 FUSED = {"transformer_encoder": (2, 4), "bert_small": (2, 4), "bert_base4": (4, 8),
-         "vit_b_16": (12, 25)}
+         "vit_b_16": (12, 25), "swin_t": (12, 29)}
 BATCHES = [1, 4]
 SKIP = 77
 
