@@ -5,7 +5,8 @@
 #                            Debian's torch/torchvision (to export the torchvision models) and
 #                            oneDNN and OpenBLAS (the vendor-library providers of src/kernels/vendor, and
 #                            the peers the kernel benchmarks compare against; OpenBLAS's OpenMP
-#                            build, which shares wpk's OpenMP threads)
+#                            build, which shares wpk's OpenMP threads); OpenVINO, the second peer
+#                            of bench/transformers.py
 set -euo pipefail
 what=${1:-build}
 
@@ -14,7 +15,7 @@ pip_pkgs=(onnx numpy)
 if [ "$what" = test ]; then
   apt_pkgs+=(clang libclang-rt-14-dev python3-torch python3-torchvision libdnnl-dev
             libopenblas-dev libopenblas-openmp-dev)
-  pip_pkgs+=(onnxruntime)
+  pip_pkgs+=(onnxruntime openvino)
 fi
 
 missing=()
