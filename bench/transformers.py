@@ -117,7 +117,8 @@ def main():
                                                args.iters, args.db)
         except RuntimeError as e:  # a model wpk refuses: its row says why, the run goes on
             print(e, file=sys.stderr)
-            report = {"sources": "-", "nodes": [], "error": str(e).splitlines()[-1]}
+            lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+            report = {"sources": "-", "nodes": [], "error": "; ".join(lines[-8:])}
         samples["onnxruntime"] = bench_ort(path, inp, x, args.threads, args.warmup, args.iters)
         try:
             samples["openvino"] = bench_openvino(path, inp, x, args.threads, args.warmup,
