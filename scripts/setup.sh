@@ -7,7 +7,8 @@
 #                            oneDNN and OpenBLAS (the vendor-library providers of src/kernels/vendor, and
 #                            the peers the kernel benchmarks compare against; OpenBLAS's OpenMP
 #                            build, which shares wpk's OpenMP threads, and its pthread build,
-#                            which the tests check is run on one thread)
+#                            which the tests check is run on one thread); OpenVINO, the second
+#                            peer of the model benchmarks (bench/)
 set -euo pipefail
 what=${1:-build}
 
@@ -17,7 +18,7 @@ pip_pkgs=(onnx numpy scikit_build_core)  # scikit-build-core: `pip install .` (t
 if [ "$what" = test ]; then
   apt_pkgs+=(clang libclang-rt-14-dev python3-torch python3-torchvision libdnnl-dev
             libopenblas-dev libopenblas-openmp-dev libopenblas0-pthread)
-  pip_pkgs+=(onnxruntime pytest)
+  pip_pkgs+=(onnxruntime pytest openvino)
 fi
 
 missing=()

@@ -53,11 +53,16 @@ static wpk_status infer_static(wpk_context *ctx, ir_graph *g) {
     return st;
 }
 
+/* The rewrites that decline on symbolic dims, run again once the inputs' dims are bound. */
+#define BOUND_SHAPE_REWRITES \
+    "fold-constants,simplify-reshape,cse,dce,fuse-layernorm,fuse-attention,fuse-epilogue"
+
 static wpk_status specialize(wpk_context *ctx, exec_plan *p, const ir_graph *src,
-                             const ir_tensor *shapes) {
+                             const ir_tensor *shapes, int opt_level) {
     p->g = ir_graph_clone(src);
     if (!p->g) return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory specializing the graph");
     ir_graph *g = p->g;
+    bool bound_symbolic = false;
     for (int i = 0; i < g->ninputs; i++) {
         ir_value *v = &g->values[g->inputs[i]];
         if (v->t.ndim != shapes[i].ndim || v->t.dtype != shapes[i].dtype)
@@ -67,12 +72,13 @@ static wpk_status specialize(wpk_context *ctx, exec_plan *p, const ir_graph *src
             if (shapes[i].dims[d] < 0 || (v->t.dims[d] >= 0 && v->t.dims[d] != shapes[i].dims[d]))
                 return wpk_error(ctx, WPK_ERR_INTERNAL, "input '%s' bound with another shape",
                                  v->name);
+            bound_symbolic = bound_symbolic || v->t.dims[d] < 0;
             v->t.dims[d] = shapes[i].dims[d];
             v->dim_names[d] = NULL;
         }
     }
     pass_options opt = pass_default_options();
-    opt.only = "fold-constants,dce";
+    opt.only = opt_level >= 2 && bound_symbolic ? BOUND_SHAPE_REWRITES : "fold-constants,dce";
     opt.dump = ""; /* the session's own optimization already honoured WPK_DUMP */
     opt.vector_floats = target_vector_floats();
     wpk_status st = passes_run(ctx, g, &opt);
@@ -96,6 +102,11 @@ static void bind(exec_plan *p, char *workspace) {
 
 wpk_status exec_plan_create(wpk_context *ctx, const ir_graph *src, const ir_tensor *shapes,
                             bool require_static, exec_plan **out) {
+    return exec_plan_create_at(ctx, src, shapes, require_static, 0, out);
+}
+
+wpk_status exec_plan_create_at(wpk_context *ctx, const ir_graph *src, const ir_tensor *shapes,
+                               bool require_static, int opt_level, exec_plan **out) {
     *out = NULL;
     exec_plan *p = wpk_calloc(1, sizeof *p);
     if (!p) return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory planning the graph");
@@ -106,7 +117,7 @@ wpk_status exec_plan_create(wpk_context *ctx, const ir_graph *src, const ir_tens
         p->key[i] = shapes[i];
         p->key[i].data = NULL;
     }
-    if (st == WPK_OK) st = specialize(ctx, p, src, shapes);
+    if (st == WPK_OK) st = specialize(ctx, p, src, shapes, opt_level);
     if (st == WPK_OK) {
         st = memory_plan_build(ctx, p->g, &p->mem);
         p->is_static = st == WPK_OK;

@@ -45,6 +45,11 @@ typedef struct exec_plan {
  * when the graph is inconsistent at these shapes, WPK_ERR_NOMEM. *out is the caller's. */
 wpk_status exec_plan_create(wpk_context *ctx, const ir_graph *src, const ir_tensor *shapes,
                             bool require_static, exec_plan **out);
+/* exec_plan_create for a src optimized at opt_level: at 2 and above, when a symbolic dim got
+ * bound, the rewrites that need static shapes (attention, LayerNorm, epilogue fusion) run
+ * again on the bound graph. */
+wpk_status exec_plan_create_at(wpk_context *ctx, const ir_graph *src, const ir_tensor *shapes,
+                               bool require_static, int opt_level, exec_plan **out);
 void exec_plan_free(exec_plan *p);
 
 /* Compile a static plan's nodes into generated kernels (the cpu backend: compile/cpu_compile.h)

@@ -248,7 +248,7 @@ static wpk_status find_plan(wpk_session *s, exec_plan **out) {
             return WPK_OK;
         }
     exec_plan *p = NULL;
-    wpk_status st = exec_plan_create(s->ctx, s->g, s->in, false, &p);
+    wpk_status st = exec_plan_create_at(s->ctx, s->g, s->in, false, s->params.opt_level, &p);
     if (st == WPK_OK && s->params.backend == WPK_BACKEND_CPU) {
         /* the records are read while the plan's kernels are chosen, not held open */
         tune_db *db = NULL;

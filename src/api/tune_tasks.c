@@ -94,7 +94,8 @@ wpk_status api_tune_tasks_extract(wpk_context *ctx, const wpk_model *model, int 
             shapes[i].data = NULL;
         }
     }
-    if (st == WPK_OK) st = exec_plan_create(ctx, own->optimized, shapes, true, &own->plan);
+    if (st == WPK_OK) st = exec_plan_create_at(ctx, own->optimized, shapes, true, opt_level,
+                                              &own->plan);
     wpk_free(shapes);
     cpu_tasks ct = {0};
     if (st == WPK_OK) st = cpu_tasks_collect(ctx, own->plan->g, own->plan->vals, &ct);

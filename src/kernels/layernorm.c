@@ -33,7 +33,8 @@ static bool param_fits(const ir_tensor *p, const ir_tensor *x, int axis) {
 }
 
 static bool read_ln(const ir_node *n, const ir_tensor *const *in, const ir_tensor *y, ln *g) {
-    if (!n || n->op != IR_OP_LAYER_NORM || n->nin < 2 || n->nin > 3 || !in[0] || !in[1] || !y)
+    if (!n || (n->op != IR_OP_LAYER_NORM && n->op != IR_OP_LAYER_NORM_WPK) || n->nin < 2 ||
+        n->nin > 3 || !in[0] || !in[1] || !y)
         return false;
     const ir_tensor *x = in[0];
     if (!tune_static_f32(x) || x->ndim < 1 || !ir_same_shape(x, y)) return false;

@@ -1,0 +1,302 @@
+/* attention.c -- wpk::Attention, scaled dot-product attention as one op (passes/fuse_attention.c
+ * creates it): softmax(scale * Q K^T + mask) V over the trailing two dims, batched over the
+ * leading ones. Q, K, V and the output may be stored transposed (q_perm, k_perm, v_perm,
+ * out_perm), so the head split/merge transposes around attention are never materialized. */
+#include <math.h>
+#include <string.h>
+
+#include "ops/op_util.h"
+
+/* Keys scored at once per block of query rows, and query rows sharing one packed key block. */
+#define KEY_BLOCK 64
+#define ROW_BLOCK 4
+#define QUERY_CHUNK 64
+/* Head sizes the kernel holds in its fixed stack blocks. */
+#define HEAD_DIM_MAX 512
+
+typedef struct attn_dims {
+    int rank;
+    int64_t batch[WPK_MAX_DIMS - 2]; /* the leading (batch, head) dims */
+    int64_t groups;                   /* their product */
+    int64_t sq, sk, d, dv;
+    /* element strides of each logical dim in the stored tensor */
+    int64_t qs[WPK_MAX_DIMS], ks[WPK_MAX_DIMS], vs[WPK_MAX_DIMS], os[WPK_MAX_DIMS],
+        ms[WPK_MAX_DIMS];
+} attn_dims;
+
+/* The permutation attribute `name` of rank r into perm (absent: identity). */
+static wpk_status read_perm(wpk_context *ctx, const ir_node *n, const char *name, int r,
+                            int *perm) {
+    int count;
+    const int64_t *p = ir_attr_ints(n, name, &count);
+    for (int i = 0; i < r; i++) perm[i] = i;
+    if (!p) return WPK_OK;
+    if (count != r) return op_fail(ctx, n, "attribute '%s' has %d entries, rank is %d", name,
+                                   count, r);
+    bool seen[WPK_MAX_DIMS] = {false};
+    for (int i = 0; i < r; i++) {
+        if (p[i] < 0 || p[i] >= r || seen[p[i]])
+            return op_fail(ctx, n, "attribute '%s' is not a permutation of 0..%d", name, r - 1);
+        seen[p[i]] = true;
+        perm[i] = (int)p[i];
+    }
+    if (perm[r - 1] != r - 1)
+        return op_unsupported(ctx, n, "attribute '%s' moves the last dim (rows must stay "
+                              "contiguous)", name);
+    return WPK_OK;
+}
+
+/* Logical dims of t seen through perm (logical = Transpose(t, perm)), and their strides. */
+static void view(const ir_tensor *t, const int *perm, int r, int64_t *dims, int64_t *strides) {
+    int64_t st[WPK_MAX_DIMS], s = 1;
+    for (int i = r - 1; i >= 0; i--) {
+        st[i] = s;
+        s *= t->dims[i];
+    }
+    for (int i = 0; i < r; i++) {
+        dims[i] = t->dims[perm[i]];
+        strides[i] = st[perm[i]];
+    }
+}
+
+static wpk_status setup(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
+                        attn_dims *a, int64_t *out_dims) {
+    wpk_status st;
+    for (int i = 0; i < 3; i++) {
+        static const char *const what[] = {"Q", "K", "V"};
+        if ((st = op_need_input(ctx, n, in, i, what[i])) || (st = op_need_f32(ctx, n, in, i)))
+            return st;
+    }
+    int r = in[0]->ndim;
+    if (r < 3 || r > WPK_MAX_DIMS)
+        return op_fail(ctx, n, "Q has rank %d, needs 3 to %d", r, WPK_MAX_DIMS);
+    if (in[1]->ndim != r || in[2]->ndim != r)
+        return op_fail(ctx, n, "Q, K and V have ranks %d, %d, %d; they must be equal", r,
+                       in[1]->ndim, in[2]->ndim);
+    int qp[WPK_MAX_DIMS], kp[WPK_MAX_DIMS], vp[WPK_MAX_DIMS], op[WPK_MAX_DIMS];
+    if ((st = read_perm(ctx, n, "q_perm", r, qp)) || (st = read_perm(ctx, n, "k_perm", r, kp)) ||
+        (st = read_perm(ctx, n, "v_perm", r, vp)) || (st = read_perm(ctx, n, "out_perm", r, op)))
+        return st;
+    int64_t qd[WPK_MAX_DIMS], kd[WPK_MAX_DIMS], vd[WPK_MAX_DIMS];
+    view(in[0], qp, r, qd, a->qs);
+    view(in[1], kp, r, kd, a->ks);
+    view(in[2], vp, r, vd, a->vs);
+    a->rank = r;
+    a->groups = 1;
+    for (int i = 0; i < r - 2; i++) {
+        if (kd[i] != qd[i] || vd[i] != qd[i])
+            return op_fail(ctx, n, "batch dim %d differs between Q (%lld), K (%lld) and V "
+                           "(%lld)", i, (long long)qd[i], (long long)kd[i], (long long)vd[i]);
+        a->batch[i] = qd[i];
+        a->groups *= qd[i];
+    }
+    a->sq = qd[r - 2];
+    a->d = qd[r - 1];
+    a->sk = kd[r - 2];
+    a->dv = vd[r - 1];
+    if (kd[r - 1] != a->d)
+        return op_fail(ctx, n, "Q's head size %lld differs from K's %lld", (long long)a->d,
+                       (long long)kd[r - 1]);
+    if (vd[r - 2] != a->sk)
+        return op_fail(ctx, n, "V has %lld keys, K has %lld", (long long)vd[r - 2],
+                       (long long)a->sk);
+    if (a->d > HEAD_DIM_MAX || a->dv > HEAD_DIM_MAX)
+        return op_unsupported(ctx, n, "head size %lld above %d", (long long)(a->d > a->dv ? a->d
+                              : a->dv), HEAD_DIM_MAX);
+    /* output: logical [batch..., Sq, Dv] stored as Transpose(logical, out_perm) */
+    int64_t logical[WPK_MAX_DIMS];
+    for (int i = 0; i < r - 2; i++) logical[i] = a->batch[i];
+    logical[r - 2] = a->sq;
+    logical[r - 1] = a->dv;
+    int64_t st_out[WPK_MAX_DIMS], s = 1;
+    for (int i = 0; i < r; i++) out_dims[i] = logical[op[i]];
+    for (int i = r - 1; i >= 0; i--) {
+        st_out[i] = s;
+        s *= out_dims[i];
+    }
+    for (int i = 0; i < r; i++) a->os[op[i]] = st_out[i];
+    memset(a->ms, 0, sizeof a->ms);
+    if (n->nin > 3 && in[3]) {
+        const ir_tensor *m = in[3];
+        if ((st = op_need_f32(ctx, n, in, 3))) return st;
+        if (m->ndim > r) return op_fail(ctx, n, "mask has rank %d above Q's %d", m->ndim, r);
+        int64_t scores[WPK_MAX_DIMS];
+        for (int i = 0; i < r - 2; i++) scores[i] = a->batch[i];
+        scores[r - 2] = a->sq;
+        scores[r - 1] = a->sk;
+        for (int i = 0; i < m->ndim; i++) {
+            int64_t md = m->dims[i], sd = scores[r - m->ndim + i];
+            if (md != 1 && md != sd) {
+                char buf[64];
+                return op_fail(ctx, n, "mask %s does not broadcast to the scores' shape",
+                               op_dims_str(buf, sizeof buf, m->ndim, m->dims));
+            }
+        }
+        op_broadcast_strides(m, r, scores, a->ms);
+    }
+    return WPK_OK;
+}
+
+wpk_status op_attention_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
+                              ir_tensor *const *out) {
+    attn_dims a;
+    int64_t dims[WPK_MAX_DIMS];
+    wpk_status st = setup(ctx, n, in, &a, dims);
+    if (st) return st;
+    if ((st = op_need_output(ctx, n, out, 0))) return st;
+    op_set_shape(out[0], WPK_DTYPE_FLOAT32, a.rank, dims);
+    return WPK_OK;
+}
+
+typedef struct attn_job {
+    const attn_dims *a;
+    float scale;
+    const float *q, *k, *v, *mask; /* mask may be NULL */
+    float *out;
+} attn_job;
+
+/* Offsets of batch group g in each operand. */
+static void group_base(const attn_dims *a, int64_t g, int64_t *q, int64_t *k, int64_t *v,
+                       int64_t *o, int64_t *m) {
+    *q = *k = *v = *o = *m = 0;
+    for (int i = a->rank - 3; i >= 0; i--) {
+        int64_t idx = g % a->batch[i];
+        g /= a->batch[i];
+        *q += idx * a->qs[i];
+        *k += idx * a->ks[i];
+        *v += idx * a->vs[i];
+        *o += idx * a->os[i];
+        *m += idx * a->ms[i];
+    }
+}
+
+/* Query rows [i0, i0 + rows) of batch group g, keys in blocks with an online softmax: the
+ * running max and sum per row rescale the output rows accumulated so far, so no row of
+ * scores longer than a key block is ever held. */
+static inline __attribute__((always_inline)) void
+attn_chunk_body(const attn_job *j, int64_t g, int64_t i0, int64_t rows) {
+    const attn_dims *a = j->a;
+    int64_t qb, kb, vb, ob, mb;
+    group_base(a, g, &qb, &kb, &vb, &ob, &mb);
+    const int64_t d = a->d, dv = a->dv, r = a->rank;
+    float kt[HEAD_DIM_MAX * KEY_BLOCK]; /* a key block, transposed: [d][KEY_BLOCK] */
+    float mx[QUERY_CHUNK], sum[QUERY_CHUNK];
+    for (int64_t i = 0; i < rows; i++) {
+        mx[i] = -INFINITY;
+        sum[i] = 0.0f;
+        float *orow = j->out + ob + (i0 + i) * a->os[r - 2];
+        for (int64_t c = 0; c < dv; c++) orow[c] = 0.0f;
+    }
+    for (int64_t k0 = 0; k0 < a->sk; k0 += KEY_BLOCK) {
+        const int64_t nk = a->sk - k0 < KEY_BLOCK ? a->sk - k0 : KEY_BLOCK;
+        for (int64_t t = 0; t < nk; t++) {
+            const float *krow = j->k + kb + (k0 + t) * a->ks[r - 2];
+            for (int64_t c = 0; c < d; c++) kt[c * KEY_BLOCK + t] = krow[c];
+        }
+        for (int64_t c = 0; c < d && nk < KEY_BLOCK; c++) /* a short last block: no stale keys */
+            for (int64_t t = nk; t < KEY_BLOCK; t++) kt[c * KEY_BLOCK + t] = 0.0f;
+        for (int64_t ib = 0; ib < rows; ib += ROW_BLOCK) {
+            const int64_t nr = rows - ib < ROW_BLOCK ? rows - ib : ROW_BLOCK;
+            float s[ROW_BLOCK][KEY_BLOCK];
+            for (int64_t x = 0; x < nr; x++) {
+                const float *qrow = j->q + qb + (i0 + ib + x) * a->qs[r - 2];
+                float *sx = s[x];
+                for (int64_t t = 0; t < KEY_BLOCK; t++) sx[t] = 0.0f;
+                for (int64_t c = 0; c < d; c++) {
+                    const float qc = qrow[c];
+                    const float *kc = kt + c * KEY_BLOCK;
+#pragma omp simd
+                    for (int64_t t = 0; t < KEY_BLOCK; t++) sx[t] += qc * kc[t];
+                }
+            }
+            for (int64_t x = 0; x < nr; x++) {
+                const int64_t i = ib + x;
+                float *sx = s[x];
+                float bmax = -INFINITY;
+                const float *mrow = j->mask ? j->mask + mb + (i0 + i) * a->ms[r - 2] : NULL;
+                for (int64_t t = 0; t < nk; t++) {
+                    float v = sx[t] * j->scale;
+                    if (mrow) v += mrow[(k0 + t) * a->ms[r - 1]];
+                    sx[t] = v;
+                    if (v > bmax) bmax = v;
+                }
+                float *orow = j->out + ob + (i0 + i) * a->os[r - 2];
+                const float nmax = bmax > mx[i] ? bmax : mx[i];
+                if (nmax == -INFINITY) continue; /* every key so far masked out entirely */
+                const float corr = expf(mx[i] - nmax);
+                float bsum = 0.0f;
+                for (int64_t t = 0; t < nk; t++) {
+                    sx[t] = expf(sx[t] - nmax);
+                    bsum += sx[t];
+                }
+                if (corr != 1.0f) {
+#pragma omp simd
+                    for (int64_t c = 0; c < dv; c++) orow[c] *= corr;
+                }
+                sum[i] = sum[i] * corr + bsum;
+                mx[i] = nmax;
+                for (int64_t t = 0; t < nk; t++) {
+                    const float p = sx[t];
+                    const float *vrow = j->v + vb + (k0 + t) * a->vs[r - 2];
+#pragma omp simd
+                    for (int64_t c = 0; c < dv; c++) orow[c] += p * vrow[c];
+                }
+            }
+        }
+    }
+    for (int64_t i = 0; i < rows; i++) {
+        float *orow = j->out + ob + (i0 + i) * a->os[r - 2];
+        /* a row whose keys are all -inf: ONNX's Softmax gives NaN there too */
+        const float inv = sum[i] > 0.0f ? 1.0f / sum[i] : NAN;
+        for (int64_t c = 0; c < dv; c++) orow[c] *= inv;
+    }
+}
+
+/* The library builds for the baseline ISA; where the CPU has AVX2 and FMA, the same loops
+ * compiled for them run 8 lanes with fused multiply-adds (a third less time at BERT's sizes). */
+#if defined(__GNUC__) && defined(__x86_64__)
+__attribute__((target("avx2,fma"))) static void attn_chunk_avx2(const attn_job *j, int64_t g,
+                                                                int64_t i0, int64_t rows) {
+    attn_chunk_body(j, g, i0, rows);
+}
+#endif
+
+static void attn_chunk_generic(const attn_job *j, int64_t g, int64_t i0, int64_t rows) {
+    attn_chunk_body(j, g, i0, rows);
+}
+
+typedef void (*attn_chunk_fn)(const attn_job *, int64_t, int64_t, int64_t);
+
+static attn_chunk_fn attn_chunk_for_cpu(void) {
+#if defined(__GNUC__) && defined(__x86_64__)
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return attn_chunk_avx2;
+#endif
+    return attn_chunk_generic;
+}
+
+wpk_status op_attention_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
+                            ir_tensor *const *out) {
+    attn_dims a;
+    int64_t dims[WPK_MAX_DIMS];
+    wpk_status st = setup(ctx, n, in, &a, dims);
+    if (st) return st;
+    attn_job j = {.a = &a, .scale = ir_attr_float(n, "scale", 1.0f), .q = in[0]->data,
+                  .k = in[1]->data, .v = in[2]->data,
+                  .mask = n->nin > 3 && in[3] ? in[3]->data : NULL, .out = out[0]->data};
+    const attn_chunk_fn attn_chunk = attn_chunk_for_cpu();
+    const int64_t chunks = (a.sq + QUERY_CHUNK - 1) / QUERY_CHUNK, tasks = a.groups * chunks;
+    /* work in multiply-adds of QK^T and PV */
+    if (op_parallel(a.groups * a.sq * a.sk * (a.d + a.dv), 1 << 16)) {
+#pragma omp parallel for schedule(static)
+        for (int64_t t = 0; t < tasks; t++) {
+            int64_t i0 = t % chunks * QUERY_CHUNK;
+            attn_chunk(&j, t / chunks, i0, a.sq - i0 < QUERY_CHUNK ? a.sq - i0 : QUERY_CHUNK);
+        }
+    } else {
+        for (int64_t t = 0; t < tasks; t++) {
+            int64_t i0 = t % chunks * QUERY_CHUNK;
+            attn_chunk(&j, t / chunks, i0, a.sq - i0 < QUERY_CHUNK ? a.sq - i0 : QUERY_CHUNK);
+        }
+    }
+    return WPK_OK;
+}

@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""wpk::Attention on its own: `wpk run` against a NumPy reference (rel L2 <= 1e-5) on sizes that
+cross the kernel's blocks (keys not a multiple of the key block, more query rows than one
+chunk, head sizes apart for Q/K and V), stored transposed operands, a broadcast mask, and a
+3-D case; and the errors a bad node gets (exit 1, the node, op and attribute named).
+    test_attention_op.py [--wpk PATH]
+"""
+import argparse
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def attention_model(shapes, attrs, mask_shape=None, out_shape=None):
+    names = ["q", "k", "v"] + (["mask"] if mask_shape else [])
+    inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, s)
+              for n, s in zip(names, shapes + ([mask_shape] if mask_shape else []))]
+    node = helper.make_node("Attention", names, ["y"], name="attn", domain="wpk", **attrs)
+    out = helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)
+    graph = helper.make_graph([node], "attention", inputs, [out])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14),
+                                                   helper.make_opsetid("wpk", 1)])
+
+
+def reference(q, k, v, mask, scale, perms):
+    qp, kp, vp, op = perms
+    ql, kl, vl = q.transpose(qp), k.transpose(kp), v.transpose(vp)
+    s = np.matmul(ql.astype(np.float64), np.swapaxes(kl, -1, -2).astype(np.float64)) * scale
+    if mask is not None:
+        s = s + mask
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    p /= p.sum(axis=-1, keepdims=True)
+    return np.matmul(p, vl).transpose(op)
+
+
+def run(wpk, work, model, feeds):
+    path = work / "m.onnx"
+    onnx.save(model, path)
+    args = [wpk, "run", str(path), "-o", str(work / "out")]
+    for name, value in feeds.items():
+        np.save(work / f"{name}.npy", value)
+        args += ["-i", f"{name}={work / (name + '.npy')}"]
+    return subprocess.run(args, capture_output=True, text=True, timeout=300)
+
+
+def numeric_cases():
+    n, h, sq, sk, d, dv = 2, 3, 70, 150, 40, 24
+    bshd = [0, 2, 1, 3]
+    yield ("4-D, stored [N,S,H,D], mask [1,H,1,Sk]", [n, sq, h, d], [n, sk, h, d], [n, sk, h, dv],
+           [1, h, 1, sk], (bshd, bshd, bshd, bshd), 0.125)
+    yield ("4-D, plain [N,H,S,D], no mask", [n, h, sq, d], [n, h, sk, d], [n, h, sk, dv], None,
+           ([0, 1, 2, 3],) * 4, 0.3)
+    yield ("3-D, stored [S,G,D], mask [Sq,Sk]", [sq, n * h, d], [sk, n * h, d], [sk, n * h, dv],
+           [sq, sk], ([1, 0, 2],) * 4, 1.0)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--wpk", default=str(REPO / "build/wpk"))
+    args = ap.parse_args()
+    rng = np.random.default_rng(0)
+    failures = []
+    with tempfile.TemporaryDirectory(prefix="wpk-attention.") as tmp:
+        work = Path(tmp)
+        for label, qs, ks, vs, ms, perms, scale in numeric_cases():
+            feeds = {"q": rng.uniform(-1, 1, qs), "k": rng.uniform(-1, 1, ks),
+                     "v": rng.uniform(-1, 1, vs)}
+            if ms:
+                feeds["mask"] = rng.uniform(-4, 0, ms)
+            feeds = {k: v.astype(np.float32) for k, v in feeds.items()}
+            want = reference(feeds["q"], feeds["k"], feeds["v"], feeds.get("mask"), scale, perms)
+            names = ["q_perm", "k_perm", "v_perm", "out_perm"]
+            attrs = dict(zip(names, perms), scale=scale)
+            model = attention_model([qs, ks, vs], attrs, ms, list(want.shape))
+            proc = run(args.wpk, work, model, feeds)
+            if proc.returncode != 0:
+                failures.append(f"{label}: wpk run exited {proc.returncode}: {proc.stderr[-400:]}")
+                continue
+            got = np.load(work / "out" / "y.npy")
+            err = np.linalg.norm(got - want) / np.linalg.norm(want)
+            print(f"{label}: rel L2 {err:.2g}")
+            if got.shape != want.shape or not err <= 1e-5:
+                failures.append(f"{label}: rel L2 {err:.3g}, shape {got.shape} vs {want.shape}")
+
+        bad = [("q_perm not a permutation", dict(q_perm=[0, 0, 1, 3]), None,
+                r"attribute 'q_perm' is not a permutation"),
+               ("k_perm moving the last dim", dict(k_perm=[0, 1, 3, 2]), None,
+                r"attribute 'k_perm' moves the last dim"),
+               ("mask that does not broadcast", {}, [2, 3, 5, 7],
+                r"mask \[2,3,5,7\] does not broadcast")]
+        shape = [2, 3, 5, 8]
+        for label, attrs, ms, pattern in bad:
+            model = attention_model([shape] * 3, attrs, ms, shape)
+            feeds = {n: np.zeros(shape, np.float32) for n in ("q", "k", "v")}
+            if ms:
+                feeds["mask"] = np.zeros(ms, np.float32)
+            proc = run(args.wpk, work, model, feeds)
+            ok = (proc.returncode == 1 and re.search(pattern, proc.stderr)
+                  and "'attn'" in proc.stderr)
+            print(f"error, {label}: exit {proc.returncode}: {proc.stderr.strip()[:200]}")
+            if not ok:
+                failures.append(f"error case '{label}': want exit 1 and /{pattern}/ naming 'attn'")
+    if failures:
+        print("FAILED:\n  " + "\n  ".join(failures))
+        return 1
+    print("attention op: all cases pass")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
