@@ -116,6 +116,9 @@ typedef struct tune_measurement {
     double build_s, run_s;             /* wall time of its build worker and of its run child */
     int level;                         /* the parallelism level it was timed at (0: alone) */
     char message[640];                 /* why it failed: compiler output, signal, mismatch */
+    const char *target;                /* the fingerprint of the machine that measured it and */
+    const char *toolchain;             /* its compiler and flags, borrowed for the callback
+                                          (NULL: this process's) */
 } tune_measurement;
 
 /* Called for each candidate as soon as its result is final (from the calling thread, inside

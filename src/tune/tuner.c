@@ -462,10 +462,10 @@ static void on_result(void *user, int i, const tune_config *cfg, const tune_meas
         }
     if (J->db_status) return;
     tune_record rec = {
-        .target = target_fingerprint(), .workload = t->mt->task.key,
+        .target = r->target ? r->target : target_fingerprint(), .workload = t->mt->task.key,
         .template_name = t->mt->task.tmpl->name, .config = text, .status = r->status,
         .samples = r->samples, .nsamples = r->nsamples, .median = r->median,
-        .toolchain = J->toolchain, .time = (int64_t)time(NULL)};
+        .toolchain = r->toolchain ? r->toolchain : J->toolchain, .time = (int64_t)time(NULL)};
     J->db_status = tune_db_add(J->db, &rec);
     if (J->db_status) return;
     t->stored++;
@@ -555,7 +555,9 @@ static wpk_status step(job *J, tstate *t, int64_t share) {
     wpk_status st = ensure_measurer(J, t);
     if (st) return setup_failed(J, t, st);
     t->step_left = share;
-    st = tune_measure_stream(t->meas, give, t, 0, on_result, t);
+    const tune_runner *rn = J->opt->runner;
+    st = rn ? rn->stream(rn->self, (int)(t - J->ts), t->meas, give, t, on_result, t)
+            : tune_measure_stream(t->meas, give, t, 0, on_result, t);
     t->spent_s += now_s() - t0;
     t->batches++;
     if (st == WPK_OK && J->db_status == WPK_ERR_NOMEM)
