@@ -9,7 +9,8 @@
 set -euo pipefail
 what=${1:-build}
 
-apt_pkgs=(build-essential cmake pkg-config libprotobuf-c-dev protobuf-c-compiler libxgboost-dev libsqlite3-dev libcjson-dev zlib1g-dev)
+apt_pkgs=(build-essential cmake pkg-config libprotobuf-c-dev protobuf-c-compiler libxgboost-dev libsqlite3-dev libcjson-dev zlib1g-dev
+          libopenmpi-dev openmpi-bin)
 pip_pkgs=(onnx numpy)
 if [ "$what" = test ]; then
   apt_pkgs+=(clang libclang-rt-14-dev python3-torch python3-torchvision libdnnl-dev
