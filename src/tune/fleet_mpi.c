@@ -266,6 +266,9 @@ static void on_remote_result(tune_fleet *f, int r, const result_msg *m) {
     res->target = s->target;
     res->toolchain = s->toolchain;
     s->results++;
+    wpk_log(f->ctx, WPK_LOG_DEBUG, "fleet: %.2f s: rank %d: result of candidate %lld (build "
+            "%.2f s, run %.2f s)", now_s() - f->opened, r, (long long)m->seq, m->build_s,
+            m->run_s);
     f->fn(f->user, 0, &h.cfg, res);
     wpk_free(res);
 }
@@ -347,6 +350,8 @@ static int local_propose(void *user, tune_config *out, int max) {
 static void local_result(void *user, int i, const tune_config *cfg, const tune_measurement *r) {
     tune_fleet *f = user;
     f->ranks[0].results++;
+    wpk_log(f->ctx, WPK_LOG_DEBUG, "fleet: %.2f s: rank 0: a result (build %.2f s, run %.2f s)",
+            now_s() - f->opened, r->build_s, r->run_s);
     f->fn(f->user, i, cfg, r);
     service(f, 0);
 }
@@ -365,6 +370,7 @@ static wpk_status fleet_stream(void *self, int task, tune_measurer *local, tune_
     f->user = user;
     f->exhausted = false;
     f->nrequeue = 0;
+    wpk_log(f->ctx, WPK_LOG_DEBUG, "fleet: %.2f s: task %d begins", now_s() - f->opened, task);
     for (;;) {
         service(f, 0);
         /* rank 0 measures until no candidate is left to take; the others' results are
@@ -372,7 +378,11 @@ static wpk_status fleet_stream(void *self, int task, tune_measurer *local, tune_
         wpk_status st = tune_measure_stream(local, local_propose, f, 0, local_result, f);
         if (st) return st;
         while (remote_inflight(f) > 0 && f->nrequeue == 0) service(f, 0.05);
-        if (f->nrequeue == 0 && f->exhausted) return WPK_OK;
+        if (f->nrequeue == 0 && f->exhausted) {
+            wpk_log(f->ctx, WPK_LOG_DEBUG, "fleet: %.2f s: task %d's candidates are measured",
+                    now_s() - f->opened, task);
+            return WPK_OK;
+        }
     }
 }
 
