@@ -6,6 +6,8 @@ A three-task model (a 3x3 conv with ReLU, a max pool, a Gemm) is tuned with --tr
   same      one process, and `mpirun -n 3 --oversubscribe ... --mpi`: the same records schema,
             every task holds N records in both, no (workload, config) stored twice, every
             rank measured something, every record under this machine's fingerprint
+  models    two models that share all but their Gemm in one fleet run: four tasks, each
+            with N records (the shared workloads measured once)
   other     a third rank that announces another machine's fingerprint is told so and left
             out; the two others finish the job
   hung      a rank stopped with SIGSTOP while it holds candidates is left out after the
@@ -36,10 +38,11 @@ MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
            "OMPI_MCA_rmaps_base_oversubscribe": "1"}
 
 
-def make_model(path):
+def make_model(path, classes=10):
     rng = np.random.default_rng(3)
     inits = [numpy_helper.from_array(rng.normal(0, 0.2, s).astype(np.float32), n)
-             for n, s in [("w", (8, 4, 3, 3)), ("b", (8,)), ("wf", (10, 128)), ("bf", (10,))]]
+             for n, s in [("w", (8, 4, 3, 3)), ("b", (8,)), ("wf", (classes, 128)),
+                          ("bf", (classes,))]]
     nodes = [
         helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1],
                          name="conv"),
@@ -51,7 +54,7 @@ def make_model(path):
     ]
     graph = helper.make_graph(
         nodes, "fleet_small", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], inits)
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, classes])], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
     onnx.save(model, path)
@@ -157,7 +160,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--wpk", required=True)
     ap.add_argument("--trials", type=int, default=8)
-    ap.add_argument("--only", default="same,other,hung,dead,kill0")
+    ap.add_argument("--only", default="same,models,other,hung,dead,kill0")
     args = ap.parse_args()
     mpirun = shutil.which("mpirun")
     if not mpirun:
@@ -199,6 +202,17 @@ def main():
         chk.check(bool(shares) and all(f" {r}:0%" not in shares[-1] for r in range(3)),
                   f"every rank measured: {shares[-1] if shares else out[-2000:]}")
         chk.check("ETA" in out and "candidates/s" in out, "progress lines on rank 0")
+
+    if "models" in only:
+        db = os.path.join(tmp, "models.db")
+        model20 = os.path.join(tmp, "small20.onnx")
+        make_model(model20, classes=20)
+        cmd = [mpirun, "-n", "2", *base[:3], model20, *base[3:], "--mpi", "--db", db]
+        rc, out = run(cmd, env)
+        if not chk.check(rc == 0 and "tuning 4 tasks of" in out,
+                         f"two models in one run: exit {rc}, 4 tasks"):
+            print(out[-3000:])
+        complete(chk, db, tasks + 1, n, "two models")
 
     if "other" in only:
         db = os.path.join(tmp, "other.db")
