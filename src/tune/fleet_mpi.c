@@ -15,9 +15,10 @@
 #include "base/context.h"
 #include "base/target_fingerprint.h"
 
-/* Candidates a remote rank holds at once: one building or timed, the next one waiting, so it
- * does not idle while rank 0 is busy with a build of its own. */
-#define DEPTH 2
+/* Candidates a remote rank holds at once. Rank 0 serves the others while its own measurer
+ * waits (tune_measurer_set_idle), so one is enough, and at the end of a task no rank sits on
+ * a queue while the others are done. */
+#define DEPTH 1
 #define HEARTBEAT_S 1.0
 /* A rank waiting for messages looks this often (it must not sit in a blocking receive while
  * the heartbeat thread needs MPI). */
@@ -356,6 +357,8 @@ static void local_result(void *user, int i, const tune_config *cfg, const tune_m
     service(f, 0);
 }
 
+static void local_idle(void *user) { service(user, 0); }
+
 static wpk_status fleet_stream(void *self, int task, tune_measurer *local, tune_propose_fn propose,
                                void *propose_user, tune_measure_fn fn, void *user) {
     tune_fleet *f = self;
@@ -375,7 +378,9 @@ static wpk_status fleet_stream(void *self, int task, tune_measurer *local, tune_
         service(f, 0);
         /* rank 0 measures until no candidate is left to take; the others' results are
            gathered whenever its measurer asks for more or hears a result */
+        tune_measurer_set_idle(local, local_idle, f);
         wpk_status st = tune_measure_stream(local, local_propose, f, 0, local_result, f);
+        tune_measurer_set_idle(local, NULL, NULL);
         if (st) return st;
         while (remote_inflight(f) > 0 && f->nrequeue == 0) service(f, 0.05);
         if (f->nrequeue == 0 && f->exhausted) {

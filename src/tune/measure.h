@@ -147,6 +147,12 @@ void tune_measurer_free(tune_measurer *m);
  * accurate (the template's default is a good one). Without one the level stays 0. */
 void tune_measurer_set_control(tune_measurer *m, const tune_config *cfg);
 
+/* fn (NULL: none) is called about every TUNE_IDLE_MS ms while a stream of m waits for its children:
+ * the caller's chance to serve other work (the MPI fleet's rank 0 gathers the other ranks'
+ * results there). It may call the stream's own callbacks' code, not m's functions. */
+#define TUNE_IDLE_MS 20
+void tune_measurer_set_idle(tune_measurer *m, void (*fn)(void *user), void *user);
+
 enum { TUNE_MEASURE_ALONE = 1 };  /* flags: every run with nothing else running */
 
 /* Measure the configs propose gives until it gives none and every candidate has a result;
