@@ -45,14 +45,16 @@ def make_model(path):
                          kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
         helper.make_node("Add", ["c2", "r1"], ["a2"]),
         helper.make_node("Relu", ["a2"], ["r2"]),
-        helper.make_node("Conv", ["r2", weight("w3", (64, 32, 1, 1))], ["c3"], kernel_shape=[1, 1]),
+        helper.make_node("Conv", ["r2", weight("w3", (64, 32, 1, 1))], ["c3"],
+                         kernel_shape=[1, 1]),
         helper.make_node("GlobalAveragePool", ["c3"], ["p"]),
         helper.make_node("Flatten", ["p"], ["f"], axis=1),
         helper.make_node("Gemm", ["f", weight("wf", (100, 64)), weight("bf", (100,))], ["y"],
                          transB=1),
     ]
     graph = helper.make_graph(
-        nodes, "fleet_bench", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 56, 56])],
+        nodes, "fleet_bench",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 56, 56])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 100])], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
@@ -103,7 +105,8 @@ def main():
         wall = time.time() - t0
         if p.returncode != 0:
             sys.exit(f"bench: {name}: exit {p.returncode}\n{p.stdout[-4000:]}")
-        share = [ln for ln in p.stdout.splitlines() if ln.startswith("fleet: ") and "tasks" not in ln]
+        share = [ln for ln in p.stdout.splitlines()
+                 if ln.startswith("fleet: ") and "tasks" not in ln]
         plan = os.path.join(d, "plan.wpk")
         c = sh([args.wpk, "compile", model, "-o", plan, "--db", db, "--threads", "1"], env)
         if c.returncode != 0:
@@ -129,7 +132,8 @@ def main():
     lines = [
         "# `wpk tune --mpi`: one rank against two (bench/tune_mpi.py)",
         "",
-        f"- commit {commit}; {first_line(['cc', '--version'])}; {first_line([mpirun, '--version'])}",
+        f"- commit {commit}; {first_line(['cc', '--version'])}; "
+        f"{first_line([mpirun, '--version'])}",
         f"- CPU: {platform.machine()} {cpu_model}, {os.cpu_count()} CPUs; load average at "
         f"the end: {os.getloadavg()[0]:.1f}",
         f"- job: a 5-task residual CNN at 56x56 (bench/tune_mpi.py's model), --trials "
@@ -143,8 +147,9 @@ def main():
         "|---|---|---|---|---|",
     ]
     for r in runs:
+        rounds = ", ".join(f"{x:.4f}" for x in r["lat"])
         lines.append(f"| {r['name']} | {r['cpus']} | {r['wall']:.1f} | {r['share']} | "
-                     f"{statistics.median(r['lat']):.4f} ({', '.join(f'{x:.4f}' for x in r['lat'])}) |")
+                     f"{statistics.median(r['lat']):.4f} ({rounds}) |")
     lines += [
         "",
         f"2 ranks / 1 rank wall time: **{wall_ratio:.3f}** (goal <= 0.6); plan latency "

@@ -270,7 +270,8 @@ static wpk_status load_tasks(wpk_context *ctx, const char *const *models, int n,
     int k = 0;
     for (; st == WPK_OK && k < n; k++) {
         st = wpk_model_load(ctx, models[k], &ms[k]);
-        if (st == WPK_OK) st = api_tune_tasks_extract(ctx, ms[k], opt_level, alternatives, &sets[k]);
+        if (st == WPK_OK)
+            st = api_tune_tasks_extract(ctx, ms[k], opt_level, alternatives, &sets[k]);
         if (st) wpk_error_prefix(ctx, "%s", models[k]);
     }
     if (st == WPK_OK && n == 1) {
@@ -289,6 +290,7 @@ int cmd_tune(int argc, char **argv) {
     int nmodels = 0;
     const char *model = NULL;
     bool verbose = false, trials_given = false, alternatives = true, mpi = false;
+    bool lease_given = false;
     double lease_s = 60;
     const char *clock = "auto";
     for (int i = 2; i < argc; i++) {
@@ -358,7 +360,7 @@ int cmd_tune(int argc, char **argv) {
         } else if (!strcmp(a, "--lease")) {
             if (!val || !parse_time(val, &lease_s))
                 return usage_fail("--lease needs a number of seconds, not '%s'", val ? val : "");
-            i++;
+            lease_given = true, i++;
         } else if (a[0] == '-') {
             return usage_fail("unknown option '%s' for 'tune'", a);
         } else if (nmodels < (int)(sizeof models / sizeof models[0])) {
@@ -373,6 +375,7 @@ int cmd_tune(int argc, char **argv) {
     (void)lease_s;
 #endif
     if (mpi && !model) return usage_fail("%s", "--mpi needs a model to tune");
+    if (!mpi && lease_given) return usage_fail("%s", "--lease is for --mpi");
     if (!model && !import && !export) return usage_fail("%s", "'tune' needs a model file");
     if (o.time_s <= 0 && !trials_given) o.trials = 64;
 

@@ -107,14 +107,16 @@ static void nap(double s) {
     nanosleep(&t, NULL);
 }
 
+static uint64_t hash_text(uint64_t h, const char *s) {
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return (h ^ 0xff) * 1099511628211ULL;
+}
+
+/* What the tasks are (keys and templates, in order): ranks must agree on it. */
 static uint64_t tasks_hash(const tune_model_task *tasks, int ntasks) {
     uint64_t h = 1469598103934665603ULL;
-    for (int i = 0; i < ntasks; i++) {
-        for (const char *s = tasks[i].task.key; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-        for (const char *s = tasks[i].task.tmpl->name; *s; s++)
-            h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-        h = (h ^ 0xff) * 1099511628211ULL;
-    }
+    for (int i = 0; i < ntasks; i++)
+        h = hash_text(hash_text(h, tasks[i].task.key), tasks[i].task.tmpl->name);
     return h;
 }
 
@@ -624,6 +626,9 @@ static wpk_status measure_head(worker *W) {
         tune_measure_params p = W->opt->measure;
         p.parallel = &W->par;
         if (!p.seed) p.seed = W->opt->seed;
+        /* as tune_run times them on rank 0: cold where the model's weights outgrow the cache */
+        if (p.cold_bytes >= 0 && tune_constant_bytes(W->tasks, W->ntasks) > p.cold_bytes)
+            p.cold_bytes = 0;
         wpk_status st = tune_measurer_create(W->f->ctx, &W->tasks[task].task, &p, &W->meas[task]);
         if (st) {
             char why[600];
@@ -631,10 +636,13 @@ static wpk_status measure_head(worker *W) {
             send_failed(W, W->queue[0].seq, why);
             return st;
         }
+        /* the control as rank 0's: --start's config, else the template's default */
         tune_config def;
         const tune_task *t = &W->tasks[task].task;
         t->tmpl->space(t->tmpl, t, &W->space);
-        t->tmpl->default_config(t->tmpl, t, &W->space, &def);
+        wpk_context quiet = {0};
+        if (!W->opt->start || tune_config_parse(&quiet, &W->space, W->opt->start, &def) != WPK_OK)
+            t->tmpl->default_config(t->tmpl, t, &W->space, &def);
         tune_measurer_set_control(W->meas[task], &def);
     }
     const tune_task *t = &W->tasks[task].task;

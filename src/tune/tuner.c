@@ -864,7 +864,7 @@ void tune_summary_free(tune_summary *s) {
 
 /* The constant inputs of the model's nodes that the tasks stand for (each primary task's
  * times its node count; alternatives are the same nodes). */
-static int64_t model_constant_bytes(const tune_model_task *tasks, int ntasks) {
+int64_t tune_constant_bytes(const tune_model_task *tasks, int ntasks) {
     int64_t total = 0;
     for (int i = 0; i < ntasks; i++) {
         if (tasks[i].alt_of >= 0) continue;
@@ -910,7 +910,7 @@ wpk_status tune_run(wpk_context *ctx, tune_db *db, const tune_model_task *tasks,
     }
     /* a model whose weights outgrow the cache has every layer's evicted by the others' before
        it runs again: time every candidate so */
-    out->constant_bytes = model_constant_bytes(tasks, ntasks);
+    out->constant_bytes = tune_constant_bytes(tasks, ntasks);
     if (o.measure.cold_bytes >= 0 && out->constant_bytes > o.measure.cold_bytes) {
         o.measure.cold_bytes = 0;
         out->cold = true;

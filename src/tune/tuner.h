@@ -125,4 +125,8 @@ wpk_status tune_run(wpk_context *ctx, tune_db *db, const tune_model_task *tasks,
                     const tune_options *opt, tune_summary *out);
 void tune_summary_free(tune_summary *s);
 
+/* The constant inputs of the nodes tasks[0..ntasks) stand for (each primary task's times its
+ * node count), which tune_run compares with measure.cold_bytes. */
+int64_t tune_constant_bytes(const tune_model_task *tasks, int ntasks);
+
 #endif
