@@ -13,7 +13,7 @@ set -euo pipefail
 what=${1:-build}
 
 apt_pkgs=(build-essential cmake pkg-config libprotobuf-c-dev protobuf-c-compiler libxgboost-dev libsqlite3-dev libcjson-dev zlib1g-dev
-          libmicrohttpd-dev)
+          libmicrohttpd-dev libopenmpi-dev openmpi-bin)
 pip_pkgs=(onnx numpy scikit_build_core)  # scikit-build-core: `pip install .` (the wpk package)
 if [ "$what" = test ]; then
   apt_pkgs+=(clang libclang-rt-14-dev python3-torch python3-torchvision libdnnl-dev

@@ -1,17 +1,22 @@
-/* cmd_tune.c -- `wpk tune`: tune a model's kernels on this machine into the records database
- * (src/tune/tuner.h), with a progress line per task on a terminal and a summary table at the
- * end; also imports and exports records as JSON lines. Exit codes as wpk.c's: 0 ok, 1 user
- * error, 2 internal error. */
+/* cmd_tune.c -- `wpk tune`: tune the kernels of one or more models on this machine, or on a
+ * fleet of MPI processes (--mpi: src/tune/fleet.h), into the records database
+ * (src/tune/tuner.h), with a progress line per task and a summary table at the end; also
+ * imports and exports records as JSON lines. Exit codes as wpk.c's: 0 ok, 1 user error, 2
+ * internal error. */
 #include <errno.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/context.h"
 #include "tune/report.h"
+#ifdef WPK_HAVE_MPI
+#include "tune/fleet.h"
+#endif
 #include "base/target_fingerprint.h"
 #include "api/tune_tasks.h"
 #include "tune/tuner.h"
@@ -20,10 +25,12 @@
 int cmd_tune(int argc, char **argv);
 
 static const char USAGE[] =
-    "usage: wpk tune MODEL [--strategy ga|rl|anneal|random|grid|model] [--trials N | --time T]\n"
+    "usage: wpk tune MODEL... [--strategy ga|rl|anneal|random|grid|model] [--trials N | --time T]\n"
     "                [--db FILE] [--parallel auto|N] [--seed S] [-O LEVEL] [--batch N]\n"
     "                [--report DIR] [--timeout SECONDS] [--clock auto|wall|cpu]\n"
     "                [--import FILE] [--export FILE] [--no-alternatives] [-v]\n"
+    "                [--mpi [--lease SECONDS]]\n"
+    "  MODEL...       one or more models: a workload several pose is one task, tuned once\n"
     "  --trials N     records per task, counting those already stored (default 64 without\n"
     "                 --time); re-running continues where it stopped and a finished job\n"
     "                 measures nothing\n"
@@ -44,7 +51,15 @@ static const char USAGE[] =
     "  --import/--export FILE  records as JSON lines (MODEL may then be left out)\n"
     "  --no-alternatives  tune only each workload's primary template; by default every other\n"
     "                 implementation of it is measured too (Winograd, oneDNN, OpenBLAS), so\n"
-    "                 that `wpk compile` and `wpk run` choose the fastest per node\n";
+    "                 that `wpk compile` and `wpk run` choose the fastest per node\n"
+    "  --mpi          tune on the processes of `mpirun -n N wpk tune ... --mpi`: rank 0 runs\n"
+    "                 the strategies and writes the database, every rank (0 included) builds\n"
+    "                 and measures candidates; a rank whose CPU differs from rank 0's is left\n"
+    "                 out. With Open MPI, `--mca orte_abort_on_non_zero_status 0` keeps the\n"
+    "                 job going when a rank dies\n"
+    "  --lease S      a rank holding candidates that sends nothing (results or its heartbeat)\n"
+    "                 for S seconds is left out and its candidates handed out again\n"
+    "                 (default 60)\n";
 
 static int usage_fail(const char *fmt, const char *arg) {
     fprintf(stderr, "wpk: error: ");
@@ -136,6 +151,33 @@ static void on_progress(void *user, const tune_progress *p) {
     fflush(stdout);
 }
 
+/* ---- progress of a fleet: lines, since mpirun's output is not a terminal ---- */
+
+#ifdef WPK_HAVE_MPI
+typedef struct fleet_progress {
+    tune_fleet *fleet;
+    int done;                 /* tasks finished */
+    double last;              /* when the last line was printed */
+} fleet_progress;
+
+#define FLEET_LINE_S 10.0
+
+static void on_fleet_progress(void *user, const tune_progress *p) {
+    fleet_progress *fp = user;
+    if (p->done) fp->done++;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    double now = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    if (!p->done && now - fp->last < FLEET_LINE_S) return;
+    fp->last = now;
+    char eta[32], line[512];
+    duration(p->eta_s, eta, sizeof eta);
+    tune_fleet_describe(fp->fleet, line, sizeof line);
+    printf("fleet: %d/%d tasks done, %s, ETA %s\n", fp->done, p->ntasks, line, eta);
+    fflush(stdout);
+}
+#endif
+
 /* ---- the summary ---- */
 
 static void print_summary(const tune_summary *s, const tune_taskset *ts, const char *clock) {
@@ -219,11 +261,37 @@ static void print_summary(const tune_summary *s, const tune_taskset *ts, const c
     }
 }
 
+/* The tasks of models[0..n) as one set (a workload several pose is one task). */
+static wpk_status load_tasks(wpk_context *ctx, const char *const *models, int n, int opt_level,
+                             bool alternatives, wpk_model **ms, tune_taskset *out) {
+    tune_taskset sets[16];
+    memset(sets, 0, sizeof sets);
+    wpk_status st = WPK_OK;
+    int k = 0;
+    for (; st == WPK_OK && k < n; k++) {
+        st = wpk_model_load(ctx, models[k], &ms[k]);
+        if (st == WPK_OK)
+            st = api_tune_tasks_extract(ctx, ms[k], opt_level, alternatives, &sets[k]);
+        if (st) wpk_error_prefix(ctx, "%s", models[k]);
+    }
+    if (st == WPK_OK && n == 1) {
+        *out = sets[0];
+        return WPK_OK;
+    }
+    if (st == WPK_OK) return tune_taskset_merge(ctx, sets, n, out);
+    for (int i = 0; i < k; i++) tune_taskset_free(&sets[i]);
+    return st;
+}
+
 int cmd_tune(int argc, char **argv) {
     tune_options o = tune_default_options();
-    const char *model = NULL, *db_path = NULL, *report = NULL, *import = NULL, *export = NULL;
+    const char *models[16], *db_path = NULL, *report = NULL, *import = NULL, *export = NULL;
     long long opt_level = wpk_optimize_default_params().level;
-    bool verbose = false, trials_given = false, alternatives = true;
+    int nmodels = 0;
+    const char *model = NULL;
+    bool verbose = false, trials_given = false, alternatives = true, mpi = false;
+    bool lease_given = false;
+    double lease_s = 60;
     const char *clock = "auto";
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -287,14 +355,27 @@ int cmd_tune(int argc, char **argv) {
             verbose = true;
         } else if (!strcmp(a, "--no-alternatives")) {
             alternatives = false;
+        } else if (!strcmp(a, "--mpi")) {
+            mpi = true;
+        } else if (!strcmp(a, "--lease")) {
+            if (!val || !parse_time(val, &lease_s))
+                return usage_fail("--lease needs a number of seconds, not '%s'", val ? val : "");
+            lease_given = true, i++;
         } else if (a[0] == '-') {
             return usage_fail("unknown option '%s' for 'tune'", a);
-        } else if (!model) {
-            model = a;
+        } else if (nmodels < (int)(sizeof models / sizeof models[0])) {
+            models[nmodels++] = model = a;
         } else {
-            return usage_fail("unexpected argument '%s'", a);
+            return usage_fail("too many models: '%s'", a);
         }
     }
+#ifndef WPK_HAVE_MPI
+    if (mpi) return usage_fail("%s", "--mpi: this wpk was built without MPI (install "
+                               "libopenmpi-dev and build again)");
+    (void)lease_s;
+#endif
+    if (mpi && !model) return usage_fail("%s", "--mpi needs a model to tune");
+    if (!mpi && lease_given) return usage_fail("%s", "--lease is for --mpi");
     if (!model && !import && !export) return usage_fail("%s", "'tune' needs a model file");
     if (o.time_s <= 0 && !trials_given) o.trials = 64;
 
@@ -318,28 +399,81 @@ int cmd_tune(int argc, char **argv) {
     if (!ctx) return fail_status(WPK_ERR_NOMEM, NULL);
     wpk_context_set_log(ctx, log_stderr, NULL, verbose ? WPK_LOG_DEBUG : WPK_LOG_WARN);
     tune_db *db = NULL;
-    wpk_model *m = NULL;
+    wpk_model *ms[sizeof models / sizeof models[0]] = {0};
     tune_taskset ts = {0};
     tune_summary sum = {0};
     int rc = 0;
-    wpk_status st = tune_db_open(ctx, db_path, &db);
+    wpk_status st = WPK_OK;
+#ifdef WPK_HAVE_MPI
+    tune_fleet *fleet = NULL;
+    bool fleet_open = false;
+    if (mpi) {
+        st = tune_fleet_join(ctx, &argc, &argv, lease_s, &fleet);
+        if (st) return fail_status(st, ctx);
+        if (tune_fleet_rank(fleet) != 0) {
+            bool refused = false;
+            st = load_tasks(ctx, models, nmodels, (int)opt_level, alternatives, ms, &ts);
+            /* rank 0 waits for the hello of a rank that failed before it could say it, and
+               cannot go on without a rank whose link to it broke */
+            bool stuck = st != WPK_OK;
+            if (st == WPK_OK) st = tune_fleet_serve(fleet, ts.tasks, ts.ntasks, &o, &refused);
+            stuck = stuck || st == WPK_ERR_IO;
+            if (st) rc = fail_status(st, ctx);
+            tune_taskset_free(&ts);
+            for (int i = 0; i < nmodels; i++) wpk_model_free(ms[i]);
+            tune_fleet_leave(fleet, rc, stuck);
+            wpk_context_free(ctx);
+            return rc;
+        }
+    }
+#endif
+    st = tune_db_open(ctx, db_path, &db);
     if (st == WPK_OK && import) {
         int64_t added = 0;
         st = tune_db_import(db, import, &added);
         if (st == WPK_OK) printf("imported %lld record%s from %s\n", (long long)added,
                                  added == 1 ? "" : "s", import);
     }
-    if (st == WPK_OK && model) st = wpk_model_load(ctx, model, &m);
-    if (st == WPK_OK && model) st = api_tune_tasks_extract(ctx, m, (int)opt_level, alternatives, &ts);
+    if (st == WPK_OK && model)
+        st = load_tasks(ctx, models, nmodels, (int)opt_level, alternatives, ms, &ts);
+    bool tty = isatty(STDOUT_FILENO) != 0;
+    progress pr = {tty, -1};
+    o.progress = on_progress;
+    o.progress_user = &pr;
+#ifdef WPK_HAVE_MPI
+    fleet_progress fp = {.fleet = fleet};
+    if (st == WPK_OK && fleet) {
+        st = tune_fleet_open(fleet, target_fingerprint(), ts.tasks, ts.ntasks);
+        fleet_open = st == WPK_OK;
+        o.runner = tune_fleet_runner(fleet);
+        o.progress = on_fleet_progress;
+        o.progress_user = &fp;
+        tty = true;
+        pr.tty = false;
+    }
+#endif
     if (st == WPK_OK && model) {
-        progress pr = {isatty(STDOUT_FILENO) != 0, -1};
-        o.progress = on_progress;
-        o.progress_user = &pr;
-        if (pr.tty)
-            printf("tuning %d task%s of %s on %s\n", ts.ntasks, ts.ntasks == 1 ? "" : "s", model,
-                   target_fingerprint());
+        if (tty) {
+            printf("tuning %d task%s of", ts.ntasks, ts.ntasks == 1 ? "" : "s");
+            for (int i = 0; i < nmodels; i++) printf(" %s", models[i]);
+            printf(" on %s", target_fingerprint());
+#ifdef WPK_HAVE_MPI
+            int acc = 1, lost = 0;
+            if (fleet) tune_fleet_counts(fleet, &acc, &lost);
+            if (fleet) printf(", %d of %d MPI ranks", acc, tune_fleet_size(fleet));
+#endif
+            printf("\n");
+            fflush(stdout);
+        }
         st = tune_run(ctx, db, ts.tasks, ts.ntasks, &o, &sum);
         if (pr.tty && pr.last_task >= 0) fputs("\n", stdout);
+#ifdef WPK_HAVE_MPI
+        if (fleet_open) {
+            char line[512];
+            tune_fleet_describe(fleet, line, sizeof line);
+            printf("fleet: %s\n", line);
+        }
+#endif
         /* what was done is worth showing even when the job stopped on an error */
         if (sum.ntasks)
             print_summary(&sum, &ts, o.measure.clock == TUNE_CLOCK_CPU
@@ -358,9 +492,16 @@ int cmd_tune(int argc, char **argv) {
     if (st) rc = fail_status(st, ctx);
     tune_summary_free(&sum);
     tune_taskset_free(&ts);
-    wpk_model_free(m);
+    for (int i = 0; i < nmodels; i++) wpk_model_free(ms[i]);
     tune_db_close(db);
-    wpk_context_free(ctx);
     fflush(stdout);
+#ifdef WPK_HAVE_MPI
+    if (fleet) {
+        tune_fleet_stop(fleet);
+        /* the other ranks wait for rank 0's verdict until the fleet is open */
+        tune_fleet_leave(fleet, rc, !fleet_open);
+    }
+#endif
+    wpk_context_free(ctx);
     return rc;
 }

@@ -534,6 +534,11 @@ void tune_measurer_text(const tune_measurer *m, const tune_config *c, char *dst,
     sb_free(&b);
 }
 
+void tune_measurer_set_idle(tune_measurer *m, void (*fn)(void *user), void *user) {
+    m->idle = fn;
+    m->idle_user = user;
+}
+
 void tune_measurer_set_control(tune_measurer *m, const tune_config *cfg) {
     tune_job_clear(&m->control);
     m->control.index = -1;

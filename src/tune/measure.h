@@ -116,6 +116,9 @@ typedef struct tune_measurement {
     double build_s, run_s;             /* wall time of its build worker and of its run child */
     int level;                         /* the parallelism level it was timed at (0: alone) */
     char message[640];                 /* why it failed: compiler output, signal, mismatch */
+    const char *target;                /* the fingerprint of the machine that measured it and */
+    const char *toolchain;             /* its compiler and flags, borrowed for the callback
+                                          (NULL: this process's) */
 } tune_measurement;
 
 /* Called for each candidate as soon as its result is final (from the calling thread, inside
@@ -143,6 +146,12 @@ void tune_measurer_free(tune_measurer *m);
 /* The config whose re-timing under concurrency tells the policy whether timings stay
  * accurate (the template's default is a good one). Without one the level stays 0. */
 void tune_measurer_set_control(tune_measurer *m, const tune_config *cfg);
+
+/* fn (NULL: none) is called about every TUNE_IDLE_MS ms while a stream of m waits for its children:
+ * the caller's chance to serve other work (the MPI fleet's rank 0 gathers the other ranks'
+ * results there). It may call the stream's own callbacks' code, not m's functions. */
+#define TUNE_IDLE_MS 20
+void tune_measurer_set_idle(tune_measurer *m, void (*fn)(void *user), void *user);
 
 enum { TUNE_MEASURE_ALONE = 1 };  /* flags: every run with nothing else running */
 

@@ -109,6 +109,8 @@ struct tune_measurer {
     int build_count[TUNE_MAX_KNOBS][TUNE_MAX_VALUES];
     double build_log_total;
     int build_total;
+    void (*idle)(void *user); /* tune_measurer_set_idle's */
+    void *idle_user;
 };
 
 double tune_now(void);

@@ -524,8 +524,12 @@ static wpk_status run_stream(stream *S) {
             continue;
         }
         stalls = 0;
-        int wait_ms = (int)((next - now) * 1000) + 1;
-        int r = poll(pf, (nfds_t)np, wait_ms < 1 ? 1 : wait_ms > 1000 ? 1000 : wait_ms);
+        int wait_ms = (int)((next - now) * 1000) + 1, cap_ms = 1000;
+        if (S->m->idle) {
+            S->m->idle(S->m->idle_user);
+            cap_ms = TUNE_IDLE_MS;
+        }
+        int r = poll(pf, (nfds_t)np, wait_ms < 1 ? 1 : wait_ms > cap_ms ? cap_ms : wait_ms);
         if (r <= 0) continue;
         for (int k = 0; k < np; k++) {
             if (!(pf[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;

@@ -37,4 +37,11 @@ typedef struct tune_taskset {
 /* Release the tasks and their owner. */
 void tune_taskset_free(tune_taskset *t);
 
+/* One set of the tasks of sets[0..n) (several models tuned in one job): a workload posed by
+ * several (the same key and template) is one task, its node counts and FLOPs summed; the
+ * first set's order, then each later set's new tasks in its order; shares over the sum.
+ * Takes over the sets (zeroed, also on failure, when they are freed). The tasks' nodes still
+ * point into their own set's graph, which the merged set now owns. WPK_ERR_NOMEM. */
+wpk_status tune_taskset_merge(wpk_context *ctx, tune_taskset *sets, int n, tune_taskset *out);
+
 #endif

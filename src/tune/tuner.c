@@ -462,10 +462,10 @@ static void on_result(void *user, int i, const tune_config *cfg, const tune_meas
         }
     if (J->db_status) return;
     tune_record rec = {
-        .target = target_fingerprint(), .workload = t->mt->task.key,
+        .target = r->target ? r->target : target_fingerprint(), .workload = t->mt->task.key,
         .template_name = t->mt->task.tmpl->name, .config = text, .status = r->status,
         .samples = r->samples, .nsamples = r->nsamples, .median = r->median,
-        .toolchain = J->toolchain, .time = (int64_t)time(NULL)};
+        .toolchain = r->toolchain ? r->toolchain : J->toolchain, .time = (int64_t)time(NULL)};
     J->db_status = tune_db_add(J->db, &rec);
     if (J->db_status) return;
     t->stored++;
@@ -555,7 +555,9 @@ static wpk_status step(job *J, tstate *t, int64_t share) {
     wpk_status st = ensure_measurer(J, t);
     if (st) return setup_failed(J, t, st);
     t->step_left = share;
-    st = tune_measure_stream(t->meas, give, t, 0, on_result, t);
+    const tune_runner *rn = J->opt->runner;
+    st = rn ? rn->stream(rn->self, (int)(t - J->ts), t->meas, give, t, on_result, t)
+            : tune_measure_stream(t->meas, give, t, 0, on_result, t);
     t->spent_s += now_s() - t0;
     t->batches++;
     if (st == WPK_OK && J->db_status == WPK_ERR_NOMEM)
@@ -862,7 +864,7 @@ void tune_summary_free(tune_summary *s) {
 
 /* The constant inputs of the model's nodes that the tasks stand for (each primary task's
  * times its node count; alternatives are the same nodes). */
-static int64_t model_constant_bytes(const tune_model_task *tasks, int ntasks) {
+int64_t tune_constant_bytes(const tune_model_task *tasks, int ntasks) {
     int64_t total = 0;
     for (int i = 0; i < ntasks; i++) {
         if (tasks[i].alt_of >= 0) continue;
@@ -908,7 +910,7 @@ wpk_status tune_run(wpk_context *ctx, tune_db *db, const tune_model_task *tasks,
     }
     /* a model whose weights outgrow the cache has every layer's evicted by the others' before
        it runs again: time every candidate so */
-    out->constant_bytes = model_constant_bytes(tasks, ntasks);
+    out->constant_bytes = tune_constant_bytes(tasks, ntasks);
     if (o.measure.cold_bytes >= 0 && out->constant_bytes > o.measure.cold_bytes) {
         o.measure.cold_bytes = 0;
         out->cold = true;

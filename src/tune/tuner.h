@@ -25,6 +25,19 @@ typedef struct tune_progress {
     bool done;                /* the task's last report (after its re-measurement) */
 } tune_progress;
 
+/* Where a task's candidates are built and measured. Without one (tune_options.runner NULL)
+ * this process measures them with the task's measurer; a runner over several processes
+ * (tune/fleet.h) measures some here through `local` and hands the others out. */
+typedef struct tune_runner {
+    /* Measure what propose gives for task index `task` of the job until it gives none and
+     * every candidate handed out has a result; fn hears each result exactly once (a result
+     * measured elsewhere names that machine: tune_measurement.target, .toolchain). local is
+     * this process's measurer of the task. Errors as tune_measure_stream's. */
+    wpk_status (*stream)(void *self, int task, tune_measurer *local, tune_propose_fn propose,
+                         void *propose_user, tune_measure_fn fn, void *user);
+    void *self;
+} tune_runner;
+
 typedef struct tune_options {
     const char *strategy;     /* "ga" (default), "rl", "anneal", "random", "grid", "model" */
     int64_t trials;           /* per task, counting records already stored; 0: no cap (then
@@ -39,6 +52,7 @@ typedef struct tune_options {
                                  finals' control; NULL: the default. For one task's space (a
                                  benchmark's search from a poor start) */
     tune_measure_params measure;  /* timing, timeouts, caps (.parallel is the tuner's) */
+    const tune_runner *runner;    /* borrowed; NULL: every candidate measured here */
     /* progress (called from the tuning thread); NULL: none */
     void (*progress)(void *user, const tune_progress *p);
     void *progress_user;
@@ -110,5 +124,9 @@ typedef struct tune_summary {
 wpk_status tune_run(wpk_context *ctx, tune_db *db, const tune_model_task *tasks, int ntasks,
                     const tune_options *opt, tune_summary *out);
 void tune_summary_free(tune_summary *s);
+
+/* The constant inputs of the nodes tasks[0..ntasks) stand for (each primary task's times its
+ * node count), which tune_run compares with measure.cold_bytes. */
+int64_t tune_constant_bytes(const tune_model_task *tasks, int ntasks);
 
 #endif

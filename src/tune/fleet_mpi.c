@@ -1,0 +1,698 @@
+/* fleet_mpi.c -- the tuner's runner over MPI ranks (fleet.h): rank 0's side hands candidates
+ * out and gathers results between its own measurements; the other ranks' side measures what
+ * it is sent, with a heartbeat thread that tells rank 0 the rank is alive while it builds. */
+#include "tune/fleet.h"
+
+#include <mpi.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/alloc.h"
+#include "base/context.h"
+#include "base/target_fingerprint.h"
+
+/* Candidates a remote rank holds at once. Rank 0 serves the others while its own measurer
+ * waits (tune_measurer_set_idle), so one is enough, and at the end of a task no rank sits on
+ * a queue while the others are done. */
+#define DEPTH 1
+#define HEARTBEAT_S 1.0
+/* A rank waiting for messages looks this often (it must not sit in a blocking receive while
+ * the heartbeat thread needs MPI). */
+#define POLL_S 0.005
+
+enum { TAG_HELLO = 1, TAG_VERDICT, TAG_WORK, TAG_RESULT, TAG_HEARTBEAT, TAG_STOP };
+
+typedef struct hello_msg {
+    char target[256];
+    char toolchain[640];
+    char host[64];
+    int32_t ntasks, pid;
+    uint64_t tasks_hash;
+} hello_msg;
+
+typedef struct verdict_msg {
+    int32_t accepted;
+    char why[512];
+} verdict_msg;
+
+typedef struct work_msg {
+    int64_t seq;
+    int32_t task;
+    char config[512];
+} work_msg;
+
+typedef struct result_msg {
+    int64_t seq;
+    int32_t status, nsamples, level, cold;
+    int32_t failed;           /* the rank cannot measure the task at all (message says why) */
+    int64_t calls_per_sample;
+    double median, error, build_s, run_s;
+    double samples[TUNE_MAX_SAMPLES];
+    char message[640];
+} result_msg;
+
+typedef struct held {
+    int64_t seq;
+    tune_config cfg;
+} held;
+
+typedef struct rank_state {
+    bool accepted, lost;
+    char target[256], toolchain[640], host[64];
+    int pid;
+    held inflight[DEPTH];
+    int n;
+    double last_heard;
+    int64_t results;
+} rank_state;
+
+struct tune_fleet {
+    wpk_context *ctx;
+    int rank, size;
+    double lease_s;
+    rank_state *ranks;        /* rank 0: every rank's state */
+    tune_runner runner;
+    double opened;
+    int64_t next_seq;
+    /* the stream in progress (rank 0) */
+    const tune_model_task *tasks;
+    int ntasks;
+    int task;
+    tune_space space;         /* the task's */
+    tune_propose_fn propose;
+    void *puser;
+    tune_measure_fn fn;
+    void *user;
+    bool exhausted;           /* propose gave nothing: never asked again in this stream */
+    held *requeue;            /* candidates of lost ranks, handed out again first */
+    int nrequeue, caprequeue;
+    /* a serving rank: MPI calls from its two threads take turns */
+    pthread_mutex_t lock;
+    bool beating;
+    pthread_t beat;
+};
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void nap(double s) {
+    struct timespec t = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    nanosleep(&t, NULL);
+}
+
+static uint64_t hash_text(uint64_t h, const char *s) {
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return (h ^ 0xff) * 1099511628211ULL;
+}
+
+/* What the tasks are (keys and templates, in order): ranks must agree on it. */
+static uint64_t tasks_hash(const tune_model_task *tasks, int ntasks) {
+    uint64_t h = 1469598103934665603ULL;
+    for (int i = 0; i < ntasks; i++)
+        h = hash_text(hash_text(h, tasks[i].task.key), tasks[i].task.tmpl->name);
+    return h;
+}
+
+static void config_text(const tune_space *s, const tune_config *c, char *dst, size_t cap) {
+    strbuf b = {0};
+    tune_config_print(s, c, &b);
+    snprintf(dst, cap, "%s", b.s ? b.s : "");
+    sb_free(&b);
+}
+
+/* The toolchain the records of this process name: as the tuner's own (tuner.c). */
+static void toolchain_of(const tune_options *opt, char *dst, size_t cap) {
+    snprintf(dst, cap, "%s%s", tune_toolchain(),
+             opt->measure.clock == TUNE_CLOCK_CPU ? "; timed by the busiest thread's CPU time"
+                                                  : "");
+}
+
+wpk_status tune_fleet_join(wpk_context *ctx, int *argc, char ***argv, double lease_s,
+                           tune_fleet **out) {
+    *out = NULL;
+    int inited = 0, provided = 0;
+    MPI_Initialized(&inited);
+    if (!inited && MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
+        return wpk_error(ctx, WPK_ERR_UNSUPPORTED, "MPI could not start (MPI_Init_thread)");
+    if (inited) MPI_Query_thread(&provided);
+    if (provided < MPI_THREAD_SERIALIZED) {
+        MPI_Abort(MPI_COMM_WORLD, 2);
+        return wpk_error(ctx, WPK_ERR_UNSUPPORTED, "this MPI does not support threads "
+                         "(MPI_THREAD_SERIALIZED), which the heartbeat needs");
+    }
+    tune_fleet *f = wpk_calloc(1, sizeof *f);
+    if (!f) return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory joining the MPI job");
+    f->ctx = ctx;
+    f->lease_s = lease_s > 0 ? lease_s : 60;
+    MPI_Comm_rank(MPI_COMM_WORLD, &f->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &f->size);
+    pthread_mutex_init(&f->lock, NULL);
+    /* a failing MPI call returns its code instead of aborting the job */
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    *out = f;
+    return WPK_OK;
+}
+
+int tune_fleet_rank(const tune_fleet *f) { return f->rank; }
+int tune_fleet_size(const tune_fleet *f) { return f->size; }
+
+void tune_fleet_counts(const tune_fleet *f, int *accepted, int *lost) {
+    *accepted = *lost = 0;
+    for (int r = 0; f->ranks && r < f->size; r++) {
+        *accepted += f->ranks[r].accepted;
+        *lost += f->ranks[r].lost;
+    }
+}
+
+void tune_fleet_leave(tune_fleet *f, int exit_code, bool abort) {
+    if (!f) return;
+    int accepted, lost;
+    tune_fleet_counts(f, &accepted, &lost);
+    if (f->beating) {
+        pthread_mutex_lock(&f->lock);
+        f->beating = false;
+        pthread_mutex_unlock(&f->lock);
+        pthread_join(f->beat, NULL);
+    }
+    wpk_free(f->ranks);
+    wpk_free(f->requeue);
+    pthread_mutex_destroy(&f->lock);
+    wpk_context *ctx = f->ctx;
+    wpk_free(f);
+    if (lost)
+        wpk_log(ctx, WPK_LOG_WARN, "%d rank%s left out while tuning cannot take part in ending "
+                "the job: ending it with MPI_Abort (the records are complete)", lost,
+                lost == 1 ? " was" : "s were");
+    if (lost || abort) {
+        fflush(NULL);
+        MPI_Abort(MPI_COMM_WORLD, exit_code);
+    }
+    MPI_Finalize();
+}
+
+/* ---- rank 0 ---- */
+
+static bool requeue_push(tune_fleet *f, const held *h) {
+    if (f->nrequeue == f->caprequeue) {
+        int cap = f->caprequeue ? 2 * f->caprequeue : 16;
+        held *n = wpk_realloc(f->requeue, sizeof *n * (size_t)cap);
+        if (!n) return false;
+        f->requeue = n;
+        f->caprequeue = cap;
+    }
+    f->requeue[f->nrequeue++] = *h;
+    return true;
+}
+
+/* The next candidate of the stream: one handed out again first, else propose's. */
+static bool next_candidate(tune_fleet *f, tune_config *out) {
+    if (f->nrequeue) {
+        *out = f->requeue[--f->nrequeue].cfg;
+        return true;
+    }
+    if (f->exhausted) return false;
+    if (f->propose(f->puser, out, 1) == 1) return true;
+    f->exhausted = true;
+    return false;
+}
+
+static void lose(tune_fleet *f, int r, const char *why) {
+    rank_state *s = &f->ranks[r];
+    wpk_log(f->ctx, WPK_LOG_WARN, "rank %d (%s, pid %d) %s: left out, its %d candidate%s "
+            "handed out again", r, s->host, s->pid, why, s->n, s->n == 1 ? "" : "s");
+    for (int k = 0; k < s->n; k++)
+        if (!requeue_push(f, &s->inflight[k]))
+            wpk_log(f->ctx, WPK_LOG_ERROR, "out of memory keeping rank %d's candidates", r);
+    s->n = 0;
+    s->lost = true;
+}
+
+static void on_remote_result(tune_fleet *f, int r, const result_msg *m) {
+    rank_state *s = &f->ranks[r];
+    s->last_heard = now_s();
+    if (!s->accepted || s->lost) return; /* late: its candidates went elsewhere */
+    int k = 0;
+    while (k < s->n && s->inflight[k].seq != m->seq) k++;
+    if (k == s->n) return;
+    if (m->failed) {
+        char why[700];
+        snprintf(why, sizeof why, "cannot measure task %d: %.600s", f->task, m->message);
+        lose(f, r, why);
+        return;
+    }
+    held h = s->inflight[k];
+    s->inflight[k] = s->inflight[--s->n];
+    tune_measurement *res = wpk_calloc(1, sizeof *res);
+    if (!res) {
+        lose(f, r, "sent a result rank 0 had no memory for");
+        return;
+    }
+    res->status = (tune_status)m->status;
+    res->median = m->median;
+    res->nsamples = m->nsamples < 0 ? 0 : m->nsamples > TUNE_MAX_SAMPLES ? TUNE_MAX_SAMPLES
+                                                                          : m->nsamples;
+    memcpy(res->samples, m->samples, sizeof res->samples[0] * (size_t)res->nsamples);
+    res->calls_per_sample = m->calls_per_sample;
+    res->cold = m->cold != 0;
+    res->error = m->error;
+    res->build_s = m->build_s;
+    res->run_s = m->run_s;
+    res->level = m->level;
+    snprintf(res->message, sizeof res->message, "%s", m->message);
+    res->target = s->target;
+    res->toolchain = s->toolchain;
+    s->results++;
+    wpk_log(f->ctx, WPK_LOG_DEBUG, "fleet: %.2f s: rank %d: result of candidate %lld (build "
+            "%.2f s, run %.2f s)", now_s() - f->opened, r, (long long)m->seq, m->build_s,
+            m->run_s);
+    f->fn(f->user, 0, &h.cfg, res);
+    wpk_free(res);
+}
+
+/* Results and heartbeats that have arrived, leases, and every remote rank's candidates topped
+ * up. With wait_s > 0, keeps at it until something arrives or wait_s has passed. */
+static void service(tune_fleet *f, double wait_s) {
+    const double until = now_s() + wait_s;
+    for (;;) {
+        bool heard = false;
+        int flag = 1;
+        while (flag) {
+            MPI_Status stt;
+            if (MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &stt) != MPI_SUCCESS)
+                break;
+            if (!flag) break;
+            heard = true;
+            int r = stt.MPI_SOURCE;
+            if (stt.MPI_TAG == TAG_RESULT) {
+                result_msg *m = wpk_malloc(sizeof *m);
+                if (!m) break;
+                MPI_Recv(m, sizeof *m, MPI_BYTE, r, TAG_RESULT, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                on_remote_result(f, r, m);
+                wpk_free(m);
+            } else {
+                /* a heartbeat, or a message with no business here now */
+                int bytes = 0;
+                MPI_Get_count(&stt, MPI_BYTE, &bytes);
+                char *junk = wpk_malloc((size_t)bytes + 1);
+                if (!junk) break;
+                MPI_Recv(junk, bytes, MPI_BYTE, r, stt.MPI_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                wpk_free(junk);
+                f->ranks[r].last_heard = now_s();
+            }
+        }
+        const double now = now_s();
+        for (int r = 1; r < f->size; r++) {
+            rank_state *s = &f->ranks[r];
+            if (!s->accepted || s->lost) continue;
+            if (s->n > 0 && now - s->last_heard > f->lease_s) {
+                char why[128];
+                snprintf(why, sizeof why, "sent nothing for %.0f s", now - s->last_heard);
+                lose(f, r, why);
+                continue;
+            }
+            while (s->n < DEPTH) {
+                held h = {.seq = f->next_seq};
+                if (!next_candidate(f, &h.cfg)) break;
+                work_msg w = {.seq = f->next_seq++, .task = f->task};
+                config_text(&f->space, &h.cfg, w.config, sizeof w.config);
+                s->inflight[s->n++] = h;
+                if (MPI_Send(&w, sizeof w, MPI_BYTE, r, TAG_WORK, MPI_COMM_WORLD) != MPI_SUCCESS) {
+                    lose(f, r, "could not be sent a candidate");
+                    break;
+                }
+            }
+        }
+        if (heard || now >= until) return;
+        nap(POLL_S);
+    }
+}
+
+static int remote_inflight(const tune_fleet *f) {
+    int n = 0;
+    for (int r = 1; r < f->size; r++) n += f->ranks[r].n;
+    return n;
+}
+
+/* Rank 0's own measurer asks for its next candidate when a build slot frees up: the moment
+ * to serve the other ranks too. */
+static int local_propose(void *user, tune_config *out, int max) {
+    tune_fleet *f = user;
+    /* its own candidate first: with few left, rank 0 is not left waiting for the others */
+    int n = max > 0 && next_candidate(f, out) ? 1 : 0;
+    service(f, 0);
+    return n;
+}
+
+static void local_result(void *user, int i, const tune_config *cfg, const tune_measurement *r) {
+    tune_fleet *f = user;
+    f->ranks[0].results++;
+    wpk_log(f->ctx, WPK_LOG_DEBUG, "fleet: %.2f s: rank 0: a result (build %.2f s, run %.2f s)",
+            now_s() - f->opened, r->build_s, r->run_s);
+    f->fn(f->user, i, cfg, r);
+    service(f, 0);
+}
+
+static void local_idle(void *user) { service(user, 0); }
+
+static wpk_status fleet_stream(void *self, int task, tune_measurer *local, tune_propose_fn propose,
+                               void *propose_user, tune_measure_fn fn, void *user) {
+    tune_fleet *f = self;
+    if (task < 0 || task >= f->ntasks)
+        return wpk_error(f->ctx, WPK_ERR_INTERNAL, "fleet: task %d of %d", task, f->ntasks);
+    const tune_task *t = &f->tasks[task].task;
+    t->tmpl->space(t->tmpl, t, &f->space);
+    f->task = task;
+    f->propose = propose;
+    f->puser = propose_user;
+    f->fn = fn;
+    f->user = user;
+    f->exhausted = false;
+    f->nrequeue = 0;
+    wpk_log(f->ctx, WPK_LOG_DEBUG, "fleet: %.2f s: task %d begins", now_s() - f->opened, task);
+    for (;;) {
+        service(f, 0);
+        /* rank 0 measures until no candidate is left to take; the others' results are
+           gathered whenever its measurer asks for more or hears a result */
+        tune_measurer_set_idle(local, local_idle, f);
+        wpk_status st = tune_measure_stream(local, local_propose, f, 0, local_result, f);
+        tune_measurer_set_idle(local, NULL, NULL);
+        if (st) return st;
+        while (remote_inflight(f) > 0 && f->nrequeue == 0) service(f, 0.05);
+        if (f->nrequeue == 0 && f->exhausted) {
+            wpk_log(f->ctx, WPK_LOG_DEBUG, "fleet: %.2f s: task %d's candidates are measured",
+                    now_s() - f->opened, task);
+            return WPK_OK;
+        }
+    }
+}
+
+wpk_status tune_fleet_open(tune_fleet *f, const char *target, const tune_model_task *tasks,
+                           int ntasks) {
+    f->ranks = wpk_calloc((size_t)f->size, sizeof *f->ranks);
+    if (!f->ranks) return wpk_error(f->ctx, WPK_ERR_NOMEM, "out of memory opening the fleet");
+    f->tasks = tasks;
+    f->ntasks = ntasks;
+    const uint64_t hash = tasks_hash(tasks, ntasks);
+    rank_state *me = &f->ranks[0];
+    me->accepted = true;
+    snprintf(me->target, sizeof me->target, "%s", target);
+    gethostname(me->host, sizeof me->host - 1);
+    me->pid = (int)getpid();
+    for (int r = 1; r < f->size; r++) {
+        hello_msg h;
+        if (MPI_Recv(&h, sizeof h, MPI_BYTE, r, TAG_HELLO, MPI_COMM_WORLD, MPI_STATUS_IGNORE) !=
+            MPI_SUCCESS)
+            return wpk_error(f->ctx, WPK_ERR_IO, "fleet: no hello from rank %d", r);
+        rank_state *s = &f->ranks[r];
+        h.target[sizeof h.target - 1] = h.toolchain[sizeof h.toolchain - 1] = 0;
+        h.host[sizeof h.host - 1] = 0;
+        snprintf(s->target, sizeof s->target, "%s", h.target);
+        snprintf(s->toolchain, sizeof s->toolchain, "%s", h.toolchain);
+        snprintf(s->host, sizeof s->host, "%s", h.host);
+        s->pid = h.pid;
+        s->last_heard = now_s();
+        verdict_msg v = {0};
+        if (strcmp(h.target, target))
+            snprintf(v.why, sizeof v.why, "its target '%.200s' differs from the run's '%.200s'",
+                     h.target, target);
+        else if (h.ntasks != ntasks || h.tasks_hash != hash)
+            snprintf(v.why, sizeof v.why, "its %d tasks differ from rank 0's %d (another model "
+                     "file, -O level or wpk build)", h.ntasks, ntasks);
+        else
+            v.accepted = 1;
+        s->accepted = v.accepted != 0;
+        if (!s->accepted)
+            wpk_log(f->ctx, WPK_LOG_WARN, "rank %d (%s, pid %d) is left out: %s", r, s->host,
+                    s->pid, v.why);
+        if (MPI_Send(&v, sizeof v, MPI_BYTE, r, TAG_VERDICT, MPI_COMM_WORLD) != MPI_SUCCESS)
+            return wpk_error(f->ctx, WPK_ERR_IO, "fleet: cannot answer rank %d", r);
+    }
+    f->runner = (tune_runner){.stream = fleet_stream, .self = f};
+    f->opened = now_s();
+    return WPK_OK;
+}
+
+const tune_runner *tune_fleet_runner(tune_fleet *f) { return &f->runner; }
+
+void tune_fleet_describe(const tune_fleet *f, char *buf, size_t cap) {
+    int64_t total = 0;
+    for (int r = 0; r < f->size; r++) total += f->ranks[r].results;
+    double el = now_s() - f->opened;
+    size_t n = (size_t)snprintf(buf, cap, "%.2f candidates/s, per rank",
+                                el > 0 ? (double)total / el : 0);
+    for (int r = 0; r < f->size && n < cap; r++) {
+        const rank_state *s = &f->ranks[r];
+        if (!s->accepted) n += (size_t)snprintf(buf + n, cap - n, " %d:out", r);
+        else
+            n += (size_t)snprintf(buf + n, cap - n, " %d:%.0f%%%s", r,
+                                  total ? 100.0 * (double)s->results / (double)total : 0,
+                                  s->lost ? "(lost)" : "");
+    }
+}
+
+void tune_fleet_stop(tune_fleet *f) {
+    for (int r = 1; f->ranks && r < f->size; r++) {
+        /* a lost rank that still listens (one that failed to measure) ends too */
+        if (!f->ranks[r].accepted) continue;
+        char nothing = 0;
+        MPI_Send(&nothing, 1, MPI_BYTE, r, TAG_STOP, MPI_COMM_WORLD);
+    }
+}
+
+/* ---- the other ranks ---- */
+
+typedef struct worker {
+    tune_fleet *f;
+    const tune_model_task *tasks;
+    int ntasks;
+    const tune_options *opt;
+    tune_parallelism par;
+    tune_measurer **meas;     /* per task, made on first use */
+    tune_space space;         /* of the task being measured */
+    work_msg *queue;          /* received, not yet given to the measurer */
+    int qn, qcap;
+    int64_t *seq_of;          /* the stream's index -> the candidate's seq */
+    int nseq, capseq;
+    int task;
+    bool stop;
+    wpk_status error;
+} worker;
+
+static void *heartbeat(void *user) {
+    tune_fleet *f = user;
+    for (;;) {
+        pthread_mutex_lock(&f->lock);
+        bool on = f->beating;
+        if (on) {
+            char beat = 0;
+            MPI_Send(&beat, 1, MPI_BYTE, 0, TAG_HEARTBEAT, MPI_COMM_WORLD);
+        }
+        pthread_mutex_unlock(&f->lock);
+        if (!on) return NULL;
+        nap(HEARTBEAT_S);
+    }
+}
+
+static int send0(tune_fleet *f, const void *buf, int bytes, int tag) {
+    pthread_mutex_lock(&f->lock);
+    int rc = MPI_Send(buf, bytes, MPI_BYTE, 0, tag, MPI_COMM_WORLD);
+    pthread_mutex_unlock(&f->lock);
+    return rc;
+}
+
+/* Takes what rank 0 has sent into the queue; with wait, until something comes. */
+static void receive(worker *W, bool wait) {
+    tune_fleet *f = W->f;
+    for (;;) {
+        int flag = 0;
+        MPI_Status stt;
+        pthread_mutex_lock(&f->lock);
+        int rc = MPI_Iprobe(0, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &stt);
+        if (rc == MPI_SUCCESS && flag) {
+            if (stt.MPI_TAG == TAG_WORK && W->qn == W->qcap) {
+                int cap = W->qcap ? 2 * W->qcap : 8;
+                work_msg *q = wpk_realloc(W->queue, sizeof *q * (size_t)cap);
+                if (q) W->queue = q, W->qcap = cap;
+            }
+            if (stt.MPI_TAG == TAG_WORK && W->qn < W->qcap) {
+                rc = MPI_Recv(&W->queue[W->qn], sizeof W->queue[0], MPI_BYTE, 0, TAG_WORK,
+                              MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                if (rc == MPI_SUCCESS) W->queue[W->qn++].config[sizeof W->queue[0].config - 1] = 0;
+            } else {
+                char buf[8];
+                int bytes = 0;
+                MPI_Get_count(&stt, MPI_BYTE, &bytes);
+                rc = bytes <= (int)sizeof buf
+                         ? MPI_Recv(buf, bytes, MPI_BYTE, 0, stt.MPI_TAG, MPI_COMM_WORLD,
+                                    MPI_STATUS_IGNORE)
+                         : MPI_ERR_TRUNCATE;
+                if (stt.MPI_TAG == TAG_STOP) W->stop = true;
+            }
+        }
+        pthread_mutex_unlock(&f->lock);
+        if (rc != MPI_SUCCESS) {
+            W->error = wpk_error(f->ctx, WPK_ERR_IO, "rank %d: receiving from rank 0 failed",
+                                 f->rank);
+            W->stop = true;
+        }
+        if (flag) continue;
+        if (!wait || W->qn > 0 || W->stop) return;
+        nap(POLL_S);
+    }
+}
+
+static void send_failed(worker *W, int64_t seq, const char *why) {
+    result_msg *m = wpk_calloc(1, sizeof *m);
+    if (!m) return;
+    m->seq = seq;
+    m->failed = 1;
+    snprintf(m->message, sizeof m->message, "%s", why);
+    send0(W->f, m, sizeof *m, TAG_RESULT);
+    wpk_free(m);
+}
+
+/* The measurer's source: queued candidates of the task being measured, in order. */
+static int worker_propose(void *user, tune_config *out, int max) {
+    worker *W = user;
+    receive(W, false);
+    int k = 0;
+    while (k < max && W->qn > 0 && !W->stop && W->queue[0].task == W->task) {
+        work_msg w = W->queue[0];
+        memmove(W->queue, W->queue + 1, sizeof *W->queue * (size_t)(--W->qn));
+        wpk_context quiet = {0};
+        if (tune_config_parse(&quiet, &W->space, w.config, &out[k]) != WPK_OK) {
+            char why[640];
+            snprintf(why, sizeof why, "its config '%.200s' does not parse: %.300s", w.config,
+                     wpk_context_error(&quiet));
+            send_failed(W, w.seq, why);
+            continue;
+        }
+        if (W->nseq == W->capseq) {
+            int cap = W->capseq ? 2 * W->capseq : 64;
+            int64_t *n = wpk_realloc(W->seq_of, sizeof *n * (size_t)cap);
+            if (!n) {
+                send_failed(W, w.seq, "out of memory");
+                continue;
+            }
+            W->seq_of = n;
+            W->capseq = cap;
+        }
+        W->seq_of[W->nseq++] = w.seq;
+        k++;
+    }
+    return k;
+}
+
+static void worker_result(void *user, int i, const tune_config *cfg, const tune_measurement *r) {
+    (void)cfg;
+    worker *W = user;
+    result_msg *m = wpk_calloc(1, sizeof *m);
+    if (!m || i < 0 || i >= W->nseq) {
+        wpk_free(m);
+        return;
+    }
+    m->seq = W->seq_of[i];
+    m->status = (int32_t)r->status;
+    m->nsamples = r->nsamples;
+    memcpy(m->samples, r->samples, sizeof m->samples);
+    m->level = r->level;
+    m->cold = r->cold;
+    m->calls_per_sample = r->calls_per_sample;
+    m->median = r->median;
+    m->error = r->error;
+    m->build_s = r->build_s;
+    m->run_s = r->run_s;
+    snprintf(m->message, sizeof m->message, "%s", r->message);
+    if (send0(W->f, m, sizeof *m, TAG_RESULT) != MPI_SUCCESS) W->stop = true;
+    wpk_free(m);
+}
+
+/* Measures the queue's head task's candidates as one stream. */
+static wpk_status measure_head(worker *W) {
+    const int task = W->queue[0].task;
+    if (task < 0 || task >= W->ntasks) {
+        send_failed(W, W->queue[0].seq, "a task index out of range");
+        memmove(W->queue, W->queue + 1, sizeof *W->queue * (size_t)(--W->qn));
+        return WPK_OK;
+    }
+    if (!W->meas[task]) {
+        tune_measure_params p = W->opt->measure;
+        p.parallel = &W->par;
+        if (!p.seed) p.seed = W->opt->seed;
+        /* as tune_run times them on rank 0: cold where the model's weights outgrow the cache */
+        if (p.cold_bytes >= 0 && tune_constant_bytes(W->tasks, W->ntasks) > p.cold_bytes)
+            p.cold_bytes = 0;
+        wpk_status st = tune_measurer_create(W->f->ctx, &W->tasks[task].task, &p, &W->meas[task]);
+        if (st) {
+            char why[600];
+            snprintf(why, sizeof why, "%s", wpk_context_error(W->f->ctx));
+            send_failed(W, W->queue[0].seq, why);
+            return st;
+        }
+        /* the control as rank 0's: --start's config, else the template's default */
+        tune_config def;
+        const tune_task *t = &W->tasks[task].task;
+        t->tmpl->space(t->tmpl, t, &W->space);
+        wpk_context quiet = {0};
+        if (!W->opt->start || tune_config_parse(&quiet, &W->space, W->opt->start, &def) != WPK_OK)
+            t->tmpl->default_config(t->tmpl, t, &W->space, &def);
+        tune_measurer_set_control(W->meas[task], &def);
+    }
+    const tune_task *t = &W->tasks[task].task;
+    t->tmpl->space(t->tmpl, t, &W->space);
+    W->task = task;
+    W->nseq = 0;
+    return tune_measure_stream(W->meas[task], worker_propose, W, 0, worker_result, W);
+}
+
+wpk_status tune_fleet_serve(tune_fleet *f, const tune_model_task *tasks, int ntasks,
+                            const tune_options *opt, bool *refused) {
+    *refused = false;
+    hello_msg h;
+    memset(&h, 0, sizeof h);
+    const char *fp = getenv("WPK_FLEET_FINGERPRINT");
+    snprintf(h.target, sizeof h.target, "%s", fp && *fp ? fp : target_fingerprint());
+    toolchain_of(opt, h.toolchain, sizeof h.toolchain);
+    gethostname(h.host, sizeof h.host - 1);
+    h.ntasks = ntasks;
+    h.pid = (int32_t)getpid();
+    h.tasks_hash = tasks_hash(tasks, ntasks);
+    verdict_msg v;
+    if (MPI_Send(&h, sizeof h, MPI_BYTE, 0, TAG_HELLO, MPI_COMM_WORLD) != MPI_SUCCESS ||
+        MPI_Recv(&v, sizeof v, MPI_BYTE, 0, TAG_VERDICT, MPI_COMM_WORLD, MPI_STATUS_IGNORE) !=
+            MPI_SUCCESS)
+        return wpk_error(f->ctx, WPK_ERR_IO, "rank %d: no answer from rank 0", f->rank);
+    if (!v.accepted) {
+        v.why[sizeof v.why - 1] = 0;
+        wpk_log(f->ctx, WPK_LOG_WARN, "rank %d is left out of the tuning job: %s", f->rank,
+                v.why);
+        *refused = true;
+        return WPK_OK;
+    }
+    worker W = {.f = f, .tasks = tasks, .ntasks = ntasks, .opt = opt, .task = -1};
+    tune_parallelism_init(&W.par, opt->parallel, opt->measure.threads);
+    W.meas = wpk_calloc((size_t)ntasks + 1, sizeof *W.meas);
+    if (!W.meas) return wpk_error(f->ctx, WPK_ERR_NOMEM, "out of memory serving rank 0");
+    f->beating = true;
+    if (pthread_create(&f->beat, NULL, heartbeat, f) != 0) f->beating = false;
+    wpk_status st = WPK_OK;
+    while (!W.stop) {
+        receive(&W, true);
+        if (W.qn > 0 && !W.stop && st == WPK_OK) st = measure_head(&W);
+        if (st == WPK_OK) st = W.error;
+        /* after a failure rank 0 has left this rank out: it waits for the end of the job */
+        if (st) W.qn = 0;
+    }
+    for (int i = 0; i < ntasks; i++) tune_measurer_free(W.meas[i]);
+    wpk_free(W.meas);
+    wpk_free(W.queue);
+    wpk_free(W.seq_of);
+    return st;
+}
