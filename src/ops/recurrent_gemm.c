@@ -9,38 +9,47 @@ void rnn_pack(const float *w, int64_t hidden, int64_t k, int g0, int gc, int64_t
     const int64_t width = (int64_t)gc * RNN_NB;
     for (int64_t p = p0; p < p1; p++) {
         float *dst = out + p * k * width;
-        for (int g = 0; g < gc; g++)
-            for (int j = 0; j < RNN_NB; j++) {
-                int64_t unit = p * RNN_NB + j;
-                float *col = dst + g * RNN_NB + j;
-                if (unit >= hidden) {
-                    for (int64_t q = 0; q < k; q++) col[q * width] = 0.0f;
-                    continue;
-                }
-                const float *row = w + ((g0 + g) * hidden + unit) * k;
-                for (int64_t q = 0; q < k; q++) col[q * width] = row[q];
+        for (int g = 0; g < gc; g++) {
+            /* the panel's 16 rows of this gate read side by side, so every write is in order */
+            const float *rows[RNN_NB];
+            int valid = 0;
+            for (int jj = 0; jj < RNN_NB && p * RNN_NB + jj < hidden; jj++, valid++)
+                rows[jj] = w + ((g0 + g) * hidden + p * RNN_NB + jj) * k;
+            for (int64_t q = 0; q < k; q++) {
+                float *col = dst + q * width + g * RNN_NB;
+                for (int jj = 0; jj < valid; jj++) col[jj] = rows[jj][q];
+                for (int jj = valid; jj < RNN_NB; jj++) col[jj] = 0.0f;
             }
+        }
     }
 }
 
-/* The tile for compile-time ROWS and NV, so the accumulators live in registers. */
+/* The tile for compile-time ROWS and NV, so the accumulators live in registers (the loops
+ * over them unrolled: -O2 alone leaves the accumulators on the stack). */
 RNN_INLINE void tile(const int ROWS, const int NV, int64_t k, const float *a, int64_t lda,
                      const float *panel, const float *bias, float *c, int64_t ldc) {
     rnn_v16 acc[4][4];
+#pragma GCC unroll 4
     for (int v = 0; v < NV; v++) {
         rnn_v16 b0 = bias ? rnn_ld(bias + v * RNN_NB) : rnn_splat(0.0f);
+#pragma GCC unroll 4
         for (int r = 0; r < ROWS; r++) acc[r][v] = b0;
     }
     for (int64_t q = 0; q < k; q++) {
         const float *bq = panel + q * NV * RNN_NB;
         rnn_v16 b[4];
+#pragma GCC unroll 4
         for (int v = 0; v < NV; v++) b[v] = rnn_ld(bq + v * RNN_NB);
+#pragma GCC unroll 4
         for (int r = 0; r < ROWS; r++) {
             float av = a[r * lda + q];
+#pragma GCC unroll 4
             for (int v = 0; v < NV; v++) acc[r][v] += av * b[v];
         }
     }
+#pragma GCC unroll 4
     for (int r = 0; r < ROWS; r++)
+#pragma GCC unroll 4
         for (int v = 0; v < NV; v++) rnn_st(c + r * ldc + v * RNN_NB, acc[r][v]);
 }
 
