@@ -14,7 +14,7 @@ pip_pkgs=(onnx numpy)
 if [ "$what" = test ]; then
   apt_pkgs+=(clang libclang-rt-14-dev python3-torch python3-torchvision libdnnl-dev
             libopenblas-dev libopenblas-openmp-dev)
-  pip_pkgs+=(onnxruntime)
+  pip_pkgs+=(onnxruntime openvino)  # openvino: the peer of bench/recurrent.py
 fi
 
 missing=()

@@ -217,7 +217,8 @@ int64_t rnn_row(const rnn_job *j, int64_t t, int64_t b) {
 
 int64_t rnn_y_offset(const rnn_job *j, int64_t t, int d, int64_t b) {
     const rnn_spec *s = &j->s;
-    int64_t slot = s->batch_major ? (b * s->seq + t) * s->dirs + d : (t * s->dirs + d) * s->batch + b;
+    int64_t slot = s->batch_major ? (b * s->seq + t) * s->dirs + d
+                                  : (t * s->dirs + d) * s->batch + b;
     return slot * s->hidden;
 }
 

@@ -69,7 +69,7 @@ typedef struct rnn_job {
 int64_t rnn_time_at(const rnn_job *j, int d, int64_t s, int64_t b);
 /* Offset of row (t, b) in X and in a direction's projection rows. */
 int64_t rnn_row(const rnn_job *j, int64_t t, int64_t b);
-/* Where Y holds (t, d, b, 0); Y is NULL-safe to skip by the caller. */
+/* Offset in Y of element (t, d, b, 0), in either layout. */
 int64_t rnn_y_offset(const rnn_job *j, int64_t t, int d, int64_t b);
 
 /* A thread's share of a step: panels [p0, p1) of direction d. `sync` waits for the threads
@@ -90,7 +90,8 @@ wpk_status rnn_run(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
 void rnn_recurrent_tile(const rnn_job *j, const float *state, const float *rpack, int gc,
                         int64_t p, int64_t b0, int rows, float *tile);
 
-/* Copies n valid lanes of a panel's results: the new state row and its Y slot. */
+/* Copies a panel's new hidden state h (its lanes below hidden_size) into Y at (t, d, b), when
+ * Y is wanted. */
 void rnn_emit(const rnn_job *j, int d, int64_t t, int64_t b, int64_t p, const float *h);
 
 #endif

@@ -4,8 +4,52 @@
  * timestep and each step's recurrent product both run through it. */
 #include "ops/recurrent_math.h"
 
-void rnn_pack(const float *w, int64_t hidden, int64_t k, int g0, int gc, int64_t p0, int64_t p1,
-              float *out) {
+/* Shuffle masks of a 16 x 16 transpose in four stages: stage s exchanges bit s of the row and
+ * lane indices between rows i and i + s (lanes 0..15 pick from row i, 16..31 from row i + s). */
+typedef struct transpose_masks {
+    int32_t lo[4][RNN_NB], hi[4][RNN_NB];
+} transpose_masks;
+
+static transpose_masks make_masks(void) {
+    transpose_masks m;
+    for (int stage = 0; stage < 4; stage++) {
+        int s = 8 >> stage;
+        for (int l = 0; l < RNN_NB; l++) {
+            m.lo[stage][l] = l & s ? RNN_NB + (l & ~s) : l;
+            m.hi[stage][l] = l & s ? RNN_NB + l : (l | s);
+        }
+    }
+    return m;
+}
+
+/* dst[q * width + j] = rows[j][q] for q, j < 16. */
+RNN_INLINE void transpose16(const float *const *rows, int64_t q0, const transpose_masks *tm,
+                            float *dst, int64_t width) {
+    rnn_v16 m[RNN_NB];
+#pragma GCC unroll 16
+    for (int j = 0; j < RNN_NB; j++) m[j] = rnn_ld(rows[j] + q0);
+#pragma GCC unroll 4
+    for (int stage = 0; stage < 4; stage++) {
+        const int s = 8 >> stage;
+        rnn_v16i lo, hi;
+        memcpy(&lo, tm->lo[stage], sizeof lo);
+        memcpy(&hi, tm->hi[stage], sizeof hi);
+#pragma GCC unroll 16
+        for (int i = 0; i < RNN_NB; i++) {
+            if (i & s) continue;
+            rnn_v16 a = __builtin_shuffle(m[i], m[i + s], lo);
+            rnn_v16 b = __builtin_shuffle(m[i], m[i + s], hi);
+            m[i] = a;
+            m[i + s] = b;
+        }
+    }
+#pragma GCC unroll 16
+    for (int q = 0; q < RNN_NB; q++) rnn_st(dst + q * width, m[q]);
+}
+
+RNN_MULTI_ISA void rnn_pack(const float *w, int64_t hidden, int64_t k, int g0, int gc, int64_t p0,
+                            int64_t p1, float *out) {
+    const transpose_masks tm = make_masks();
     const int64_t width = (int64_t)gc * RNN_NB;
     for (int64_t p = p0; p < p1; p++) {
         float *dst = out + p * k * width;
@@ -15,7 +59,11 @@ void rnn_pack(const float *w, int64_t hidden, int64_t k, int g0, int gc, int64_t
             int valid = 0;
             for (int jj = 0; jj < RNN_NB && p * RNN_NB + jj < hidden; jj++, valid++)
                 rows[jj] = w + ((g0 + g) * hidden + p * RNN_NB + jj) * k;
-            for (int64_t q = 0; q < k; q++) {
+            int64_t q = 0;
+            if (valid == RNN_NB)
+                for (; q + RNN_NB <= k; q += RNN_NB)
+                    transpose16(rows, q, &tm, dst + q * width + g * RNN_NB, width);
+            for (; q < k; q++) {
                 float *col = dst + q * width + g * RNN_NB;
                 for (int jj = 0; jj < valid; jj++) col[jj] = rows[jj][q];
                 for (int jj = valid; jj < RNN_NB; jj++) col[jj] = 0.0f;
