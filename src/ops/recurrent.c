@@ -316,31 +316,50 @@ static void project(const run_ctx *c, const rnn_team *t) {
     }
 }
 
+/* Multiply-adds of one step's recurrent product below which a direction's time loop runs on
+ * one thread: a step then takes a few microseconds, and a team barrier per step would cost as
+ * much on a quiet machine and far more on a busy one, where a waiting thread's partner may be
+ * descheduled for a whole time slice. */
+#define PARALLEL_STEP_MIN_WORK (1 << 19)
+
+/* Every step of direction d on member `rank` of a group of `size`; `sync` is the team, or a
+ * team of one where no thread of the region waits on another. */
+static void run_direction(const run_ctx *c, int d, int rank, int size, const rnn_team *sync) {
+    int64_t p0, p1;
+    share(c->j->panels, rank, size, &p0, &p1);
+    for (int64_t s = 0; s < c->j->s.seq; s++) {
+        c->step(c->j, d, s, p0, p1, sync);
+        rnn_team_sync(sync);
+    }
+}
+
 static void run_team(const run_ctx *c, int tid, int nth) {
-    const rnn_team t = {tid, nth};
+    const rnn_team t = {tid, nth}, solo = {0, 1};
     const rnn_job *j = c->j;
     pack_weights(c, &t);
     rnn_team_sync(&t);
     project(c, &t);
     rnn_team_sync(&t);
-    int64_t p0, p1;
-    if (j->s.dirs == 2 && nth >= 2) {
+    const rnn_spec *s = &j->s;
+    bool split_steps = s->batch * s->gates * s->hidden * s->hidden >= PARALLEL_STEP_MIN_WORK;
+    if (s->dirs == 2 && nth >= 2) {
         /* a direction per half of the team: no step waits on the other direction */
         int half = nth / 2, d = tid < half ? 0 : 1;
         int rank = d ? tid - half : tid, size = d ? nth - half : half;
-        share(j->panels, rank, size, &p0, &p1);
-        for (int64_t s = 0; s < j->s.seq; s++) {
-            c->step(j, d, s, p0, p1, &t);
-            rnn_team_sync(&t);
+        if (!split_steps || nth == 2) {
+            if (rank == 0) run_direction(c, d, 0, 1, &solo);
+            return;
         }
+        /* both halves pass the team's barriers, one per step (and phase), in step */
+        run_direction(c, d, rank, size, &t);
         return;
     }
-    share(j->panels, tid, nth, &p0, &p1);
-    for (int d = 0; d < j->s.dirs; d++)
-        for (int64_t s = 0; s < j->s.seq; s++) {
-            c->step(j, d, s, p0, p1, &t);
-            rnn_team_sync(&t);
-        }
+    for (int d = 0; d < s->dirs; d++) {
+        if (split_steps)
+            run_direction(c, d, tid, nth, &t);
+        else if (tid == 0)
+            run_direction(c, d, 0, 1, &solo);
+    }
 }
 
 /* ---- setup ---- */

@@ -2,7 +2,8 @@
 """Single LSTM, GRU and RNN nodes over the attribute space the ONNX conformance cases leave out
 (activations with alpha/beta, clip, linear_before_reset both ways, input_forget, peepholes,
 sequence_lens with reverse and bidirectional runs, initial states, layout 1, sizes that span
-several panels and tiles), each run by `wpk run` at 1 and 2 threads and compared with ONNX
+several panels and tiles, sizes whose steps threads split), each run by `wpk run` at 1 and 2
+threads (or the case's own thread counts) and compared with ONNX
 Runtime (rel L2 <= 1e-4); and bad attributes, which must fail with a message naming them.
     test_recurrent_ops.py [--wpk PATH] [--dir DIR] [--filter TEXT]
 """
@@ -27,9 +28,10 @@ GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 
 def make_model(path, op, seq=5, batch=3, inp=7, hidden=5, direction="forward", layout=0,
                bias=True, lens=None, init_h=False, init_c=False, peep=False, attrs=None,
-               outputs=("Y", "Y_h", "Y_c"), seed=0):
+               outputs=("Y", "Y_h", "Y_c"), seed=0, threads=None):
     """A one-node model: X a graph input, the weights initializers (scaled so gates neither
-    saturate nor vanish)."""
+    saturate nor vanish). `threads` belongs to the case (the thread counts it runs at), not
+    to the model."""
     rng = np.random.default_rng(seed)
     g = GATES[op]
     dirs = 2 if direction == "bidirectional" else 1
@@ -103,6 +105,13 @@ CASES = {
     "gru_big": dict(op="GRU", seq=7, batch=9, inp=33, hidden=70, init_h=True),
     "gru_big_lbr": dict(op="GRU", seq=7, batch=5, inp=33, hidden=70, direction="bidirectional",
                         attrs=dict(linear_before_reset=1)),
+    # big enough per step (batch x gates x hidden^2 >= 2^19) that threads split each step
+    "gru_split_steps": dict(op="GRU", seq=4, batch=4, inp=16, hidden=260, init_h=True,
+                            direction="bidirectional", lens=[4, 2, 3, 0], threads=(1, 2, 3)),
+    "gru_split_steps_lbr": dict(op="GRU", seq=4, batch=5, inp=16, hidden=250,
+                                attrs=dict(linear_before_reset=1), threads=(2, 3)),
+    "lstm_split_steps": dict(op="LSTM", seq=3, batch=4, inp=12, hidden=200, peep=True,
+                             direction="bidirectional", threads=(2, 3)),
     "rnn_basic": dict(op="RNN"),
     "rnn_relu_bidir_lens": dict(op="RNN", direction="bidirectional", lens=[2, 0, 5],
                                 init_h=True, attrs=dict(activations=["Relu", "Relu"])),
@@ -201,7 +210,7 @@ def main():
         for name, case in CASES.items():
             if args.filter not in name:
                 continue
-            for threads in (1, 2):
+            for threads in case.get("threads", (1, 2)):
                 failed += 0 if check_case(args.wpk, work, name, case, threads) else 1
         for op, attrs, text in BAD:
             if args.filter in op.lower() or args.filter in "bad":
