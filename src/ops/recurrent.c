@@ -317,10 +317,10 @@ static void project(const run_ctx *c, const rnn_team *t) {
 }
 
 /* Multiply-adds of one step's recurrent product below which a direction's time loop runs on
- * one thread: a step then takes a few microseconds, and a team barrier per step would cost as
- * much on a quiet machine and far more on a busy one, where a waiting thread's partner may be
- * descheduled for a whole time slice. */
-#define PARALLEL_STEP_MIN_WORK (1 << 19)
+ * one thread: a step then takes about a microsecond, no more than a team barrier per step on
+ * a quiet machine. (On a busy one a barrier can cost a time slice, when the thread waited for
+ * is descheduled; raising this trades the split steps' speed for that robustness.) */
+#define PARALLEL_STEP_MIN_WORK (1 << 16)
 
 /* Every step of direction d on member `rank` of a group of `size`; `sync` is the team, or a
  * team of one where no thread of the region waits on another. */
