@@ -308,6 +308,13 @@ wpk_status ir_node_set_attr(ir_graph *g, ir_node *n, const ir_attr *a) {
         return WPK_ERR_NOMEM;
     if (a->floats && !(copy.floats = arena_memdup(&g->mem, a->floats, sizeof(float) * (size_t)a->n)))
         return WPK_ERR_NOMEM;
+    if (a->strs) {
+        const char **strs = arena_alloc(&g->mem, sizeof *strs * (size_t)(a->n + 1));
+        if (!strs) return WPK_ERR_NOMEM;
+        for (int i = 0; i < a->n; i++)
+            if (!(strs[i] = arena_strdup(&g->mem, a->strs[i]))) return WPK_ERR_NOMEM;
+        copy.strs = strs;
+    }
     if (a->t) {
         ir_tensor *t = arena_memdup(&g->mem, a->t, sizeof *t);
         if (!t) return WPK_ERR_NOMEM;

@@ -28,9 +28,10 @@ typedef struct ir_attr {
     int64_t i;        /* IR_ATTR_INT */
     float f;          /* IR_ATTR_FLOAT */
     const char *s;    /* IR_ATTR_STRING (NUL-terminated) */
-    int n;            /* element count of ints/floats */
+    int n;            /* element count of ints/floats/strings */
     int64_t *ints;    /* IR_ATTR_INTS */
     float *floats;    /* IR_ATTR_FLOATS */
+    const char **strs; /* IR_ATTR_STRINGS (each NUL-terminated) */
     ir_tensor *t;     /* IR_ATTR_TENSOR, data in the graph's arena */
 } ir_attr;
 

@@ -44,6 +44,10 @@ wpk_status ir_node_encode(wpk_context *ctx, const ir_node *n, uint8_t **out, siz
             bw_u64(&w, (uint64_t)a->n);
             for (int k = 0; k < a->n; k++) bw_f32(&w, a->floats[k]);
             break;
+        case IR_ATTR_STRINGS:
+            bw_u64(&w, (uint64_t)a->n);
+            for (int k = 0; k < a->n; k++) put_str(&w, a->strs[k]);
+            break;
         case IR_ATTR_TENSOR:
             bw_u64(&w, (uint64_t)a->t->dtype);
             bw_u64(&w, (uint64_t)a->t->ndim);
@@ -109,6 +113,13 @@ static bool get_attr(byte_reader *r, arena *mem, ir_attr *a, bool *oom) {
         if (!(a->floats = arena_alloc(mem, sizeof *a->floats * (size_t)(a->n + 1))))
             return !(*oom = true);
         for (int k = 0; k < a->n; k++) a->floats[k] = br_f32(r);
+        break;
+    case IR_ATTR_STRINGS:
+        a->n = (int)get_count(r, MAX_ELEMS, 8);
+        if (!(a->strs = arena_alloc(mem, sizeof *a->strs * (size_t)(a->n + 1))))
+            return !(*oom = true);
+        for (int k = 0; k < a->n; k++)
+            if (!(a->strs[k] = get_str(r, mem))) return !(*oom = true);
         break;
     case IR_ATTR_TENSOR: {
         if (!(a->t = arena_alloc(mem, sizeof *a->t))) return !(*oom = true);

@@ -37,6 +37,11 @@ static void print_attr(const ir_attr *a, strbuf *b) {
         for (int i = 0; i < a->n; i++) sb_printf(b, i ? ", %g" : "%g", (double)a->floats[i]);
         sb_puts(b, "]");
         break;
+    case IR_ATTR_STRINGS:
+        sb_puts(b, "[");
+        for (int i = 0; i < a->n; i++) sb_printf(b, i ? ", \"%s\"" : "\"%s\"", a->strs[i]);
+        sb_puts(b, "]");
+        break;
     case IR_ATTR_TENSOR:
         if (a->t) ir_print_type(a->t, NULL, b);
         break;

@@ -217,6 +217,14 @@ static Onnx__AttributeProto *attr_proto(writer *w, const ir_node *n, const ir_at
         break;
     case IR_ATTR_INTS: ap->n_ints = (size_t)a->n; ap->ints = a->ints; break;
     case IR_ATTR_FLOATS: ap->n_floats = (size_t)a->n; ap->floats = a->floats; break;
+    case IR_ATTR_STRINGS:
+        if (!(ap->strings = alloc(w, sizeof *ap->strings * (size_t)(a->n + 1)))) return NULL;
+        ap->n_strings = (size_t)a->n;
+        for (int k = 0; k < a->n; k++) {
+            ap->strings[k].data = (uint8_t *)a->strs[k];
+            ap->strings[k].len = strlen(a->strs[k]);
+        }
+        break;
     case IR_ATTR_TENSOR:
         if (!a->t || !(ap->t = tensor_proto(w, NULL, a->t))) {
             if (!w->st)
@@ -233,7 +241,7 @@ static Onnx__AttributeProto *attr_proto(writer *w, const ir_node *n, const ir_at
                           "%s: node '" NAME_FMT "' (" NAME_FMT "): attribute '" NAME_FMT "' is %s, "
                           "whose value Woodpecker does not keep, so the node cannot be written",
                           w->path, n->name, n->op_type, a->name,
-                          a->kind == IR_ATTR_GRAPH ? "a graph" : "a list of strings or graphs");
+                          a->kind == IR_ATTR_GRAPH ? "a graph" : "a list of graphs");
         return NULL;
     }
     return ap;

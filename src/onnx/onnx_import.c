@@ -320,10 +320,24 @@ static wpk_status read_attr(importer *im, int node, const Onnx__AttributeProto *
         if (!at->ints && !at->floats) return nomem(im, what);
         break;
     }
+    case IR_ATTR_STRINGS: {
+        if (ap->n_strings > INT_MAX)
+            return wpk_error(im->ctx, WPK_ERR_UNSUPPORTED, "%s has too many values", what);
+        at->n = (int)ap->n_strings;
+        at->strs = arena_alloc(&g->mem, sizeof *at->strs * (ap->n_strings + 1));
+        if (!at->strs) return nomem(im, what);
+        for (size_t k = 0; k < ap->n_strings; k++) {
+            const ProtobufCBinaryData *s = &ap->strings[k];
+            at->strs[k] = s->len ? arena_strndup(&g->mem, (const char *)s->data, s->len)
+                                 : arena_strdup(&g->mem, "");
+            if (!at->strs[k]) return nomem(im, what);
+        }
+        break;
+    }
     case 0:
         return wpk_error(im->ctx, WPK_ERR_MODEL, "%s has no type and no value", what);
     default:
-        /* lists of strings, tensors or graphs, sparse tensors, type protos: no op in the table
+        /* lists of tensors or graphs, sparse tensors, type protos: no op in the table
          * takes one, so they only matter on nodes that are unsupported anyway */
         if (n->op != IR_OP_UNSUPPORTED)
             return wpk_error(im->ctx, WPK_ERR_UNSUPPORTED,

@@ -112,6 +112,11 @@ static bool same_attr(const ir_attr *a, const ir_attr *b) {
         return a->n == b->n && (a->n == 0 || memcmp(a->ints, b->ints, sizeof(int64_t) * (size_t)a->n) == 0);
     case IR_ATTR_FLOATS:
         return a->n == b->n && (a->n == 0 || memcmp(a->floats, b->floats, sizeof(float) * (size_t)a->n) == 0);
+    case IR_ATTR_STRINGS:
+        if (a->n != b->n) return false;
+        for (int i = 0; i < a->n; i++)
+            if (strcmp(a->strs[i], b->strs[i]) != 0) return false;
+        return true;
     case IR_ATTR_TENSOR: return a->t && b->t && same_tensor(a->t, b->t);
     default: return false;
     }
