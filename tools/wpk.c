@@ -593,7 +593,8 @@ static void print_speed_check(const wpk_compile_report *r) {
     if (r->nplans < 2) return;
     printf("speed check (median ms in the model, alternating rounds):");
     for (int i = 0; i < r->nplans; i++)
-        printf(" %s %.3f%s", r->plans[i].name, r->plans[i].median_ms, i == r->kept ? " (kept)" : "");
+        printf(" %s %.3f%s", r->plans[i].name, r->plans[i].median_ms,
+               i == r->kept ? " (kept)" : "");
     const double chosen = r->plans[0].median_ms, kept = r->plans[r->kept].median_ms;
     if (r->kept) printf("\n  the chosen kernels were %.2fx slower together than the %s plan: "
                         "wrote the %s plan\n", chosen / kept, r->plans[r->kept].name,

@@ -28,19 +28,6 @@ static wpk_status check_indices(wpk_context *ctx, const ir_node *n, const ir_ten
     return WPK_OK;
 }
 
-static wpk_status index_range(wpk_context *ctx, const ir_node *n, const ir_tensor *idx,
-                              int64_t d, int axis) {
-    int64_t count = ir_numel(idx);
-    for (int64_t i = 0; i < count; i++) {
-        int64_t v = op_int_at(idx, i);
-        if (v < -d || v >= d)
-            return op_fail(ctx, n, "index %lld (element %lld of 'indices') is out of range for "
-                           "axis %d of size %lld", (long long)v, (long long)i, axis,
-                           (long long)d);
-    }
-    return WPK_OK;
-}
-
 static wpk_status read_axis(wpk_context *ctx, const ir_node *n, const ir_tensor *x, int *axis) {
     return op_axis(ctx, n, ir_attr_int(n, "axis", 0), x->ndim > 0 ? x->ndim : 1, axis,
                    "attribute 'axis'");
@@ -112,7 +99,7 @@ wpk_status op_gather_elements_ref(wpk_context *ctx, const ir_node *n, ir_tensor 
     const ir_tensor *x = in[0], *idx = in[1];
     int axis;
     wpk_status st = read_axis(ctx, n, x, &axis);
-    if (!st) st = index_range(ctx, n, idx, x->dims[axis], axis);
+    if (!st) st = op_check_indices(ctx, n, idx, x->dims[axis], axis);
     if (st) return st;
     int64_t total = ir_numel(idx);
     if (total == 0) return WPK_OK;
@@ -174,7 +161,7 @@ wpk_status op_scatter_elements_ref(wpk_context *ctx, const ir_node *n, ir_tensor
     scatter_reduction red;
     wpk_status st = scatter_check(ctx, n, in, &axis, &red);
     const ir_tensor *x = in[0], *idx = in[1];
-    if (!st) st = index_range(ctx, n, idx, x->dims[axis], axis);
+    if (!st) st = op_check_indices(ctx, n, idx, x->dims[axis], axis);
     if (st) return st;
     if (out[0]->data != x->data) memcpy(out[0]->data, x->data, ir_nbytes(x));
     int64_t total = ir_numel(idx);

@@ -463,20 +463,6 @@ wpk_status op_slice_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *in
 
 /* ---- Gather ---- */
 
-/* Every index must lie in [-d, d); negative ones count from the back. */
-static wpk_status gather_check(wpk_context *ctx, const ir_node *n, const ir_tensor *idx,
-                               int64_t d, int axis) {
-    int64_t count = ir_numel(idx);
-    for (int64_t i = 0; i < count; i++) {
-        int64_t v = op_int_at(idx, i);
-        if (v < -d || v >= d)
-            return op_fail(ctx, n, "index %lld (element %lld of 'indices') is out of range for "
-                           "axis %d of size %lld", (long long)v, (long long)i, axis,
-                           (long long)d);
-    }
-    return WPK_OK;
-}
-
 wpk_status op_gather_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
                            ir_tensor *const *out) {
     wpk_status st = op_need_input(ctx, n, in, 0, "data");
@@ -497,7 +483,7 @@ wpk_status op_gather_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const 
                               rank, WPK_MAX_DIMS);
     /* indices known now (a constant) are checked now, so a bad model fails at load */
     if (idx->data && x->dims[axis] >= 0) {
-        st = gather_check(ctx, n, idx, x->dims[axis], axis);
+        st = op_check_indices(ctx, n, idx, x->dims[axis], axis);
         if (st) return st;
     }
     int64_t dims[WPK_MAX_DIMS];
@@ -536,7 +522,7 @@ wpk_status op_gather_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *i
                             "attribute 'axis'");
     if (st) return st;
     int64_t d = x->dims[axis];
-    st = gather_check(ctx, n, idx, d, axis);
+    st = op_check_indices(ctx, n, idx, d, axis);
     if (st) return st;
     if (ir_numel(out[0]) == 0) return WPK_OK;
     size_t es = wpk_dtype_size(x->dtype);

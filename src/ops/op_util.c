@@ -62,6 +62,19 @@ int64_t op_int_at(const ir_tensor *t, int64_t i) {
                                        : ((const int64_t *)t->data)[i];
 }
 
+wpk_status op_check_indices(wpk_context *ctx, const ir_node *n, const ir_tensor *idx, int64_t d,
+                            int axis) {
+    int64_t count = ir_numel(idx);
+    for (int64_t i = 0; i < count; i++) {
+        int64_t v = op_int_at(idx, i);
+        if (v < -d || v >= d)
+            return op_fail(ctx, n, "index %lld (element %lld of 'indices') is out of range for "
+                           "axis %d of size %lld", (long long)v, (long long)i, axis,
+                           (long long)d);
+    }
+    return WPK_OK;
+}
+
 wpk_status op_read_ints(wpk_context *ctx, const ir_node *n, const ir_tensor *t, int64_t *out,
                         int max, int *count, const char *what) {
     if (t->dtype != WPK_DTYPE_INT64 && t->dtype != WPK_DTYPE_INT32)

@@ -55,6 +55,11 @@ void op_broadcast_strides(const ir_tensor *t, int out_ndim, const int64_t *out_d
 /* Element i of an int32/int64 tensor as int64. */
 int64_t op_int_at(const ir_tensor *t, int64_t i);
 
+/* Every element of the int32/int64 index tensor idx lies in [-d, d) (negative ones count from
+ * the back of an axis of size d); otherwise an error naming the element and the axis. */
+wpk_status op_check_indices(wpk_context *ctx, const ir_node *n, const ir_tensor *idx, int64_t d,
+                            int axis);
+
 /* "[2,3,4]" into buf (cut short when cap is too small), for messages; returns buf. */
 const char *op_dims_str(char *buf, size_t cap, int ndim, const int64_t *dims);
 
