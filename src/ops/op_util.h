@@ -52,6 +52,10 @@ void op_set_shape(ir_tensor *t, wpk_dtype dtype, int ndim, const int64_t *dims);
 void op_broadcast_strides(const ir_tensor *t, int out_ndim, const int64_t *out_dims,
                           int64_t *strides);
 
+/* Whether a Dropout's ratio input is a known scalar 0 (float32 or float64): training mode
+ * then drops nothing and the node is the identity. */
+bool op_dropout_ratio_zero(const ir_tensor *ratio);
+
 /* Element i of an int32/int64 tensor as int64. */
 int64_t op_int_at(const ir_tensor *t, int64_t i);
 

@@ -180,8 +180,10 @@ wpk_status op_identity_shape(wpk_context *ctx, const ir_node *n, ir_tensor *cons
     return WPK_OK;
 }
 
-/* Dropout at inference is the identity; its optional mask is all true. Training mode would
- * need random numbers and is refused. */
+/* Dropout at inference is the identity; its optional mask is all true. So is training mode
+ * with a ratio of 0 (exporters write it where a model calls dropout with training on and
+ * p = 0: torchvision's Swin). Training mode with another ratio would need random numbers and
+ * is refused. */
 wpk_status op_dropout_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
                             ir_tensor *const *out) {
     wpk_status st = op_need_input(ctx, n, in, 0, "data");
@@ -193,15 +195,22 @@ wpk_status op_dropout_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const
         if (st) return st;
         if (in[2]->dtype != WPK_DTYPE_BOOL || ir_numel(in[2]) != 1)
             return op_fail(ctx, n, "input 'training_mode' must be a bool scalar");
-        if (*(const uint8_t *)in[2]->data)
-            return op_unsupported(ctx, n, "training_mode is true; only inference (dropout as "
-                                  "identity) is supported");
+        if (*(const uint8_t *)in[2]->data && !op_dropout_ratio_zero(in[1]))
+            return op_unsupported(ctx, n, "training_mode is true with a ratio other than 0; "
+                                  "only inference (dropout as identity) is supported");
     }
     if (ir_attr_int(n, "is_test", 1) == 0)
         return op_unsupported(ctx, n, "attribute 'is_test' is 0; only inference is supported");
     op_set_shape(out[0], x->dtype, x->ndim, x->dims);
     if (n->nout > 1 && out[1]) op_set_shape(out[1], WPK_DTYPE_BOOL, x->ndim, x->dims);
     return WPK_OK;
+}
+
+bool op_dropout_ratio_zero(const ir_tensor *ratio) {
+    if (!ratio || !ratio->data || ir_numel(ratio) != 1) return false;
+    if (ratio->dtype == WPK_DTYPE_FLOAT32) return *(const float *)ratio->data == 0.0f;
+    if (ratio->dtype == WPK_DTYPE_FLOAT64) return *(const double *)ratio->data == 0.0;
+    return false;
 }
 
 /* Input 0's bytes to output 0; a no-op when the runtime placed them in one buffer. */

@@ -1,17 +1,21 @@
 /* eliminate_identity.c -- Remove Identity and inference-mode Dropout nodes: their output is
  * their input, so readers of the output can read the input directly. */
+#include "ops/op_util.h"
 #include "passes/pass.h"
 
 /* Dropout is the identity at inference when nothing reads its mask and it is not told to
  * train: training_mode absent or a constant false (a graph input could be true at run time),
- * and, before opset 7, is_test not set to 0. */
+ * or true with a constant ratio of 0 (nothing dropped), and, before opset 7, is_test not set
+ * to 0. */
 static bool inference_dropout(const ir_graph *g, const ir_node *n) {
     if (n->nout > 1 && n->out[1] >= 0 && ir_graph_count_uses(g, n->out[1]) > 0) return false;
     if (ir_attr_int(n, "is_test", 1) == 0) return false;
     if (n->nin > 2 && n->in[2] >= 0) {
         const ir_value *t = &g->values[n->in[2]];
         if (!t->is_const || t->t.dtype != WPK_DTYPE_BOOL || ir_numel(&t->t) != 1) return false;
-        if (*(const unsigned char *)t->t.data) return false;
+        const ir_value *r = n->in[1] >= 0 ? &g->values[n->in[1]] : NULL;
+        bool drops_none = r && r->is_const && op_dropout_ratio_zero(&r->t);
+        if (*(const unsigned char *)t->t.data && !drops_none) return false;
     }
     return true;
 }
