@@ -22,6 +22,18 @@ static transpose_masks make_masks(void) {
     return m;
 }
 
+/* Lanes of a and b (b's numbered 16-31) picked by mask: GCC's __builtin_shuffle; clang's
+ * shuffle builtin takes constant lanes only, so there a loop over the lanes. */
+RNN_INLINE rnn_v16 shuffle2(rnn_v16 a, rnn_v16 b, rnn_v16i mask) {
+#ifdef __clang__
+    rnn_v16 r;
+    for (int l = 0; l < RNN_NB; l++) r[l] = mask[l] < RNN_NB ? a[mask[l]] : b[mask[l] - RNN_NB];
+    return r;
+#else
+    return __builtin_shuffle(a, b, mask);
+#endif
+}
+
 /* dst[q * width + j] = rows[j][q] for q, j < 16. */
 RNN_INLINE void transpose16(const float *const *rows, int64_t q0, const transpose_masks *tm,
                             float *dst, int64_t width) {
@@ -37,8 +49,8 @@ RNN_INLINE void transpose16(const float *const *rows, int64_t q0, const transpos
 #pragma GCC unroll 16
         for (int i = 0; i < RNN_NB; i++) {
             if (i & s) continue;
-            rnn_v16 a = __builtin_shuffle(m[i], m[i + s], lo);
-            rnn_v16 b = __builtin_shuffle(m[i], m[i + s], hi);
+            rnn_v16 a = shuffle2(m[i], m[i + s], lo);
+            rnn_v16 b = shuffle2(m[i], m[i + s], hi);
             m[i] = a;
             m[i + s] = b;
         }

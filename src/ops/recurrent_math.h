@@ -21,8 +21,10 @@ typedef int32_t rnn_v16i __attribute__((vector_size(64)));
 #define RNN_INLINE static inline __attribute__((always_inline))
 
 /* The cells and the GEMM are compiled for AVX-512, AVX2 and baseline, picked at load; products
- * contract into FMAs (the build's -std=c11 turns contraction off everywhere else). */
-#if defined(__x86_64__) && defined(__has_attribute)
+ * contract into FMAs (the build's -std=c11 turns contraction off everywhere else). GCC only:
+ * clang refuses a 64-byte vector passed between an AVX-512 clone and a helper without the
+ * feature (it does not inline first), and it knows no optimize attribute. */
+#if defined(__x86_64__) && defined(__has_attribute) && !defined(__clang__)
 #if __has_attribute(target_clones)
 #define RNN_MULTI_ISA                                                                     \
     __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"),         \
@@ -30,7 +32,11 @@ typedef int32_t rnn_v16i __attribute__((vector_size(64)));
 #endif
 #endif
 #ifndef RNN_MULTI_ISA
+#ifdef __clang__
+#define RNN_MULTI_ISA
+#else
 #define RNN_MULTI_ISA __attribute__((optimize("fp-contract=fast")))
+#endif
 #endif
 
 RNN_INLINE rnn_v16 rnn_ld(const float *p) {
