@@ -30,8 +30,9 @@ int cmd_bench(int argc, char **argv);
 
 static const char USAGE[] =
     "usage: wpk bench MODEL|PLAN.wpk [--batch N] [--threads N] [--iters N] [--warmup N]\n"
-    "                 [--provider auto|generated|onednn|openblas|ref] [--db FILE] [-O LEVEL]\n"
-    "                 [--json] [--profile TRACE.json] [--top N] [--seed S] [--save DIR]\n"
+    "                 [--provider auto|generated|onednn|openblas|packed|ref] [--db FILE]\n"
+    "                 [-O LEVEL] [--json] [--profile TRACE.json] [--top N] [--seed S]\n"
+    "                 [--save DIR]\n"
     "  latency of --iters timed runs (min, median, p90, p99, mean; throughput = batch / median)\n"
     "  on seeded random inputs, then the per-node time of a separate profiled pass (median of\n"
     "  up to 10 runs), so profiling does not skew the latency\n"
@@ -167,13 +168,14 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
             o->batch_given |= num->offset == offsetof(bench_opts, batch);
             i++;
         } else if (!strcmp(a, "--provider")) {
-            static const char *const known[] = {"auto", "generated", "onednn", "openblas", "ref"};
+            static const char *const known[] = {"auto",     "generated", "onednn",
+                                                "openblas", "packed",    "ref"};
             bool ok = false;
             for (size_t k = 0; val && k < sizeof known / sizeof *known; k++)
                 ok |= !strcmp(val, known[k]);
             if (!ok)
-                return usage_fail("unknown provider '%s' (auto, generated, onednn, openblas, ref)",
-                                  val ? val : "");
+                return usage_fail("unknown provider '%s' (auto, generated, onednn, openblas, "
+                                  "packed, ref)", val ? val : "");
             o->provider = val;
             model_only = true;
             model_only_flag = a;
