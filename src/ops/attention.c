@@ -6,6 +6,9 @@
 #include <string.h>
 
 #include "ops/op_util.h"
+#if defined(__x86_64__)
+#include "ops/vec_math.h"
+#endif
 
 /* Keys scored at once per block of query rows, and query rows sharing one packed key block. */
 #define KEY_BLOCK 64
@@ -265,10 +268,150 @@ static void attn_chunk_generic(const attn_job *j, int64_t g, int64_t i0, int64_t
     attn_chunk_body(j, g, i0, rows);
 }
 
+#if defined(__GNUC__) && defined(__x86_64__)
+/* The same online softmax with AVX-512 register tiles, for value rows of 16 to 64 floats in
+ * whole vectors (BERT's and ViT's 64): the scores of ROW_BLOCK query rows against a key block
+ * (4 x 4 vectors) and their P V product (4 x dv / 16 vectors) accumulate in registers, the
+ * exponentials are vec_exp's. Rows past `nr` in a row block repeat the last row and are
+ * dropped. */
+#define AVX512_DV_MAX 64
+
+VEC_TARGET static void attn_scores(const attn_job *j, const float *kt, const float *const *qrow,
+                                   __m512 s[ROW_BLOCK][KEY_BLOCK / 16]) {
+    for (int x = 0; x < ROW_BLOCK; x++)
+        for (int v = 0; v < KEY_BLOCK / 16; v++) s[x][v] = _mm512_setzero_ps();
+    const int64_t d = j->a->d;
+    for (int64_t c = 0; c < d; c++) {
+        const float *kc = kt + c * KEY_BLOCK;
+        const __m512 k0 = _mm512_loadu_ps(kc), k1 = _mm512_loadu_ps(kc + 16),
+                     k2 = _mm512_loadu_ps(kc + 32), k3 = _mm512_loadu_ps(kc + 48);
+#pragma GCC unroll 4
+        for (int x = 0; x < ROW_BLOCK; x++) {
+            const __m512 q = _mm512_set1_ps(qrow[x][c]);
+            s[x][0] = _mm512_fmadd_ps(q, k0, s[x][0]);
+            s[x][1] = _mm512_fmadd_ps(q, k1, s[x][1]);
+            s[x][2] = _mm512_fmadd_ps(q, k2, s[x][2]);
+            s[x][3] = _mm512_fmadd_ps(q, k3, s[x][3]);
+        }
+    }
+}
+
+VEC_TARGET static void attn_chunk_avx512(const attn_job *j, int64_t g, int64_t i0,
+                                         int64_t rows) {
+    const attn_dims *a = j->a;
+    int64_t qb, kb, vb, ob, mb;
+    group_base(a, g, &qb, &kb, &vb, &ob, &mb);
+    const int64_t d = a->d, dv = a->dv, r = a->rank, nv = dv / 16;
+    float kt[HEAD_DIM_MAX * KEY_BLOCK]; /* a key block, transposed: [d][KEY_BLOCK] */
+    float mx[QUERY_CHUNK], sum[QUERY_CHUNK];
+    for (int64_t i = 0; i < rows; i++) {
+        mx[i] = -INFINITY;
+        sum[i] = 0.0f;
+        float *orow = j->out + ob + (i0 + i) * a->os[r - 2];
+        for (int64_t c = 0; c < dv; c++) orow[c] = 0.0f;
+    }
+    const __m512 scale = _mm512_set1_ps(j->scale);
+    for (int64_t k0 = 0; k0 < a->sk; k0 += KEY_BLOCK) {
+        const int64_t nk = a->sk - k0 < KEY_BLOCK ? a->sk - k0 : KEY_BLOCK;
+        for (int64_t t = 0; t < nk; t++) {
+            const float *krow = j->k + kb + (k0 + t) * a->ks[r - 2];
+            for (int64_t c = 0; c < d; c++) kt[c * KEY_BLOCK + t] = krow[c];
+        }
+        for (int64_t c = 0; c < d && nk < KEY_BLOCK; c++) /* a short last block: no stale keys */
+            for (int64_t t = nk; t < KEY_BLOCK; t++) kt[c * KEY_BLOCK + t] = 0.0f;
+        __mmask16 live[KEY_BLOCK / 16]; /* the key lanes of this block */
+        for (int v = 0; v < KEY_BLOCK / 16; v++) {
+            int64_t in = nk - 16 * v;
+            live[v] = in >= 16 ? 0xffff : in <= 0 ? 0 : (__mmask16)((1u << in) - 1);
+        }
+        for (int64_t ib = 0; ib < rows; ib += ROW_BLOCK) {
+            const int64_t nr = rows - ib < ROW_BLOCK ? rows - ib : ROW_BLOCK;
+            const float *qrow[ROW_BLOCK];
+            for (int x = 0; x < ROW_BLOCK; x++)
+                qrow[x] = j->q + qb + (i0 + ib + (x < nr ? x : nr - 1)) * a->qs[r - 2];
+            __m512 s[ROW_BLOCK][KEY_BLOCK / 16];
+            attn_scores(j, kt, qrow, s);
+            /* per row: scale, mask, the block's max, exp(s - max) into p */
+            float p[ROW_BLOCK][KEY_BLOCK], corr[ROW_BLOCK];
+            for (int64_t x = 0; x < ROW_BLOCK; x++) {
+                const int64_t i = ib + x;
+                corr[x] = 1.0f;
+                if (x >= nr) {
+                    memset(p[x], 0, sizeof p[x]);
+                    continue;
+                }
+                const __m512 ninf = _mm512_set1_ps(-INFINITY);
+                __m512 vmax = ninf;
+                for (int v = 0; v < KEY_BLOCK / 16; v++) {
+                    __m512 sv = _mm512_mul_ps(s[x][v], scale);
+                    if (j->mask) {
+                        const float *mrow = j->mask + mb + (i0 + i) * a->ms[r - 2];
+                        float mv[16] = {0};
+                        for (int64_t t = 0; t < 16 && 16 * v + t < nk; t++)
+                            mv[t] = mrow[(k0 + 16 * v + t) * a->ms[r - 1]];
+                        sv = _mm512_add_ps(sv, _mm512_loadu_ps(mv));
+                    }
+                    s[x][v] = _mm512_mask_blend_ps(live[v], ninf, sv);
+                    vmax = _mm512_max_ps(vmax, s[x][v]);
+                }
+                const float bmax = _mm512_reduce_max_ps(vmax);
+                const float nmax = bmax > mx[i] ? bmax : mx[i];
+                if (nmax == -INFINITY) { /* every key so far masked out entirely */
+                    memset(p[x], 0, sizeof p[x]);
+                    continue;
+                }
+                corr[x] = expf(mx[i] - nmax);
+                __m512 vsum = _mm512_setzero_ps();
+                for (int v = 0; v < KEY_BLOCK / 16; v++) {
+                    __m512 e = _mm512_maskz_mov_ps(live[v], vec_exp(_mm512_sub_ps(
+                                                                s[x][v], _mm512_set1_ps(nmax))));
+                    vsum = _mm512_add_ps(vsum, e);
+                    _mm512_storeu_ps(p[x] + 16 * v, e);
+                }
+                sum[i] = sum[i] * corr[x] + _mm512_reduce_add_ps(vsum);
+                mx[i] = nmax;
+            }
+            /* P V for the row block, then out = out * corr + P V */
+            __m512 o[ROW_BLOCK][AVX512_DV_MAX / 16];
+            for (int x = 0; x < ROW_BLOCK; x++)
+                for (int v = 0; v < AVX512_DV_MAX / 16; v++) o[x][v] = _mm512_setzero_ps();
+            for (int64_t t = 0; t < nk; t++) {
+                const float *vrow = j->v + vb + (k0 + t) * a->vs[r - 2];
+                __m512 vv[AVX512_DV_MAX / 16];
+                for (int v = 0; v < AVX512_DV_MAX / 16; v++)
+                    vv[v] = v < nv ? _mm512_loadu_ps(vrow + 16 * v) : _mm512_setzero_ps();
+#pragma GCC unroll 4
+                for (int x = 0; x < ROW_BLOCK; x++) {
+                    const __m512 pb = _mm512_set1_ps(p[x][t]);
+                    for (int v = 0; v < AVX512_DV_MAX / 16; v++)
+                        o[x][v] = _mm512_fmadd_ps(pb, vv[v], o[x][v]);
+                }
+            }
+            for (int64_t x = 0; x < nr; x++) {
+                float *orow = j->out + ob + (i0 + ib + x) * a->os[r - 2];
+                const __m512 cx = _mm512_set1_ps(corr[x]);
+                for (int64_t v = 0; v < nv; v++)
+                    _mm512_storeu_ps(orow + 16 * v,
+                                     _mm512_fmadd_ps(_mm512_loadu_ps(orow + 16 * v), cx, o[x][v]));
+            }
+        }
+    }
+    for (int64_t i = 0; i < rows; i++) {
+        float *orow = j->out + ob + (i0 + i) * a->os[r - 2];
+        /* a row whose keys are all -inf: ONNX's Softmax gives NaN there too */
+        const float inv = sum[i] > 0.0f ? 1.0f / sum[i] : NAN;
+        for (int64_t c = 0; c < dv; c++) orow[c] *= inv;
+    }
+}
+#endif
+
 typedef void (*attn_chunk_fn)(const attn_job *, int64_t, int64_t, int64_t);
 
-static attn_chunk_fn attn_chunk_for_cpu(void) {
+static attn_chunk_fn attn_chunk_for_cpu(const attn_dims *a) {
 #if defined(__GNUC__) && defined(__x86_64__)
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+        a->dv % 16 == 0 && a->dv <= AVX512_DV_MAX)
+        return attn_chunk_avx512;
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return attn_chunk_avx2;
 #endif
     return attn_chunk_generic;
@@ -283,7 +426,7 @@ wpk_status op_attention_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const
     attn_job j = {.a = &a, .scale = ir_attr_float(n, "scale", 1.0f), .q = in[0]->data,
                   .k = in[1]->data, .v = in[2]->data,
                   .mask = n->nin > 3 && in[3] ? in[3]->data : NULL, .out = out[0]->data};
-    const attn_chunk_fn attn_chunk = attn_chunk_for_cpu();
+    const attn_chunk_fn attn_chunk = attn_chunk_for_cpu(&a);
     const int64_t chunks = (a.sq + QUERY_CHUNK - 1) / QUERY_CHUNK, tasks = a.groups * chunks;
     /* work in multiply-adds of QK^T and PV */
     if (op_parallel(a.groups * a.sq * a.sk * (a.d + a.dv), 1 << 16)) {

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """wpk::Attention on its own: `wpk run` against a NumPy reference (rel L2 <= 1e-5) on sizes that
 cross the kernel's blocks (keys not a multiple of the key block, more query rows than one
-chunk, head sizes apart for Q/K and V), stored transposed operands, a broadcast mask, and a
-3-D case; and the errors a bad node gets (exit 1, the node, op and attribute named).
+chunk, head sizes apart for Q/K and V, value rows of 32 and 64 floats for the vector kernel),
+stored transposed operands, a broadcast mask, and 3-D cases; and the errors a bad node gets (exit 1, the node, op and attribute named).
     test_attention_op.py [--wpk PATH]
 """
 import argparse
@@ -60,6 +60,11 @@ def numeric_cases():
            ([0, 1, 2, 3],) * 4, 0.3)
     yield ("3-D, stored [S,G,D], mask [Sq,Sk]", [sq, n * h, d], [sk, n * h, d], [sk, n * h, dv],
            [sq, sk], ([1, 0, 2],) * 4, 1.0)
+    # value rows in whole 16-float vectors take the AVX-512 kernel where the CPU has it
+    yield ("4-D, head size 64, stored [N,S,H,D], mask [1,H,1,Sk]", [n, sq, h, 64],
+           [n, sk, h, 64], [n, sk, h, 64], [1, h, 1, sk], (bshd, bshd, bshd, bshd), 0.125)
+    yield ("3-D, head sizes 48 / 32, plain, no mask", [n * h, sq, 48], [n * h, sk, 48],
+           [n * h, sk, 32], None, ([0, 1, 2],) * 4, 0.2)
 
 
 def main():

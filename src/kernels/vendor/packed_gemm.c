@@ -16,10 +16,10 @@
 #include <string.h>
 
 #include "base/alloc.h"
-#include "kernels/vec_math.h"
 #include "kernels/vendor/lib.h"
 #include "kernels/vendor/lib_node.h"
 #include "ops/op_util.h"
+#include "ops/vec_math.h"
 
 #define MAX_IN 4
 #define MR 8               /* rows of the register tile */

@@ -1,9 +1,9 @@
-/* vec_math.h -- AVX-512 forms of the scalar functions the hand-written kernels apply to whole
- * vectors: exp, erf and GELU (erf form), accurate to a few float ulps (exp: Taylor series of
- * degree 7 after range reduction; erf: Abramowitz and Stegun 7.1.26, absolute error under
- * 1.5e-7). Callers compile these into functions that carry the same target attribute. */
-#ifndef WPK_KERNELS_VEC_MATH_H
-#define WPK_KERNELS_VEC_MATH_H
+/* vec_math.h -- AVX-512 forms of scalar functions that hand-written kernels (ops, kernels)
+ * apply to whole vectors: exp, erf and GELU (erf form). exp: a Taylor series of degree 7 after
+ * range reduction, a few float ulps; erf: Abramowitz and Stegun 7.1.26, absolute error under
+ * 1.5e-7. Callers compile them into functions that carry the same target attribute. */
+#ifndef WPK_OPS_VEC_MATH_H
+#define WPK_OPS_VEC_MATH_H
 
 #include <immintrin.h>
 
