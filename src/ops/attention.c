@@ -3,6 +3,7 @@
  * leading ones. Q, K, V and the output may be stored transposed (q_perm, k_perm, v_perm,
  * out_perm), so the head split/merge transposes around attention are never materialized. */
 #include <math.h>
+#include <omp.h>
 #include <string.h>
 
 #include "ops/op_util.h"
@@ -14,6 +15,9 @@
 #define KEY_BLOCK 64
 #define ROW_BLOCK 4
 #define QUERY_CHUNK 64
+/* Query rows the AVX-512 kernel takes at once: every row of a head when the heads alone keep
+ * the threads busy, so each key block is transposed once per head rather than once per chunk. */
+#define QUERY_CHUNK_WIDE 256
 /* Head sizes the kernel holds in its fixed stack blocks. */
 #define HEAD_DIM_MAX 512
 
@@ -303,7 +307,7 @@ VEC_TARGET static void attn_chunk_avx512(const attn_job *j, int64_t g, int64_t i
     group_base(a, g, &qb, &kb, &vb, &ob, &mb);
     const int64_t d = a->d, dv = a->dv, r = a->rank, nv = dv / 16;
     float kt[HEAD_DIM_MAX * KEY_BLOCK]; /* a key block, transposed: [d][KEY_BLOCK] */
-    float mx[QUERY_CHUNK], sum[QUERY_CHUNK];
+    float mx[QUERY_CHUNK_WIDE], sum[QUERY_CHUNK_WIDE];
     for (int64_t i = 0; i < rows; i++) {
         mx[i] = -INFINITY;
         sum[i] = 0.0f;
@@ -427,18 +431,23 @@ wpk_status op_attention_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const
                   .k = in[1]->data, .v = in[2]->data,
                   .mask = n->nin > 3 && in[3] ? in[3]->data : NULL, .out = out[0]->data};
     const attn_chunk_fn attn_chunk = attn_chunk_for_cpu(&a);
-    const int64_t chunks = (a.sq + QUERY_CHUNK - 1) / QUERY_CHUNK, tasks = a.groups * chunks;
+    int64_t rows = QUERY_CHUNK;
+#if defined(__GNUC__) && defined(__x86_64__)
+    if (attn_chunk == attn_chunk_avx512 && a.groups >= 2 * (int64_t)omp_get_max_threads())
+        rows = a.sq < QUERY_CHUNK_WIDE ? a.sq : QUERY_CHUNK_WIDE;
+#endif
+    const int64_t chunks = (a.sq + rows - 1) / rows, tasks = a.groups * chunks;
     /* work in multiply-adds of QK^T and PV */
     if (op_parallel(a.groups * a.sq * a.sk * (a.d + a.dv), 1 << 16)) {
 #pragma omp parallel for schedule(static)
         for (int64_t t = 0; t < tasks; t++) {
-            int64_t i0 = t % chunks * QUERY_CHUNK;
-            attn_chunk(&j, t / chunks, i0, a.sq - i0 < QUERY_CHUNK ? a.sq - i0 : QUERY_CHUNK);
+            int64_t i0 = t % chunks * rows;
+            attn_chunk(&j, t / chunks, i0, a.sq - i0 < rows ? a.sq - i0 : rows);
         }
     } else {
         for (int64_t t = 0; t < tasks; t++) {
-            int64_t i0 = t % chunks * QUERY_CHUNK;
-            attn_chunk(&j, t / chunks, i0, a.sq - i0 < QUERY_CHUNK ? a.sq - i0 : QUERY_CHUNK);
+            int64_t i0 = t % chunks * rows;
+            attn_chunk(&j, t / chunks, i0, a.sq - i0 < rows ? a.sq - i0 : rows);
         }
     }
     return WPK_OK;
