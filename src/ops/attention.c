@@ -300,6 +300,16 @@ VEC_TARGET static void attn_scores(const attn_job *j, const float *kt, const flo
     }
 }
 
+/* orow = orow * corr + (o0 o1 o2 o3), over the vectors vm selects. */
+VEC_TARGET static inline void attn_out_update(float *orow, float corr, const __mmask16 *vm,
+                                              __m512 o0, __m512 o1, __m512 o2, __m512 o3) {
+    const __m512 o[4] = {o0, o1, o2, o3}, cx = _mm512_set1_ps(corr);
+    for (int v = 0; v < 4; v++)
+        _mm512_mask_storeu_ps(orow + 16 * v, vm[v],
+                              _mm512_fmadd_ps(_mm512_maskz_loadu_ps(vm[v], orow + 16 * v), cx,
+                                              o[v]));
+}
+
 VEC_TARGET static void attn_chunk_avx512(const attn_job *j, int64_t g, int64_t i0,
                                          int64_t rows) {
     const attn_dims *a = j->a;
@@ -375,29 +385,37 @@ VEC_TARGET static void attn_chunk_avx512(const attn_job *j, int64_t g, int64_t i
                 sum[i] = sum[i] * corr[x] + _mm512_reduce_add_ps(vsum);
                 mx[i] = nmax;
             }
-            /* P V for the row block, then out = out * corr + P V */
-            __m512 o[ROW_BLOCK][AVX512_DV_MAX / 16];
-            for (int x = 0; x < ROW_BLOCK; x++)
-                for (int v = 0; v < AVX512_DV_MAX / 16; v++) o[x][v] = _mm512_setzero_ps();
+            /* P V for the row block, then out = out * corr + P V; the accumulators are named
+               variables so that they stay in registers */
+            __mmask16 vm[AVX512_DV_MAX / 16];
+            for (int v = 0; v < AVX512_DV_MAX / 16; v++) vm[v] = v < nv ? 0xffff : 0;
+#define PV_ACC(x) __m512 o##x##0 = _mm512_setzero_ps(), o##x##1 = o##x##0, o##x##2 = o##x##0, \
+                         o##x##3 = o##x##0;
+            PV_ACC(0) PV_ACC(1) PV_ACC(2) PV_ACC(3)
+#undef PV_ACC
             for (int64_t t = 0; t < nk; t++) {
                 const float *vrow = j->v + vb + (k0 + t) * a->vs[r - 2];
-                __m512 vv[AVX512_DV_MAX / 16];
-                for (int v = 0; v < AVX512_DV_MAX / 16; v++)
-                    vv[v] = v < nv ? _mm512_loadu_ps(vrow + 16 * v) : _mm512_setzero_ps();
-#pragma GCC unroll 4
-                for (int x = 0; x < ROW_BLOCK; x++) {
-                    const __m512 pb = _mm512_set1_ps(p[x][t]);
-                    for (int v = 0; v < AVX512_DV_MAX / 16; v++)
-                        o[x][v] = _mm512_fmadd_ps(pb, vv[v], o[x][v]);
-                }
+                const __m512 v0 = _mm512_maskz_loadu_ps(vm[0], vrow),
+                             v1 = _mm512_maskz_loadu_ps(vm[1], vrow + 16),
+                             v2 = _mm512_maskz_loadu_ps(vm[2], vrow + 32),
+                             v3 = _mm512_maskz_loadu_ps(vm[3], vrow + 48);
+#define PV_ROW(x)                                                                          \
+    {                                                                                      \
+        const __m512 pb = _mm512_set1_ps(p[x][t]);                                         \
+        o##x##0 = _mm512_fmadd_ps(pb, v0, o##x##0);                                        \
+        o##x##1 = _mm512_fmadd_ps(pb, v1, o##x##1);                                        \
+        o##x##2 = _mm512_fmadd_ps(pb, v2, o##x##2);                                        \
+        o##x##3 = _mm512_fmadd_ps(pb, v3, o##x##3);                                        \
+    }
+                PV_ROW(0) PV_ROW(1) PV_ROW(2) PV_ROW(3)
+#undef PV_ROW
             }
-            for (int64_t x = 0; x < nr; x++) {
-                float *orow = j->out + ob + (i0 + ib + x) * a->os[r - 2];
-                const __m512 cx = _mm512_set1_ps(corr[x]);
-                for (int64_t v = 0; v < nv; v++)
-                    _mm512_storeu_ps(orow + 16 * v,
-                                     _mm512_fmadd_ps(_mm512_loadu_ps(orow + 16 * v), cx, o[x][v]));
-            }
+#define PV_STORE(x)                                                                        \
+    if (x < nr)                                                                            \
+        attn_out_update(j->out + ob + (i0 + ib + x) * a->os[r - 2], corr[x], vm, o##x##0,  \
+                        o##x##1, o##x##2, o##x##3);
+            PV_STORE(0) PV_STORE(1) PV_STORE(2) PV_STORE(3)
+#undef PV_STORE
         }
     }
     for (int64_t i = 0; i < rows; i++) {
