@@ -11,6 +11,7 @@
 
 #include "base/alloc.h"
 #include "base/context.h"
+#include "base/target.h"
 #include "codegen/c/cg_c.h"
 #include "codegen/c/dot_conv.h"
 #include "ir/flops.h"
@@ -161,16 +162,35 @@ static wpk_status map_conv(wpk_context *ctx, const cg_dot_conv *g, mapped *mp) {
     return WPK_OK;
 }
 
-/* The tiles that fit g, best guess first: the widest tile of whole rows where ow is small. */
-static int tile_list(const cg_dot_conv *g, int *out) {
+/* A config: a register tile and a loop order. */
+typedef struct bf16_config {
+    int tile;              /* index into tiles */
+    bool rows_outer;
+} bf16_config;
+
+/* Bytes of g's bf16 weights. */
+static int64_t weight_bytes(const cg_dot_conv *g) {
+    return g->kb * LANES * g->cb * LANES * g->kh * g->kw * 2;
+}
+
+/* The configs that fit g, best guess first: tiles that divide a row, and rows
+ * outside blocks while the weights fit the L2 cache (then the input streams through once). */
+static int config_list(const cg_dot_conv *g, bf16_config *out) {
+    int64_t l2 = target_cache_bytes(2);
+    bool rows_first = weight_bytes(g) <= (l2 > 0 ? l2 : 1 << 20) / 2;
     int n = 0;
-    for (int pass = 0; pass < 2; pass++)
-        for (int i = 0; i < NTILES; i++) {
-            int tw = tiles[i][0], tk = tiles[i][1];
-            if (g->kb % tk) continue;
-            bool fits = g->ow % tw == 0 || g->ow > 2 * tw;
-            if (fits == (pass == 0)) out[n++] = i;
-        }
+    for (int order = 0; order < 2; order++)
+        for (int pass = 0; pass < 3; pass++)
+            for (int i = 0; i < NTILES && n < LIB_MAX_CONFIGS; i++) {
+                int tw = tiles[i][0], tk = tiles[i][1];
+                if (g->kb % tk) continue;
+                /* whole rows without a tail first, then wide rows, then the rest */
+                int rank = g->ow % tw == 0 ? 0 : g->ow > 2 * tw ? 1 : 2;
+                if (rank != pass) continue;
+                /* the first order takes every tile, the other the best few */
+                if (order == 1 && n >= LIB_MAX_CONFIGS / 2 + 4) continue;
+                out[n++] = (bf16_config){i, order == 0 ? rows_first : !rows_first};
+            }
     return n;
 }
 
@@ -181,13 +201,13 @@ static int configs(const kernel_provider *self, const ir_node *n, ir_tensor *con
     if (check(NULL, n, in, out, &c)) return 0;
     cg_dot_conv g;
     geometry(&c, &g);
-    int list[NTILES];
-    int nt = tile_list(&g, list);
-    if (nt > LIB_MAX_CONFIGS) nt = LIB_MAX_CONFIGS;
-    for (int i = 0; i < nt; i++)
-        snprintf(names[i], LIB_CONFIG_MAX, "m=ow n=oc k=ic tile=%dx%d", tiles[list[i]][0],
-                 tiles[list[i]][1]);
-    return nt;
+    bf16_config list[LIB_MAX_CONFIGS];
+    int nc = config_list(&g, list);
+    for (int i = 0; i < nc; i++)
+        snprintf(names[i], LIB_CONFIG_MAX, "m=ow n=oc k=ic tile=%dx%d %s outer",
+                 tiles[list[i].tile][0], tiles[list[i].tile][1],
+                 list[i].rows_outer ? "rows" : "blocks");
+    return nc;
 }
 
 /* f32 to bf16, rounding to nearest even; NaN stays NaN */
@@ -257,15 +277,16 @@ static wpk_status create(const kernel_provider *self, wpk_context *ctx, const ir
     if (!k) return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory creating an isa_bf16 kernel");
     k->threads = dev->threads;
     geometry(&c, &k->geom);
-    int list[NTILES];
-    int nt = tile_list(&k->geom, list);
-    if (config < 0 || config >= nt) {
+    bf16_config list[LIB_MAX_CONFIGS];
+    int nc = config_list(&k->geom, list);
+    if (config < 0 || config >= nc) {
         destroy(self, k);
         return wpk_error(ctx, WPK_ERR_INVALID_ARG, "node '%s': isa_bf16 has %d configs, not %d",
-                         n->name, nt, config);
+                         n->name, nc, config);
     }
-    k->geom.tile_w = tiles[list[config]][0];
-    k->geom.tile_k = tiles[list[config]][1];
+    k->geom.tile_w = tiles[list[config].tile][0];
+    k->geom.tile_k = tiles[list[config].tile][1];
+    k->geom.rows_outer = list[config].rows_outer;
     mapped mp;
     st = map_conv(ctx, &k->geom, &mp);
     strbuf src = {0};

@@ -116,8 +116,9 @@ wpk_status cg_dot_conv_emit(wpk_context *ctx, const cg_dot_conv *g, const isa_ne
     const int tw = g->tile_w < g->ow ? g->tile_w : (int)g->ow;
     const int tail = (int)(g->ow % tw);
     strbuf b = {0};
-    sb_printf(&b, "/* %s: blocked conv on %s (register tile %d pixels x %d blocks) */\n",
-              g->name, m->intrin->spelling, tw, g->tile_k);
+    sb_printf(&b, "/* %s: blocked conv on %s (register tile %d pixels x %d blocks, %s "
+                  "outer) */\n", g->name, m->intrin->spelling, tw, g->tile_k,
+              g->rows_outer ? "rows" : "blocks");
     sb_puts(&b, "#include <immintrin.h>\n#include <stdint.h>\n\n");
     sb_printf(&b, "#define WPK_DOT_TARGET __attribute__((target(\"%s\")))\n\n",
               m->intrin->target_attr);
@@ -146,8 +147,15 @@ wpk_status cg_dot_conv_emit(wpk_context *ctx, const cg_dot_conv *g, const isa_ne
               LANES, LANES);
     sb_puts(&b, "    #pragma omp for collapse(3) schedule(static)\n");
     sb_printf(&b, "    for (long n = 0; n < %lld; n++)\n", (long long)g->n);
-    sb_printf(&b, "    for (long ob = 0; ob < %lld; ob += %d)\n", (long long)g->kb, g->tile_k);
-    sb_printf(&b, "    for (long oh = 0; oh < %lld; oh++) {\n", (long long)g->oh);
+    if (g->rows_outer) {
+        sb_printf(&b, "    for (long oh = 0; oh < %lld; oh++)\n", (long long)g->oh);
+        sb_printf(&b, "    for (long ob = 0; ob < %lld; ob += %d) {\n", (long long)g->kb,
+                  g->tile_k);
+    } else {
+        sb_printf(&b, "    for (long ob = 0; ob < %lld; ob += %d)\n", (long long)g->kb,
+                  g->tile_k);
+        sb_printf(&b, "    for (long oh = 0; oh < %lld; oh++) {\n", (long long)g->oh);
+    }
     sb_printf(&b, "        long ow0 = 0;\n        for (; ow0 + %d <= %lld; ow0 += %d) "
                   "tile_%d(xp, wt, bias, z, y, n, ob, oh, ow0);\n", tw, (long long)g->ow, tw, tw);
     if (tail) sb_printf(&b, "        tile_%d(xp, wt, bias, z, y, n, ob, oh, ow0);\n", tail);

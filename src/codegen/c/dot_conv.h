@@ -24,6 +24,9 @@ typedef struct cg_dot_conv {
     int64_t kh, kw, stride[2], dil[2], pad0[2];
     int tile_w;                  /* output pixels per register tile (the mapping's m) */
     int tile_k;                  /* output-channel blocks per register tile (kb % tile_k == 0) */
+    bool rows_outer;             /* loop order: output rows outside channel blocks (the input
+                                    read once, the weights from cache) or inside them (each
+                                    block's weights read once, the input from cache) */
     bool bias, z;
     cg_dot_act act;
     float lo, hi;                /* CG_DOT_ACT_CLIP */
