@@ -51,7 +51,7 @@ static void tile_fn(const cg_dot_conv *g, int tw, strbuf *b) {
     const int64_t hp = cg_dot_conv_hp(g), wp = cg_dot_conv_wp(g);
     const int64_t cpairs = g->cb * PAIRS;
     const int64_t wblock = g->kh * g->kw * cpairs * LANES; /* u32 per output block */
-    sb_printf(b, "static inline __attribute__((always_inline)) WPK_DOT_TARGET void\n"
+    sb_printf(b, "static WPK_DOT_TARGET void\n"
                  "tile_%d(const int32_t *restrict xp, const int32_t *restrict wt, "
                  "const float *restrict bias, const float *restrict z, float *restrict y, "
                  "long n, long ob, long oh, long ow0) {\n", tw);
@@ -122,6 +122,14 @@ wpk_status cg_dot_conv_emit(wpk_context *ctx, const cg_dot_conv *g, const isa_ne
     sb_puts(&b, "#include <immintrin.h>\n#include <stdint.h>\n\n");
     sb_printf(&b, "#define WPK_DOT_TARGET __attribute__((target(\"%s\")))\n\n",
               m->intrin->target_attr);
+    /* vector code sits in functions of the instruction's target: OpenMP outlines parallel
+       regions into functions that do not inherit the attribute (clang refuses the vectors) */
+    sb_printf(&b, "static WPK_DOT_TARGET void convert_row(const float *restrict src, "
+                  "uint16_t *restrict dst) {\n"
+                  "    for (long w = 0; w < %lld; w++)\n"
+                  "        _mm256_storeu_si256((__m256i *)(dst + w * %d), "
+                  "(__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(src + w * %d)));\n}\n\n",
+              (long long)g->w, LANES, LANES);
     tile_fn(g, tw, &b);
     if (tail) tile_fn(g, tail, &b);
     sb_printf(&b, "WPK_DOT_TARGET void %s(void *const *args) {\n", g->name);
@@ -141,10 +149,7 @@ wpk_status cg_dot_conv_emit(wpk_context *ctx, const cg_dot_conv *g, const isa_ne
               (long long)(g->w * LANES));
     sb_printf(&b, "        uint16_t *dst = xq + ((nc * %lld + h + %lld) * %lld + %lld) * %d;\n",
               (long long)hp, (long long)g->pad0[0], (long long)wp, (long long)g->pad0[1], LANES);
-    sb_printf(&b, "        for (long w = 0; w < %lld; w++)\n", (long long)g->w);
-    sb_printf(&b, "            _mm256_storeu_si256((__m256i *)(dst + w * %d), "
-                  "(__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(src + w * %d)));\n    }\n",
-              LANES, LANES);
+    sb_puts(&b, "        convert_row(src, dst);\n    }\n");
     sb_puts(&b, "    #pragma omp for collapse(3) schedule(static)\n");
     sb_printf(&b, "    for (long n = 0; n < %lld; n++)\n", (long long)g->n);
     if (g->rows_outer) {
