@@ -2,7 +2,7 @@
 """--precision bf16 against wpk's own fp32 on resnet50: speed and error, one command.
 
     python3 bench/precision.py [--build build] [--dir /tmp/wpk-precision] [--threads 2]
-                               [--rounds 5] [--iters 10] [--db ''] [--out bench/results/precision.md]
+        [--rounds 5] [--iters 10] [--db ''] [--out bench/results/precision.md]
 
 Exports torchvision's resnet50 (random weights, as tests/torchvision does) unless --dir holds
 it, compiles an fp32 and a bf16 plan (batch 1, the same records: --db, default none, so both

@@ -56,7 +56,8 @@ static void tile_fn(const cg_dot_conv *g, int tw, strbuf *b) {
                  "const float *restrict bias, const float *restrict z, float *restrict y, "
                  "long n, long ob, long oh, long ow0) {\n", tw);
     for (int j = 0; j < tk; j++)
-        for (int t = 0; t < tw; t++) sb_printf(b, "    __m512 a%d_%d = _mm512_setzero_ps();\n", j, t);
+        for (int t = 0; t < tw; t++)
+            sb_printf(b, "    __m512 a%d_%d = _mm512_setzero_ps();\n", j, t);
     sb_printf(b, "    for (long cb = 0; cb < %lld; cb++)\n", (long long)g->cb);
     sb_printf(b, "    for (long r = 0; r < %lld; r++) {\n", (long long)g->kh);
     sb_printf(b, "        const int32_t *xrow = xp + ((n * %lld + cb) * %lld + oh * %lld + r * "
@@ -93,7 +94,8 @@ static void tile_fn(const cg_dot_conv *g, int tw, strbuf *b) {
             if (g->z)
                 sb_printf(b, " v = _mm512_add_ps(v, _mm512_loadu_ps(z + (o + %d) * %d));", t,
                           LANES);
-            if (g->act == CG_DOT_ACT_RELU) sb_puts(b, " v = _mm512_max_ps(v, _mm512_setzero_ps());");
+            if (g->act == CG_DOT_ACT_RELU)
+                sb_puts(b, " v = _mm512_max_ps(v, _mm512_setzero_ps());");
             if (g->act == CG_DOT_ACT_CLIP)
                 sb_printf(b, " v = _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(%.9ef)), "
                              "_mm512_set1_ps(%.9ef));", g->lo, g->hi);

@@ -84,18 +84,20 @@ wpk_status cg_cuda_mma_gemm_emit(wpk_context *ctx, const isa_nest *nest, const i
     sb_puts(&b, HELPERS);
     sb_puts(&b, m->intrin->spelling);
     sb_puts(&b, HELPERS_TAIL);
-    sb_printf(&b, "extern \"C\" __global__ void __launch_bounds__(32)\n%s(const float *__restrict__ A, "
-                  "const float *__restrict__ B, float *__restrict__ C) {\n", name);
+    sb_printf(&b, "extern \"C\" __global__ void __launch_bounds__(32)\n%s(const float "
+                  "*__restrict__ A, const float *__restrict__ B, float *__restrict__ C) {\n",
+              name);
     sb_puts(&b, "    const int g = threadIdx.x >> 2, t = threadIdx.x & 3;\n"
-                "    const long long m0 = (long long)blockIdx.y * 16, n0 = (long long)blockIdx.x * 8;\n"
+                "    const long long m0 = (long long)blockIdx.y * 16;\n"
+                "    const long long n0 = (long long)blockIdx.x * 8;\n"
                 "    float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};\n");
     sb_printf(&b, "    for (long long k0 = 0; k0 < %lld; k0 += 8) {\n", K);
     /* A[m][k] fragments: a0 (g, t), a1 (g+8, t), a2 (g, t+4), a3 (g+8, t+4) */
     sb_puts(&b, "        unsigned a[4], b[2];\n");
     static const int arow[4] = {0, 8, 0, 8}, acol[4] = {0, 0, 4, 4};
     for (int i = 0; i < 4; i++)
-        sb_printf(&b, "        a[%d] = wpk_tf32(%s[(m0 + g + %d) * %lld + (k0 + t + %d) * %lld]);\n",
-                  i, pa, arow[i], st(nest, mi, oa), acol[i], st(nest, ki, oa));
+        sb_printf(&b, "        a[%d] = wpk_tf32(%s[(m0 + g + %d) * %lld + (k0 + t + %d) * "
+                  "%lld]);\n", i, pa, arow[i], st(nest, mi, oa), acol[i], st(nest, ki, oa));
     /* B[k][n] fragments: b0 (k t, n g), b1 (k t+4, n g) */
     for (int i = 0; i < 2; i++)
         sb_printf(&b, "        b[%d] = wpk_tf32(%s[(k0 + t + %d) * %lld + (n0 + g) * %lld]);\n",
