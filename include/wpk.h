@@ -137,6 +137,11 @@ typedef struct wpk_session_params {
     const char *provider; /* CPU: "auto" (NULL: the fastest measured per node), or every node
                              that can on one: "generated", "onednn", "openblas", "ref" */
     int profile;          /* nonzero: time every node of each run (wpk_session_profile) */
+    const char *precision; /* NULL or "fp32": as the model says; "bf16" (CPU, fp32 models):
+                              convolutions the ISA mapper maps onto AVX-512 BF16 run with bf16
+                              weights and inputs and f32 accumulation, WPK_ERR_UNSUPPORTED
+                              naming the flag on a CPU without avx512_bf16; "tf32" (CUDA tensor
+                              cores) is WPK_ERR_UNSUPPORTED: not built into a target yet */
 } wpk_session_params;
 
 wpk_session_params wpk_session_default_params(void);
@@ -184,6 +189,9 @@ typedef struct wpk_compile_params {
                              and the fastest is written: a choice timed alone is checked in
                              context, and a tuned plan is never slower than the untuned one */
     struct wpk_compile_report *report; /* optional: what the speed check measured */
+    const char *precision; /* as wpk_session_params.precision; other than fp32, the plan's
+                              error against the fp32 model is measured (report, and an INFO
+                              line) on seeded random inputs */
 } wpk_compile_params;
 
 /* The plans the speed check timed (median ms over alternating rounds) and the one written. */
@@ -195,6 +203,8 @@ typedef struct wpk_compile_report {
         double median_ms;
     } plans[WPK_COMPILE_MAX_PLANS];
     int kept;             /* index into plans of the plan written */
+    double precision_rel_l2; /* reduced precision: relative L2 error of output 0 against the
+                                fp32 model (-1: not measured) */
 } wpk_compile_report;
 
 wpk_compile_params wpk_compile_default_params(void);

@@ -32,7 +32,7 @@ static const char USAGE[] =
     "usage: wpk bench MODEL|PLAN.wpk [--batch N] [--threads N] [--iters N] [--warmup N]\n"
     "                 [--provider auto|generated|onednn|openblas|packed|ref] [--db FILE]\n"
     "                 [-O LEVEL] [--json] [--profile TRACE.json] [--top N] [--seed S]\n"
-    "                 [--save DIR]\n"
+    "                 [--save DIR] [--precision fp32|bf16]\n"
     "  latency of --iters timed runs (min, median, p90, p99, mean; throughput = batch / median)\n"
     "  on seeded random inputs, then the per-node time of a separate profiled pass (median of\n"
     "  up to 10 runs), so profiling does not skew the latency\n"
@@ -47,6 +47,7 @@ static const char USAGE[] =
     "  --db FILE      the tuning records the choices come from (MODEL only; default: the\n"
     "                 cache's records.db when it exists; '': none, every node at its default)\n"
     "  -O LEVEL       graph optimization (MODEL only; default 3, as wpk tune records at)\n"
+    "  --precision P  fp32 (default) or bf16: convs on AVX-512 BF16, f32 accumulation (MODEL only)\n"
     "  --json         one JSON object: latency_ms, throughput, samples, the nodes, provenance\n"
     "  --profile F    write the profiled runs as a Chrome/Perfetto trace (JSON, ts/dur in us)\n"
     "  --top N        nodes in the text table (default 25; 0: all)\n"
@@ -56,7 +57,7 @@ static const char USAGE[] =
 #define PROFILE_RUNS_MAX 10
 
 typedef struct bench_opts {
-    const char *model, *db, *provider, *json_trace, *save;
+    const char *model, *db, *provider, *json_trace, *save, *precision;
     bool plan, json, batch_given;
     long batch, threads, iters, warmup, top;
     int opt_level;
@@ -166,6 +167,12 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
             }
             *(long *)((char *)o + num->offset) = v;
             o->batch_given |= num->offset == offsetof(bench_opts, batch);
+            i++;
+        } else if (!strcmp(a, "--precision")) {
+            if (!val) return usage_fail("%s needs fp32 or bf16", a);
+            o->precision = val;
+            model_only = true;
+            model_only_flag = a;
             i++;
         } else if (!strcmp(a, "--provider")) {
             static const char *const known[] = {"auto",     "generated", "onednn",
@@ -706,6 +713,7 @@ static wpk_status open_session(wpk_context *ctx, const bench_opts *o, const wpk_
     p.opt_level = o->opt_level;
     p.records = o->db;
     p.provider = o->provider;
+    p.precision = o->precision;
     p.profile = profile;
     return o->plan ? wpk_session_create_from_plan(ctx, o->model, &p, out)
                    : wpk_session_create(ctx, m, &p, out);

@@ -24,6 +24,7 @@ static void usage(FILE *f) {
           "                                unsupported ops; --graph prints the graph IR\n"
           "  run  MODEL [-i NAME=FILE.npy]... [-o OUTDIR] [--backend cpu|ref|cuda] [--threads N]\n"
           "             [--seed S] [--iters N] [-O LEVEL] [--db FILE] [--provider P] [-v]\n"
+          "             [--precision fp32|bf16]\n"
           "  run  --plan MODEL.wpk [-i NAME=FILE.npy]... [-o OUTDIR] [--threads N] [--iters N]\n"
           "                                run the model; inputs not given get seeded random\n"
           "                                values; outputs go to OUTDIR/<name>.npy (default\n"
@@ -37,6 +38,7 @@ static void usage(FILE *f) {
           "                                compile statistics\n"
           "  compile MODEL -o MODEL.wpk [--db FILE] [-O LEVEL] [--batch N] [--provider P]\n"
           "             [--threads N] [--strict] [--no-speed-check] [--target cpu|cuda]\n"
+          "             [--precision fp32|bf16|tf32]\n"
           "                                optimize (default -O3), specialize to batch N, choose\n"
           "                                every node's kernel from the records, build, pre-pack\n"
           "                                and plan memory into one file; prints per op how many\n"
@@ -46,7 +48,9 @@ static void usage(FILE *f) {
           "                                the all-defaults one (and generated-only when it uses\n"
           "                                a library) and the fastest is written, said so\n"
           "                                --target cuda: for this machine's GPU (CUDA kernels\n"
-          "                                at their defaults), run where that GPU is\n"
+          "                                at their defaults), run where that GPU is;\n"
+          "                                --precision bf16: convs on AVX-512 BF16 (bf16 weights,\n"
+          "                                f32 accumulation), the error against fp32 printed\n"
           "  space MODEL [-O LEVEL]        the cpu backend's kernel tasks (graph optimized at\n"
           "                                LEVEL, default 3; symbolic dims at 1): workload key,\n"
           "                                template, nodes, FLOPs share, knobs, space size\n"
@@ -398,6 +402,10 @@ static int parse_run(int argc, char **argv, run_opts *o) {
             if (!val) return usage_error("%s needs auto, generated, ref, onednn or openblas", a);
             o->params.provider = val;
             i++;
+        } else if (strcmp(a, "--precision") == 0) {
+            if (!val) return usage_error("%s needs fp32, bf16 or tf32", a);
+            o->params.precision = val;
+            i++;
         } else if (strcmp(a, "--iters") == 0) {
             if (!val || !parse_int(val, 1, 1000000, &v))
                 return usage_error("--iters needs a positive number, not '%s'", val ? val : "");
@@ -636,6 +644,9 @@ static int cmd_compile(int argc, char **argv) {
         } else if (strcmp(a, "--provider") == 0) {
             if (!val) return usage_error("%s needs auto, generated, ref, onednn or openblas", a);
             p.provider = argv[++i];
+        } else if (strcmp(a, "--precision") == 0) {
+            if (!val) return usage_error("%s needs fp32, bf16 or tf32", a);
+            p.precision = argv[++i];
         } else if (strcmp(a, "--strict") == 0) {
             p.strict = 1;
         } else if (strcmp(a, "--no-speed-check") == 0) {
@@ -688,6 +699,9 @@ static int cmd_compile(int argc, char **argv) {
                    kinds[k].def, kinds[k].library, kinds[k].reference);
         printf("  %-28s %6d %6d %8d %8d %10d\n", "total", nodes, tot[0], tot[1], tot[2], tot[3]);
         print_speed_check(&report);
+        if (report.precision_rel_l2 >= 0)
+            printf("precision %s: relative L2 error against fp32 %.3g (output 0, seeded random "
+                   "inputs)\n", p.precision, report.precision_rel_l2);
     } else {
         rc = fail(st, wpk_context_error(ctx));
     }

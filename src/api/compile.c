@@ -9,10 +9,12 @@
 #include <unistd.h>
 
 #include "api/model.h"
+#include "api/precision.h"
 #include "api/session.h"
 #include "base/alloc.h"
 #include "base/strbuf.h"
 #include "base/target.h"
+#include "compile/choice.h"
 #include "compile/cuda_program.h"
 #include "compile/plan_io.h"
 #include "onnx/onnx_export.h"
@@ -149,6 +151,7 @@ static wpk_status candidate_open(wpk_context *ctx, const wpk_model *m,
     sp.threads = cp->threads;
     sp.records = c->records;
     sp.provider = c->provider;
+    sp.precision = cp->precision;
     wpk_status st = wpk_session_create(ctx, m, &sp, &c->s);
     if (st == WPK_OK) st = bind_zeros(ctx, c->s, m, cp->batch);
     if (st == WPK_OK) st = session_prepare(c->s, &c->p);
@@ -265,6 +268,16 @@ static wpk_status compile_cpu(wpk_context *ctx, const char *path, const wpk_comp
         }
     }
     for (int i = 0; i < n; i++) candidate_close(&c[i]);
+    bool bf16 = false;
+    if (st == WPK_OK && cpu_precision_check(ctx, cp->precision, false, &bf16) == WPK_OK && bf16) {
+        double err = -1;
+        st = api_precision_error(ctx, m, cp->precision, cp->batch, cp->threads, records,
+                                 cp->provider, &err);
+        if (st == WPK_OK)
+            wpk_log(ctx, WPK_LOG_INFO, "precision %s: relative L2 error of output 0 against "
+                    "fp32 %.3g (seeded random inputs)", cp->precision, err);
+        if (cp->report) cp->report->precision_rel_l2 = err;
+    }
     return st;
 }
 
@@ -333,7 +346,12 @@ wpk_status wpk_compile(wpk_context *ctx, const wpk_model *model, const wpk_compi
     exec_plan *p = NULL;
     char records[4096];
     exec_plan_records_path(cp.records, records, sizeof records);
-    if (cp.report) memset(cp.report, 0, sizeof *cp.report);
+    if (cp.report) {
+        memset(cp.report, 0, sizeof *cp.report);
+        cp.report->precision_rel_l2 = -1;
+    }
+    bool reduced;
+    if ((st = cpu_precision_check(ctx, cp.precision, cuda, &reduced))) return st;
     st = optimized(ctx, model, cp.opt_level, &g);
     if (st == WPK_OK) st = graph_bytes(ctx, g, path, &bytes, &len);
     if (st == WPK_OK) st = api_model_from_buffer(ctx, bytes, len, path, &m);

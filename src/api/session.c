@@ -40,6 +40,7 @@ struct wpk_session {
     size_t ws_size;
     int threads;            /* params.threads, or the default (target_default_threads) */
     char *records, *provider; /* copies of params' strings (which point at them) */
+    bool bf16;                /* params.precision "bf16" */
     wpk_plan *rt;           /* a plan's session: the runtime's plan (model and the rest unset);
                                NULL otherwise */
     char *plan_path;        /* a plan's session: its file, for messages */
@@ -88,6 +89,12 @@ wpk_status wpk_session_create(wpk_context *ctx, const wpk_model *model,
                          "3)", p.opt_level);
     wpk_status st = cpu_provider_check(ctx, p.provider);
     if (st) return st;
+    bool bf16 = false;
+    st = cpu_precision_check(ctx, p.precision, p.backend == WPK_BACKEND_CUDA, &bf16);
+    if (st) return st;
+    if (bf16 && p.backend != WPK_BACKEND_CPU)
+        return wpk_error(ctx, WPK_ERR_INVALID_ARG, "precision bf16 runs on the cpu backend, not "
+                         "the reference one");
     if (p.records && *p.records) {
         /* a database named but missing is a mistake to report now, not a silent default */
         tune_db *db = NULL;
@@ -103,6 +110,8 @@ wpk_status wpk_session_create(wpk_context *ctx, const wpk_model *model,
     s->model = model;
     s->params = p;
     s->threads = p.threads > 0 ? p.threads : target_default_threads();
+    s->bf16 = bf16;
+    s->params.precision = NULL; /* what it asked for is s->bf16; the caller's string is not kept */
     if (p.records && !(s->params.records = s->records = wpk_strdup(p.records))) st = WPK_ERR_NOMEM;
     if (p.provider && !(s->params.provider = s->provider = wpk_strdup(p.provider)))
         st = WPK_ERR_NOMEM;
@@ -254,7 +263,7 @@ static wpk_status find_plan(wpk_session *s, exec_plan **out) {
         tune_db *db = NULL;
         st = exec_plan_records_open(s->ctx, s->params.records, &db);
         if (st == WPK_OK) {
-            cpu_options opt = {s->threads, s->params.provider, db, false};
+            cpu_options opt = {s->threads, s->params.provider, db, false, s->bf16};
             st = exec_plan_compile(s->ctx, p, &opt);
         }
         tune_db_close(db);

@@ -8,6 +8,7 @@
 
 #include "base/alloc.h"
 #include "base/strbuf.h"
+#include "kernels/conv_bf16.h"
 #include "kernels/cpu_kernel.h"
 #include "kernels/graph_tasks.h"
 #include "kernels/vendor/lib.h"
@@ -158,6 +159,28 @@ static bool best_record(wpk_context *ctx, const cpu_choose_options *o, const tun
     return found;
 }
 
+wpk_status cpu_precision_check(wpk_context *ctx, const char *precision, bool cuda, bool *bf16) {
+    *bf16 = false;
+    if (!precision || !strcmp(precision, "fp32")) return WPK_OK;
+    if (!strcmp(precision, "bf16")) {
+        if (cuda)
+            return wpk_error(ctx, WPK_ERR_UNSUPPORTED, "precision bf16 runs on the cpu target "
+                             "(AVX-512 BF16); the CUDA target has no bf16 kernels yet");
+        if (!conv_bf16_cpu_ok())
+            return wpk_error(ctx, WPK_ERR_UNSUPPORTED, "precision bf16 needs a CPU with "
+                             "avx512_bf16 (AVX-512 BF16), which this CPU does not list in "
+                             "/proc/cpuinfo; use fp32");
+        *bf16 = true;
+        return WPK_OK;
+    }
+    if (!strcmp(precision, "tf32"))
+        return wpk_error(ctx, WPK_ERR_UNSUPPORTED, "precision tf32 is for CUDA tensor cores "
+                         "(mma.sync m16n8k8); %s", cuda ? "the CUDA target does not build "
+                         "mma kernels into plans yet" : "the cpu target has no TF32");
+    return wpk_error(ctx, WPK_ERR_INVALID_ARG, "unknown precision '%s' (fp32, bf16, tf32)",
+                     precision);
+}
+
 static bool wanted(const kernel_provider *t, const char *provider) {
     if (is_auto(provider)) return true;
     return !strcmp(t->family, provider);
@@ -270,6 +293,13 @@ static bool choose_node(wpk_context *ctx, const cpu_choose_options *o, const ir_
     const kernel_provider *cand[MAX_CANDIDATES];
     int ncand = kernel_providers_for(n, in, out, cand, MAX_CANDIDATES);
     if (ncand == 0 || (o->provider && !strcmp(o->provider, "ref"))) return false;
+    const kernel_provider *bf16 = conv_bf16_provider();
+    if (o->bf16 && bf16->supports(bf16, n, in, out)) {
+        memset(c, 0, sizeof *c);
+        c->source = CPU_SOURCE_FORCED;
+        tune_task_init(&c->task, bf16, n, in, out);
+        return true;
+    }
     const kernel_provider *primary = NULL;
     for (int i = 0; i < ncand && !primary; i++)
         if (kernel_provider_generates(cand[i])) primary = cand[i];

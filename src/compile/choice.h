@@ -48,7 +48,13 @@ typedef struct cpu_choose_options {
     tune_db *db;          /* borrowed records, or NULL: every node at its default */
     const char *target;   /* the fingerprint records are looked up for (NULL: this machine's) */
     const char *provider; /* NULL or "auto"; "generated", "ref", or a library's name */
+    bool bf16;            /* --precision bf16: nodes isa_bf16 takes run on it (source forced) */
 } cpu_choose_options;
+
+/* Whether `precision` is one a cpu session takes (NULL, "fp32", or "bf16" on a CPU with
+ * avx512_bf16); WPK_ERR_UNSUPPORTED naming the missing flag or the target, WPK_ERR_INVALID_ARG
+ * for an unknown name. *bf16 says whether it asks for bf16. */
+wpk_status cpu_precision_check(wpk_context *ctx, const char *precision, bool cuda, bool *bf16);
 
 /* Whether `provider` is a name cpu_choose accepts (NULL, "auto", "generated", "ref", or a
  * library built in); otherwise WPK_ERR_INVALID_ARG naming the ones there are. */

@@ -250,7 +250,8 @@ wpk_status cpu_program_create(wpk_context *ctx, const ir_graph *g, const ir_tens
     void **aligned = wpk_calloc((size_t)g->nvalues + 1, sizeof(void *));
     cpu_choices ch = {0};
     cpu_kernel **ready = NULL;
-    cpu_choose_options co = {opt ? opt->db : NULL, NULL, opt ? opt->provider : NULL};
+    cpu_choose_options co = {opt ? opt->db : NULL, NULL, opt ? opt->provider : NULL,
+                             opt && opt->bf16};
     wpk_status st = p->steps && aligned ? cpu_choose(ctx, g, vals, &co, &ch)
                                         : wpk_error(ctx, WPK_ERR_NOMEM, "out of memory");
     if (st == WPK_OK) st = make_lib_steps(ctx, p, g, vals, &ch);

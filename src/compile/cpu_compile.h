@@ -45,6 +45,7 @@ typedef struct cpu_options {
     struct tune_db *db;   /* borrowed tuning records the choices come from, or NULL */
     bool require_compiler; /* no C compiler: fail (WPK_ERR_UNSUPPORTED) instead of running the
                               reference kernels */
+    bool bf16;            /* cpu_choose_options.bf16 */
 } cpu_options;
 
 /* Compile g (borrowed: must outlive the program; nodes in execution order) whose values have
