@@ -16,7 +16,9 @@ static const struct {
 } descrs[] = {
     {"<f4", WPK_DTYPE_FLOAT32}, {"<f8", WPK_DTYPE_FLOAT64}, {"<i4", WPK_DTYPE_INT32},
     {"<i8", WPK_DTYPE_INT64},   {"|i1", WPK_DTYPE_INT8},    {"|u1", WPK_DTYPE_UINT8},
-    {"|b1", WPK_DTYPE_BOOL},
+    {"|b1", WPK_DTYPE_BOOL},    {"<f2", WPK_DTYPE_FLOAT16},
+    /* .npy has no bfloat16; ml_dtypes' bfloat16 arrays are saved as 2-byte voids */
+    {"<V2", WPK_DTYPE_BFLOAT16}, {"|V2", WPK_DTYPE_BFLOAT16},
 };
 
 /* Find the value after 'key': in the header dict; NULL when absent. */
