@@ -83,8 +83,7 @@ wpk_status op_qlinear_conv_ref(wpk_context *ctx, const ir_node *n, ir_tensor *co
             int32_t bv = bias ? quant_int_at(bias, oc) : 0;
             int64_t base = (b * m + oc) * plane;
             for (int64_t i = 0; i < plane; i++) {
-                int32_t q = quant_saturate(nearbyintf((float)(acc[i] + bv) * mult) + (float)yzp,
-                                           yt);
+                int32_t q = quant_saturate((float)(acc[i] + bv) * mult, yzp, yt);
                 if (relu && q < yzp) q = yzp;
                 quant_store8(out[0]->data, yt, base + i, q);
             }

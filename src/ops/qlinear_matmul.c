@@ -56,7 +56,7 @@ wpk_status op_qlinear_matmul_ref(wpk_context *ctx, const ir_node *n, ir_tensor *
     for (int64_t i = 0; i < count; i++) {
         float mult = as * quant_float_at(in[BS], per_col ? i % cols : 0) / ys;
         quant_store8(out[0]->data, yt, i,
-                     quant_saturate(nearbyintf((float)acc[i] * mult) + (float)yzp, yt));
+                     quant_saturate((float)acc[i] * mult, yzp, yt));
     }
     wpk_free(acc);
     return WPK_OK;

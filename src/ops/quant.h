@@ -5,7 +5,6 @@
 #ifndef WPK_OPS_QUANT_H
 #define WPK_OPS_QUANT_H
 
-#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -22,14 +21,22 @@ float quant_float_at(const ir_tensor *t, int64_t i);
  * point). */
 int32_t quant_int_at(const ir_tensor *t, int64_t i);
 
-/* Round half to even, then saturate to the range of dtype (int8 or uint8). */
-static inline int32_t quant_saturate(float v, wpk_dtype dtype) {
-    float r = nearbyintf(v);
-    float lo = dtype == WPK_DTYPE_INT8 ? -128.0f : 0.0f;
-    float hi = dtype == WPK_DTYPE_INT8 ? 127.0f : 255.0f;
-    if (!(r >= lo)) r = lo; /* NaN saturates low, as ONNX Runtime does */
-    if (r > hi) r = hi;
-    return (int32_t)r;
+/* round(v) + zp clamped to [lo, hi], rounding half to even: the requantization of every
+ * quantized kernel. v is first clamped to +-1024, where any zp and 8-bit range saturate alike,
+ * so that adding and taking away 1.5 * 2^23 rounds it in the current (nearest-even) mode:
+ * nearbyintf without a library call, which vectorizes. NaN goes to lo. */
+static inline int32_t quant_round_clamp(float v, int32_t zp, int32_t lo, int32_t hi) {
+    const float magic = 12582912.0f;
+    v = v >= -1024.0f ? v : -1024.0f;
+    v = v <= 1024.0f ? v : 1024.0f;
+    int32_t q = (int32_t)((v + magic) - magic) + zp;
+    return q < lo ? lo : q > hi ? hi : q;
+}
+
+/* round(v) + zp, saturated to the range of dtype (int8 or uint8). */
+static inline int32_t quant_saturate(float v, int32_t zp, wpk_dtype dtype) {
+    return dtype == WPK_DTYPE_INT8 ? quant_round_clamp(v, zp, -128, 127)
+                                   : quant_round_clamp(v, zp, 0, 255);
 }
 
 /* Write v (already in range) as element i of an int8 / uint8 tensor's data. */

@@ -109,12 +109,20 @@ wpk_status op_quantize_linear_ref(wpk_context *ctx, const ir_node *n, ir_tensor 
     if (st) return st;
     wpk_dtype yt = out[0]->dtype;
     int64_t count = ir_numel(x);
+    if (p.per_tensor && x->dtype == WPK_DTYPE_FLOAT32) {
+        /* the common case (activations) in one loop the compiler vectorizes */
+        const float *xv = x->data, s = quant_float_at(scale, 0);
+        int32_t z = quant_int_at(zp, 0), lo = yt == WPK_DTYPE_INT8 ? -128 : 0;
+        int32_t hi = yt == WPK_DTYPE_INT8 ? 127 : 255;
+        uint8_t *y = out[0]->data;
+#pragma omp simd
+        for (int64_t i = 0; i < count; i++) y[i] = (uint8_t)quant_round_clamp(xv[i] / s, z, lo, hi);
+        return WPK_OK;
+    }
     for (int64_t i = 0; i < count; i++) {
         int64_t k = param_index(&p, i);
         float v = quant_float_at(x, i) / quant_float_at(scale, k);
-        /* the zero point is added after rounding, so it cannot move a tie */
-        float r = nearbyintf(v) + (float)quant_int_at(zp, k);
-        quant_store8(out[0]->data, yt, i, quant_saturate(r, yt));
+        quant_store8(out[0]->data, yt, i, quant_saturate(v, quant_int_at(zp, k), yt));
     }
     return WPK_OK;
 }
@@ -148,6 +156,21 @@ wpk_status op_dequantize_linear_ref(wpk_context *ctx, const ir_node *n, ir_tenso
     if (st) return st;
     int64_t count = ir_numel(x);
     wpk_dtype yt = out[0]->dtype;
+    if (p.per_tensor && yt == WPK_DTYPE_FLOAT32 && quant_is_int8(x->dtype)) {
+        const float s = quant_float_at(scale, 0);
+        const int32_t z = quant_int_at(zp, 0);
+        float *y = out[0]->data;
+        if (x->dtype == WPK_DTYPE_UINT8) {
+            const uint8_t *xv = x->data;
+#pragma omp simd
+            for (int64_t i = 0; i < count; i++) y[i] = (float)(xv[i] - z) * s;
+        } else {
+            const int8_t *xv = x->data;
+#pragma omp simd
+            for (int64_t i = 0; i < count; i++) y[i] = (float)(xv[i] - z) * s;
+        }
+        return WPK_OK;
+    }
     for (int64_t i = 0; i < count; i++) {
         int64_t k = param_index(&p, i);
         int64_t q = (int64_t)quant_int_at(x, i) - quant_int_at(zp, k);

@@ -16,6 +16,7 @@ extern const kernel_provider lib_onednn;
 #ifdef WPK_HAVE_OPENBLAS
 extern const kernel_provider lib_openblas;
 #endif
+extern const kernel_provider lib_int8; /* wpk's own int8 convolutions (qconv.c) */
 
 static const kernel_provider *const providers[] = {
 #ifdef WPK_HAVE_ONEDNN
@@ -24,6 +25,7 @@ static const kernel_provider *const providers[] = {
 #ifdef WPK_HAVE_OPENBLAS
     &lib_openblas,
 #endif
+    &lib_int8,
     NULL,
 };
 
