@@ -36,9 +36,13 @@ wpk_status quant_check_param(wpk_context *ctx, const ir_node *n, const ir_tensor
                              int64_t count, const char *what) {
     if (!t) return WPK_OK;
     int64_t len = ir_numel(t);
-    if (t->ndim > 1 || (len != 1 && len != count))
+    if (t->ndim > 1 || (len != 1 && len != count)) {
+        if (count == 1)
+            return op_fail(ctx, n, "input '%s' must be a scalar (one value), not %d-D with %lld",
+                           what, t->ndim, (long long)len);
         return op_fail(ctx, n, "input '%s' must be a scalar or 1-D with 1 or %lld values, not "
                        "%d-D with %lld", what, (long long)count, t->ndim, (long long)len);
+    }
     return WPK_OK;
 }
 
