@@ -34,7 +34,8 @@ struct lib_kernel {
     float *mult;       /* x_scale * w_scale[m] / y_scale */
     uint8_t *col;      /* im2col rows: k x plane_out (NULL when direct) */
     uint8_t *packed;   /* blocks_pad x k4 x 64 */
-    int32_t *acc;      /* depthwise: a plane per thread */
+    uint8_t *pad;      /* depthwise: a padded input plane per thread, pad_h x pad_w */
+    int64_t pad_h, pad_w;
 };
 
 static const char *version(const kernel_provider *self) {
@@ -110,7 +111,7 @@ static void destroy(const kernel_provider *self, lib_kernel *k) {
     wpk_free(k->mult);
     wpk_free(k->col);
     wpk_free(k->packed);
-    wpk_free(k->acc);
+    wpk_free(k->pad);
     wpk_free(k);
 }
 
@@ -190,11 +191,14 @@ static wpk_status create(const kernel_provider *self, wpk_context *ctx, const ir
     k->rows_pad = k->depthwise ? k->m : round_up(k->m, QGEMM_MR);
     k->blocks = (k->plane_out + QGEMM_LANES - 1) / QGEMM_LANES;
     k->blocks_pad = round_up(k->blocks, QGEMM_NB);
+    /* a stride-2 row load reads one byte past its last lane: 32 bytes of slack */
+    k->pad_h = g->in[0] + g->pad0[0] + g->pad1[0];
+    k->pad_w = g->in[1] + g->pad0[1] + g->pad1[1] + 32;
     bool nomem = !(k->bias = wpk_malloc(sizeof(int32_t) * (size_t)k->rows_pad)) ||
                  !(k->mult = wpk_malloc(sizeof(float) * (size_t)k->rows_pad));
     if (k->depthwise) {
         nomem = nomem || !(k->w = wpk_malloc((size_t)(k->m * k->k))) ||
-                !(k->acc = wpk_malloc(sizeof(int32_t) * (size_t)(k->plane_out * k->threads)));
+                !(k->pad = wpk_malloc((size_t)(k->pad_h * k->pad_w * k->threads)));
     } else {
         nomem = nomem || !(k->w = wpk_malloc((size_t)(k->rows_pad * k->k4 * 4))) ||
                 !(k->packed = wpk_malloc((size_t)(k->blocks_pad * k->k4 * 64))) ||
@@ -287,31 +291,23 @@ static void run_gemm(const lib_kernel *k, const uint8_t *x, uint8_t *y) {
     }
 }
 
-/* One depthwise output plane: the sums tap by tap over rows of output positions (x's zero
- * point subtracted, the padding skipped, as the reference kernel counts them), then
- * requantized row by row. */
+/* One depthwise output plane: the channel's plane copied into a padded one (the padding
+ * holding x's zero point, the real 0), then every tap in bounds (qdepthwise.h). */
 static void depthwise_channel(const lib_kernel *k, const ir_tensor *x, uint8_t *y, int64_t img,
-                              int64_t ch, int32_t *acc) {
+                              int64_t ch, uint8_t *pad) {
     const sp_geom *g = &k->g;
-    const int8_t *w = k->w + ch * k->k;
     const uint8_t *src = (const uint8_t *)x->data + (img * k->c + ch) * k->plane_in;
-    memset(acc, 0, sizeof(int32_t) * (size_t)k->plane_out);
-    for (int64_t i = 0; i < g->kernel[0]; i++)
-        for (int64_t j = 0; j < g->kernel[1]; j++) {
-            int32_t wv = w[i * g->kernel[1] + j];
-            int64_t h0, h1, w0, w1, hoff = i * g->dil[0] - g->pad0[0];
-            int64_t woff = j * g->dil[1] - g->pad0[1], sw = g->stride[1];
-            if (wv == 0) continue;
-            sp_tap_range(g->out[0], g->stride[0], hoff, g->in[0], &h0, &h1);
-            sp_tap_range(g->out[1], sw, woff, g->in[1], &w0, &w1);
-            if (w1 <= w0 || h1 <= h0) continue;
-            const uint8_t *row = src + (h0 * g->stride[0] + hoff) * g->in[1] + woff;
-            qdw_accumulate(acc + h0 * g->out[1] + w0, g->out[1], row + w0 * sw,
-                           g->stride[0] * g->in[1], h1 - h0, w1 - w0, sw, k->x_signed, k->xzp,
-                           wv);
-        }
-    qdw_requantize(y + (img * k->m + ch) * k->plane_out, acc, k->plane_out, k->bias[ch],
-                   k->mult[ch], k->yzp, k->lo, k->hi);
+    int64_t prow = k->pad_w;
+    memset(pad, (uint8_t)k->xzp, (size_t)(k->pad_h * prow));
+    for (int64_t h = 0; h < g->in[0]; h++)
+        memcpy(pad + (h + g->pad0[0]) * prow + g->pad0[1], src + h * g->in[1], (size_t)g->in[1]);
+    qdw_plane p = {.x = pad, .x_row = prow, .oh = g->out[0], .ow = g->out[1],
+                   .kh = g->kernel[0], .kw = g->kernel[1], .sh = g->stride[0],
+                   .sw = g->stride[1], .dh = g->dil[0], .dw = g->dil[1], .w = k->w + ch * k->k,
+                   .is_signed = k->x_signed, .xzp = k->xzp, .bias = k->bias[ch],
+                   .yzp = k->yzp, .lo = k->lo, .hi = k->hi, .mult = k->mult[ch],
+                   .y = y + (img * k->m + ch) * k->plane_out};
+    qdw_run_plane(&p);
 }
 
 static void run_depthwise(const lib_kernel *k, const ir_tensor *x, uint8_t *y) {
@@ -319,13 +315,13 @@ static void run_depthwise(const lib_kernel *k, const ir_tensor *x, uint8_t *y) {
     if (k->threads > 1) {
 #pragma omp parallel num_threads(k->threads)
         {
-            int32_t *acc = k->acc + (int64_t)omp_get_thread_num() * k->plane_out;
+            uint8_t *pad = k->pad + (int64_t)omp_get_thread_num() * k->pad_h * k->pad_w;
 #pragma omp for schedule(static)
             for (int64_t t = 0; t < total; t++)
-                depthwise_channel(k, x, y, t / k->m, t % k->m, acc);
+                depthwise_channel(k, x, y, t / k->m, t % k->m, pad);
         }
     } else {
-        for (int64_t t = 0; t < total; t++) depthwise_channel(k, x, y, t / k->m, t % k->m, k->acc);
+        for (int64_t t = 0; t < total; t++) depthwise_channel(k, x, y, t / k->m, t % k->m, k->pad);
     }
 }
 

@@ -1,5 +1,6 @@
-/* qdepthwise.c -- the depthwise row loops of qdepthwise.h: portable C, and AVX-512 (16 lanes,
- * bytes widened to int32) compiled with a target attribute and picked by a CPU check. */
+/* qdepthwise.c -- the depthwise plane of qdepthwise.h: portable C, and AVX-512 (16 output
+ * positions a vector, bytes widened to int32, sums kept in a register across the taps)
+ * compiled with a target attribute and picked by a CPU check. */
 #include "kernels/vendor/qdepthwise.h"
 
 #include <pthread.h>
@@ -11,23 +12,20 @@
 #include <immintrin.h>
 #endif
 
-static void accumulate_portable(int32_t *acc, int64_t acc_row, const uint8_t *x, int64_t x_row,
-                                int64_t rows, int64_t n, int64_t stride, bool is_signed,
-                                int32_t xzp, int32_t w) {
-    for (int64_t r = 0; r < rows; r++, acc += acc_row, x += x_row) {
-        if (is_signed) {
-            const int8_t *s = (const int8_t *)x;
-            for (int64_t i = 0; i < n; i++) acc[i] += (s[i * stride] - xzp) * w;
-        } else {
-            for (int64_t i = 0; i < n; i++) acc[i] += (x[i * stride] - xzp) * w;
+static void plane_portable(const qdw_plane *p) {
+    for (int64_t oh = 0; oh < p->oh; oh++)
+        for (int64_t ow = 0; ow < p->ow; ow++) {
+            int32_t acc = 0;
+            for (int64_t i = 0; i < p->kh; i++) {
+                const uint8_t *row = p->x + (oh * p->sh + i * p->dh) * p->x_row + ow * p->sw;
+                for (int64_t j = 0; j < p->kw; j++) {
+                    int32_t v = p->is_signed ? (int8_t)row[j * p->dw] : row[j * p->dw];
+                    acc += (v - p->xzp) * p->w[i * p->kw + j];
+                }
+            }
+            p->y[oh * p->ow + ow] = (uint8_t)quant_round_clamp((float)(acc + p->bias) * p->mult,
+                                                               p->yzp, p->lo, p->hi);
         }
-    }
-}
-
-static void requantize_portable(uint8_t *dst, const int32_t *acc, int64_t n, int32_t bias,
-                                float mult, int32_t yzp, int32_t lo, int32_t hi) {
-    for (int64_t i = 0; i < n; i++)
-        dst[i] = (uint8_t)quant_round_clamp((float)(acc[i] + bias) * mult, yzp, lo, hi);
 }
 
 #ifdef QDW_X86
@@ -50,79 +48,107 @@ AVX512_TARGET static inline __m512i load16(const uint8_t *x, int64_t stride, boo
                      : _mm512_and_si512(p, _mm512_set1_epi32(0xff));
 }
 
-AVX512_TARGET static void accumulate_avx512(int32_t *acc, int64_t acc_row, const uint8_t *x,
-                                            int64_t x_row, int64_t rows, int64_t n,
-                                            int64_t stride, bool is_signed, int32_t xzp,
-                                            int32_t w) {
-    if (stride > 2) {
-        accumulate_portable(acc, acc_row, x, x_row, rows, n, stride, is_signed, xzp, w);
+/* The requantization of 16 sums and their store (count of them). */
+AVX512_TARGET static inline void finish16(const qdw_plane *p, uint8_t *y, __m512i acc,
+                                          int64_t count) {
+    __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(acc), _mm512_set1_ps(p->mult));
+    f = _mm512_min_ps(_mm512_max_ps(f, _mm512_set1_ps(-1024.0f)), _mm512_set1_ps(1024.0f));
+    f = _mm512_roundscale_ps(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512i q = _mm512_add_epi32(_mm512_cvtps_epi32(f), _mm512_set1_epi32(p->yzp));
+    q = _mm512_min_epi32(_mm512_max_epi32(q, _mm512_set1_epi32(p->lo)),
+                         _mm512_set1_epi32(p->hi));
+    __mmask16 m = count >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << count) - 1);
+    _mm_mask_storeu_epi8((void *)y, m, _mm512_cvtepi32_epi8(q));
+}
+
+/* 3x3, dilation 1, stride 1 or 2 (mobilenet's and most depthwise layers): the nine taps
+ * written out, the constants (stride, signedness) folded in by the four callers below. */
+AVX512_TARGET static inline __attribute__((always_inline)) void
+plane3x3(const qdw_plane *p, int64_t s, bool is_signed) {
+    const __m512i zv = _mm512_set1_epi32(p->xzp), bv = _mm512_set1_epi32(p->bias);
+    __m512i wv[9];
+    for (int t = 0; t < 9; t++) wv[t] = _mm512_set1_epi32(p->w[t]);
+#define TAP(row, j, t) \
+    acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(_mm512_sub_epi32( \
+              load16((row) + (j), s, is_signed, count), zv), wv[t]))
+    for (int64_t oh = 0; oh < p->oh; oh++) {
+        const uint8_t *r0 = p->x + oh * s * p->x_row, *r1 = r0 + p->x_row, *r2 = r1 + p->x_row;
+        for (int64_t ow = 0; ow < p->ow; ow += 16) {
+            int64_t count = p->ow - ow < 16 ? p->ow - ow : 16, o = ow * s;
+            __m512i acc = bv;
+            TAP(r0 + o, 0, 0); TAP(r0 + o, 1, 1); TAP(r0 + o, 2, 2);
+            TAP(r1 + o, 0, 3); TAP(r1 + o, 1, 4); TAP(r1 + o, 2, 5);
+            TAP(r2 + o, 0, 6); TAP(r2 + o, 1, 7); TAP(r2 + o, 2, 8);
+            finish16(p, p->y + oh * p->ow + ow, acc, count);
+        }
+    }
+#undef TAP
+}
+
+AVX512_TARGET static void plane3x3_s1u(const qdw_plane *p) { plane3x3(p, 1, false); }
+AVX512_TARGET static void plane3x3_s1s(const qdw_plane *p) { plane3x3(p, 1, true); }
+AVX512_TARGET static void plane3x3_s2u(const qdw_plane *p) { plane3x3(p, 2, false); }
+AVX512_TARGET static void plane3x3_s2s(const qdw_plane *p) { plane3x3(p, 2, true); }
+
+AVX512_TARGET static void plane_avx512(const qdw_plane *p) {
+    if (p->kh == 3 && p->kw == 3 && p->dh == 1 && p->dw == 1 && p->sh == p->sw &&
+        p->sw <= 2) {
+        if (p->sw == 1)
+            (p->is_signed ? plane3x3_s1s : plane3x3_s1u)(p);
+        else
+            (p->is_signed ? plane3x3_s2s : plane3x3_s2u)(p);
         return;
     }
-    const __m512i zv = _mm512_set1_epi32(xzp), wv = _mm512_set1_epi32(w);
-    for (int64_t r = 0; r < rows; r++, acc += acc_row, x += x_row)
-        for (int64_t i = 0; i < n; i += 16) {
-            int64_t count = n - i < 16 ? n - i : 16;
+    if (p->sw > 2 || p->kh * p->kw > 49) {
+        plane_portable(p);
+        return;
+    }
+    const __m512i zv = _mm512_set1_epi32(p->xzp), bv = _mm512_set1_epi32(p->bias);
+    const __m512i yzp = _mm512_set1_epi32(p->yzp);
+    const __m512i lov = _mm512_set1_epi32(p->lo), hiv = _mm512_set1_epi32(p->hi);
+    const __m512 mv = _mm512_set1_ps(p->mult);
+    const __m512 lim = _mm512_set1_ps(1024.0f), nlim = _mm512_set1_ps(-1024.0f);
+    __m512i wv[49];
+    for (int64_t t = 0; t < p->kh * p->kw; t++) wv[t] = _mm512_set1_epi32(p->w[t]);
+    for (int64_t oh = 0; oh < p->oh; oh++)
+        for (int64_t ow = 0; ow < p->ow; ow += 16) {
+            int64_t count = p->ow - ow < 16 ? p->ow - ow : 16;
+            __m512i acc = bv;
+            for (int64_t i = 0; i < p->kh; i++) {
+                const uint8_t *row = p->x + (oh * p->sh + i * p->dh) * p->x_row + ow * p->sw;
+                for (int64_t j = 0; j < p->kw; j++) {
+                    __m512i v = _mm512_sub_epi32(load16(row + j * p->dw, p->sw, p->is_signed,
+                                                        count), zv);
+                    acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(v, wv[i * p->kw + j]));
+                }
+            }
+            __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(acc), mv);
+            f = _mm512_min_ps(_mm512_max_ps(f, nlim), lim);
+            f = _mm512_roundscale_ps(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            __m512i q = _mm512_add_epi32(_mm512_cvtps_epi32(f), yzp);
+            q = _mm512_min_epi32(_mm512_max_epi32(q, lov), hiv);
             __mmask16 m = count >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << count) - 1);
-            __m512i v = _mm512_sub_epi32(load16(x + i * stride, stride, is_signed, count), zv);
-            __m512i a = _mm512_maskz_loadu_epi32(m, (const void *)(acc + i));
-            a = _mm512_add_epi32(a, _mm512_mullo_epi32(v, wv));
-            _mm512_mask_storeu_epi32((void *)(acc + i), m, a);
+            _mm_mask_storeu_epi8((void *)(p->y + oh * p->ow + ow), m, _mm512_cvtepi32_epi8(q));
         }
 }
 
-AVX512_TARGET static void requantize_avx512(uint8_t *dst, const int32_t *acc, int64_t n,
-                                            int32_t bias, float mult, int32_t yzp, int32_t lo,
-                                            int32_t hi) {
-    const __m512i bv = _mm512_set1_epi32(bias), zv = _mm512_set1_epi32(yzp);
-    const __m512i lov = _mm512_set1_epi32(lo), hiv = _mm512_set1_epi32(hi);
-    const __m512 mv = _mm512_set1_ps(mult);
-    const __m512 lim = _mm512_set1_ps(1024.0f), nlim = _mm512_set1_ps(-1024.0f);
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        __m512i a = _mm512_add_epi32(_mm512_loadu_si512((const void *)(acc + i)), bv);
-        __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(a), mv);
-        v = _mm512_min_ps(_mm512_max_ps(v, nlim), lim);
-        v = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        __m512i q = _mm512_add_epi32(_mm512_cvtps_epi32(v), zv);
-        q = _mm512_min_epi32(_mm512_max_epi32(q, lov), hiv);
-        _mm_storeu_si128((__m128i *)(void *)(dst + i), _mm512_cvtepi32_epi8(q));
-    }
-    requantize_portable(dst + i, acc + i, n - i, bias, mult, yzp, lo, hi);
-}
 #endif
 
-typedef struct qdw_impl {
-    void (*accumulate)(int32_t *, int64_t, const uint8_t *, int64_t, int64_t, int64_t, int64_t,
-                       bool, int32_t, int32_t);
-    void (*requantize)(uint8_t *, const int32_t *, int64_t, int32_t, float, int32_t, int32_t,
-                       int32_t);
-} qdw_impl;
-
-static qdw_impl impl;
+static void (*plane_impl)(const qdw_plane *);
 static pthread_once_t impl_once = PTHREAD_ONCE_INIT;
 
 static void choose(void) {
-    impl.accumulate = accumulate_portable;
-    impl.requantize = requantize_portable;
+    plane_impl = plane_portable;
 #ifdef QDW_X86
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl")) {
-        impl.accumulate = accumulate_avx512;
-        impl.requantize = requantize_avx512;
+        plane_impl = plane_avx512;
     }
 #endif
 }
 
-void qdw_accumulate(int32_t *acc, int64_t acc_row, const uint8_t *x, int64_t x_row,
-                    int64_t rows, int64_t n, int64_t stride, bool is_signed, int32_t xzp,
-                    int32_t w) {
+void qdw_run_plane(const qdw_plane *p) {
     pthread_once(&impl_once, choose);
-    impl.accumulate(acc, acc_row, x, x_row, rows, n, stride, is_signed, xzp, w);
-}
-
-void qdw_requantize(uint8_t *dst, const int32_t *acc, int64_t n, int32_t bias, float mult,
-                    int32_t yzp, int32_t lo, int32_t hi) {
-    pthread_once(&impl_once, choose);
-    impl.requantize(dst, acc, n, bias, mult, yzp, lo, hi);
+    plane_impl(p);
 }

@@ -1,21 +1,25 @@
-/* qdepthwise.h -- the row loops of the int8 depthwise convolution (qconv.c): one kernel tap
- * accumulated over a row of output positions, and a row of sums requantized to 8 bits. AVX-512
- * where the CPU has it (checked at run time), a portable loop elsewhere; both give the same
- * values. */
+/* qdepthwise.h -- the int8 depthwise convolution of one channel (qconv.c): sums over the taps
+ * and requantization to 8 bits. AVX-512 where the CPU has it (checked at run time), a portable
+ * loop elsewhere; both give the same values. */
 #ifndef WPK_KERNELS_VENDOR_QDEPTHWISE_H
 #define WPK_KERNELS_VENDOR_QDEPTHWISE_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
-/* For r in [0, rows), i in [0, n): acc[r * acc_row + i] += (x[r * x_row + i * stride] - xzp)
- * * w; x is int8 when is_signed, else uint8. */
-void qdw_accumulate(int32_t *acc, int64_t acc_row, const uint8_t *x, int64_t x_row,
-                    int64_t rows, int64_t n, int64_t stride, bool is_signed, int32_t xzp,
-                    int32_t w);
+/* One depthwise output plane from a padded input plane (every tap in bounds: the padding holds
+ * x's zero point), sums kept in registers across the taps and requantized at once. */
+typedef struct qdw_plane {
+    const uint8_t *x;       /* padded plane, row stride x_row; int8 when is_signed */
+    int64_t x_row;
+    int64_t oh, ow, kh, kw, sh, sw, dh, dw;
+    const int8_t *w;        /* kh x kw taps */
+    bool is_signed;
+    int32_t xzp, bias, yzp, lo, hi;
+    float mult;
+    uint8_t *y;             /* oh x ow bytes */
+} qdw_plane;
 
-/* dst[i] = quant_round_clamp((acc[i] + bias) * mult, yzp, lo, hi) as a byte, i in [0, n). */
-void qdw_requantize(uint8_t *dst, const int32_t *acc, int64_t n, int32_t bias, float mult,
-                    int32_t yzp, int32_t lo, int32_t hi);
+void qdw_run_plane(const qdw_plane *p);
 
 #endif

@@ -1,5 +1,5 @@
 /* qgemm.c -- the int8 GEMM of qgemm.h: a portable tile and, on x86-64 CPUs with AVX512-VNNI,
- * a 4 x 48 register tile of _mm512_dpbusd_epi32 (16 s32 lanes, each the 4-deep dot of u8
+ * an 8 x 48 register tile of _mm512_dpbusd_epi32 (16 s32 lanes, each the 4-deep dot of u8
  * activations with s8 weights), compiled with a target attribute and chosen by a CPU check at
  * run time, so one binary runs everywhere. */
 #include "kernels/vendor/qgemm.h"
@@ -84,45 +84,76 @@ static void tile_portable(const qgemm_args *g, int64_t r, int64_t b) {
 #ifdef QGEMM_X86
 #define VNNI_TARGET __attribute__((target("avx512f,avx512bw,avx512vnni")))
 
+/* The requantization of 16 sums (row r, columns c0...) and their store, n of them. */
+VNNI_TARGET static inline void finish16(const qgemm_args *g, int64_t r, int64_t c0, __m512i acc) {
+    int64_t n = g->p - c0;
+    if (r >= g->m || n <= 0) return;
+    const __m512 lo = _mm512_set1_ps((float)g->lo), hi = _mm512_set1_ps((float)g->hi);
+    __m512i a = _mm512_add_epi32(acc, _mm512_set1_epi32(g->bias[r]));
+    __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(a), _mm512_set1_ps(g->mult[r]));
+    v = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    v = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(v, _mm512_set1_ps((float)g->yzp)), lo), hi);
+    __m128i q = _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(v));
+    uint8_t *y = (uint8_t *)g->y + r * g->ldy + c0;
+    if (n >= QGEMM_LANES) {
+        _mm_storeu_si128((__m128i *)(void *)y, q);
+    } else {
+        uint8_t tmp[QGEMM_LANES];
+        _mm_storeu_si128((__m128i *)(void *)tmp, q);
+        memcpy(y, tmp, (size_t)n);
+    }
+}
+
+/* The 8 x 3 tile written out so that its 24 sums stay in registers. */
+#define ROW_DECL(i) __m512i c##i##0 = _mm512_setzero_si512(), c##i##1 = c##i##0, c##i##2 = c##i##0
+#define ROW_STEP(i)                                                                          \
+    do {                                                                                     \
+        __m512i wv = _mm512_set1_epi32(load_i32(w + (i) * ldw));                             \
+        c##i##0 = _mm512_dpbusd_epi32(c##i##0, a0, wv);                                      \
+        c##i##1 = _mm512_dpbusd_epi32(c##i##1, a1, wv);                                      \
+        c##i##2 = _mm512_dpbusd_epi32(c##i##2, a2, wv);                                      \
+    } while (0)
+#define ROW_FINISH(i)                                                                        \
+    do {                                                                                     \
+        finish16(g, r + (i), col, c##i##0);                                                  \
+        finish16(g, r + (i), col + QGEMM_LANES, c##i##1);                                    \
+        finish16(g, r + (i), col + 2 * QGEMM_LANES, c##i##2);                                \
+    } while (0)
+
 VNNI_TARGET static void tile_vnni(const qgemm_args *g, int64_t r, int64_t b) {
-    __m512i acc[QGEMM_MR][QGEMM_NB];
-    for (int i = 0; i < QGEMM_MR; i++)
-        for (int j = 0; j < QGEMM_NB; j++) acc[i][j] = _mm512_setzero_si512();
-    const int64_t ablock = g->k4 * QGEMM_LANES * 4;
+    ROW_DECL(0);
+    ROW_DECL(1);
+    ROW_DECL(2);
+    ROW_DECL(3);
+    ROW_DECL(4);
+    ROW_DECL(5);
+    ROW_DECL(6);
+    ROW_DECL(7);
+    const int64_t ablock = g->k4 * QGEMM_LANES * 4, ldw = g->k4 * 4;
     const uint8_t *a = g->a + b * ablock;
-    const int8_t *w = g->w + r * g->k4 * 4;
-    for (int64_t kg = 0; kg < g->k4; kg++) {
-        __m512i av[QGEMM_NB];
-        for (int j = 0; j < QGEMM_NB; j++)
-            av[j] = _mm512_loadu_si512((const void *)(a + j * ablock + kg * QGEMM_LANES * 4));
-        for (int i = 0; i < QGEMM_MR; i++) {
-            __m512i wv = _mm512_set1_epi32(load_i32(w + i * g->k4 * 4 + kg * 4));
-            for (int j = 0; j < QGEMM_NB; j++) acc[i][j] = _mm512_dpbusd_epi32(acc[i][j], av[j], wv);
-        }
+    const int8_t *w = g->w + r * ldw;
+    for (int64_t kg = 0; kg < g->k4; kg++, a += QGEMM_LANES * 4, w += 4) {
+        __m512i a0 = _mm512_loadu_si512((const void *)a);
+        __m512i a1 = _mm512_loadu_si512((const void *)(a + ablock));
+        __m512i a2 = _mm512_loadu_si512((const void *)(a + 2 * ablock));
+        ROW_STEP(0);
+        ROW_STEP(1);
+        ROW_STEP(2);
+        ROW_STEP(3);
+        ROW_STEP(4);
+        ROW_STEP(5);
+        ROW_STEP(6);
+        ROW_STEP(7);
     }
     int64_t col = b * QGEMM_LANES;
-    const __m512 lo = _mm512_set1_ps((float)g->lo), hi = _mm512_set1_ps((float)g->hi);
-    const __m512 yzp = _mm512_set1_ps((float)g->yzp);
-    for (int i = 0; i < QGEMM_MR && r + i < g->m; i++) {
-        const __m512i bias = _mm512_set1_epi32(g->bias[r + i]);
-        const __m512 mult = _mm512_set1_ps(g->mult[r + i]);
-        for (int j = 0; j < QGEMM_NB; j++) {
-            int64_t c0 = col + j * QGEMM_LANES, n = g->p - c0;
-            if (n <= 0) break;
-            __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(acc[i][j], bias)), mult);
-            v = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-            v = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(v, yzp), lo), hi);
-            __m128i q = _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(v));
-            uint8_t *y = (uint8_t *)g->y + (r + i) * g->ldy + c0;
-            if (n >= QGEMM_LANES) {
-                _mm_storeu_si128((__m128i *)(void *)y, q);
-            } else {
-                uint8_t tmp[QGEMM_LANES];
-                _mm_storeu_si128((__m128i *)(void *)tmp, q);
-                memcpy(y, tmp, (size_t)n);
-            }
-        }
-    }
+    ROW_FINISH(0);
+    ROW_FINISH(1);
+    ROW_FINISH(2);
+    ROW_FINISH(3);
+    ROW_FINISH(4);
+    ROW_FINISH(5);
+    ROW_FINISH(6);
+    ROW_FINISH(7);
 }
 
 static bool have_vnni(void) {

@@ -9,8 +9,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* Rows (output channels) and 16-column blocks (output positions) of one register tile. */
-#define QGEMM_MR 4
+/* Rows (output channels) and 16-column blocks (output positions) of one register tile (the
+ * AVX512-VNNI tile in qgemm.c is written out for these values). */
+#define QGEMM_MR 8
 #define QGEMM_NB 3
 #define QGEMM_LANES 16
 
