@@ -268,26 +268,52 @@ static void pack_block(const lib_kernel *k, const uint8_t *rows, int64_t b) {
     }
 }
 
-static void run_gemm(const lib_kernel *k, const uint8_t *x, uint8_t *y) {
+/* [*lo, *hi): part t of nt of count items. */
+static void share(int64_t count, int t, int nt, int64_t *lo, int64_t *hi) {
+    *lo = count * t / nt;
+    *hi = count * (t + 1) / nt;
+}
+
+/* Thread t's part (of nt) of one image: gathering, packing, then the GEMM's output tiles, with
+ * a barrier between the steps when the team has more than one thread. */
+static void gemm_image(const lib_kernel *k, const uint8_t *xb, uint8_t *yb, int t, int nt) {
+    int64_t lo, hi;
+    const uint8_t *rows = k->direct ? xb : k->col;
+    if (!k->direct) {
+        share(k->k, t, nt, &lo, &hi);
+        for (int64_t r = lo; r < hi; r++) im2col_row(k, xb, r, k->col + r * k->plane_out);
+        if (nt > 1) {
+#pragma omp barrier
+        }
+    }
+    share(k->blocks_pad, t, nt, &lo, &hi);
+    for (int64_t b = lo; b < hi; b++) pack_block(k, rows, b);
+    if (nt > 1) {
+#pragma omp barrier
+    }
+    qgemm_args a = {.w = k->w, .a = k->packed, .k4 = k->k4, .m = k->m, .p = k->plane_out,
+                    .ldy = k->plane_out, .bias = k->bias, .mult = k->mult, .yzp = k->yzp,
+                    .lo = k->lo, .hi = k->hi, .y_signed = k->y_signed, .y = yb};
     const int64_t tiles_r = k->rows_pad / QGEMM_MR, tiles_b = k->blocks_pad / QGEMM_NB;
+    share(tiles_r * tiles_b, t, nt, &lo, &hi);
+    for (int64_t i = lo; i < hi; i++) {
+        int64_t tr = i % tiles_r, tb = i / tiles_r;
+        qgemm_run(&a, tr * QGEMM_MR, (tr + 1) * QGEMM_MR, tb * QGEMM_NB, (tb + 1) * QGEMM_NB);
+    }
+}
+
+/* One parallel region per image (none on one thread: libgomp allocates a team for a region
+ * even when it runs on one thread, and a run allocates nothing). */
+static void run_gemm(const lib_kernel *k, const uint8_t *x, uint8_t *y) {
     for (int64_t img = 0; img < k->batch; img++) {
         const uint8_t *xb = x + img * k->c * k->plane_in;
-        const uint8_t *rows = k->direct ? xb : k->col;
-        if (!k->direct) {
-#pragma omp parallel for num_threads(k->threads) schedule(static) if (k->threads > 1)
-            for (int64_t r = 0; r < k->k; r++) im2col_row(k, xb, r, k->col + r * k->plane_out);
+        uint8_t *yb = y + img * k->m * k->plane_out;
+        if (k->threads > 1) {
+#pragma omp parallel num_threads(k->threads)
+            gemm_image(k, xb, yb, omp_get_thread_num(), omp_get_num_threads());
+        } else {
+            gemm_image(k, xb, yb, 0, 1);
         }
-#pragma omp parallel for num_threads(k->threads) schedule(static) if (k->threads > 1)
-        for (int64_t b = 0; b < k->blocks_pad; b++) pack_block(k, rows, b);
-        qgemm_args a = {.w = k->w, .a = k->packed, .k4 = k->k4, .m = k->m, .p = k->plane_out,
-                        .ldy = k->plane_out, .bias = k->bias, .mult = k->mult, .yzp = k->yzp,
-                        .lo = k->lo, .hi = k->hi, .y_signed = k->y_signed,
-                        .y = y + img * k->m * k->plane_out};
-#pragma omp parallel for num_threads(k->threads) schedule(static) collapse(2) if (k->threads > 1)
-        for (int64_t tr = 0; tr < tiles_r; tr++)
-            for (int64_t tb = 0; tb < tiles_b; tb++)
-                qgemm_run(&a, tr * QGEMM_MR, (tr + 1) * QGEMM_MR, tb * QGEMM_NB,
-                          (tb + 1) * QGEMM_NB);
     }
 }
 
