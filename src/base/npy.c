@@ -52,7 +52,8 @@ static wpk_status parse_header(wpk_context *ctx, const char *h, const char *what
         if (strcmp(descrs[i].descr, descr) == 0) a->dtype = descrs[i].dtype;
     if (!a->dtype)
         return wpk_error(ctx, WPK_ERR_PARSE, "%s: .npy dtype '%s' is not supported (float32, "
-                         "float64, int32, int64, int8, uint8, bool are)", what, descr);
+                         "float64, float16, bfloat16 (2-byte void), int32, int64, int8, uint8, "
+                         "bool are)", what, descr);
     const char *f = dict_value(h, "fortran_order");
     if (!f) return wpk_error(ctx, WPK_ERR_PARSE, "%s: .npy header has no 'fortran_order'", what);
     if (strncmp(f, "True", 4) == 0)
