@@ -37,7 +37,9 @@ typedef enum wpk_dtype {
     WPK_DTYPE_INT32 = 6,
     WPK_DTYPE_INT64 = 7,
     WPK_DTYPE_BOOL = 9,
-    WPK_DTYPE_FLOAT64 = 11
+    WPK_DTYPE_FLOAT16 = 10,
+    WPK_DTYPE_FLOAT64 = 11,
+    WPK_DTYPE_BFLOAT16 = 16
 } wpk_dtype;
 
 #define WPK_MAX_DIMS 8

@@ -18,7 +18,7 @@ pip_pkgs=(onnx numpy scikit_build_core)  # scikit-build-core: `pip install .` (t
 if [ "$what" = test ]; then
   apt_pkgs+=(clang libclang-rt-14-dev python3-torch python3-torchvision libdnnl-dev
             libopenblas-dev libopenblas-openmp-dev libopenblas0-pthread)
-  pip_pkgs+=(onnxruntime pytest openvino)
+  pip_pkgs+=(onnxruntime pytest openvino onnxconverter_common)
 fi
 
 missing=()

@@ -105,6 +105,8 @@ const char *wpk_dtype_name(wpk_dtype dtype) {
     case WPK_DTYPE_INT64: return "int64";
     case WPK_DTYPE_BOOL: return "bool";
     case WPK_DTYPE_FLOAT64: return "float64";
+    case WPK_DTYPE_FLOAT16: return "float16";
+    case WPK_DTYPE_BFLOAT16: return "bfloat16";
     case WPK_DTYPE_UNDEFINED: break;
     }
     return "undefined";
@@ -115,6 +117,7 @@ size_t wpk_dtype_size(wpk_dtype dtype) {
     case WPK_DTYPE_FLOAT32: case WPK_DTYPE_INT32: return 4;
     case WPK_DTYPE_INT64: case WPK_DTYPE_FLOAT64: return 8;
     case WPK_DTYPE_UINT8: case WPK_DTYPE_INT8: case WPK_DTYPE_BOOL: return 1;
+    case WPK_DTYPE_FLOAT16: case WPK_DTYPE_BFLOAT16: return 2;
     case WPK_DTYPE_UNDEFINED: break;
     }
     return 0;

@@ -16,7 +16,9 @@ static const struct {
 } descrs[] = {
     {"<f4", WPK_DTYPE_FLOAT32}, {"<f8", WPK_DTYPE_FLOAT64}, {"<i4", WPK_DTYPE_INT32},
     {"<i8", WPK_DTYPE_INT64},   {"|i1", WPK_DTYPE_INT8},    {"|u1", WPK_DTYPE_UINT8},
-    {"|b1", WPK_DTYPE_BOOL},
+    {"|b1", WPK_DTYPE_BOOL},    {"<f2", WPK_DTYPE_FLOAT16},
+    /* .npy has no bfloat16; ml_dtypes' bfloat16 arrays are saved as 2-byte voids */
+    {"<V2", WPK_DTYPE_BFLOAT16}, {"|V2", WPK_DTYPE_BFLOAT16},
 };
 
 /* Find the value after 'key': in the header dict; NULL when absent. */
@@ -50,7 +52,8 @@ static wpk_status parse_header(wpk_context *ctx, const char *h, const char *what
         if (strcmp(descrs[i].descr, descr) == 0) a->dtype = descrs[i].dtype;
     if (!a->dtype)
         return wpk_error(ctx, WPK_ERR_PARSE, "%s: .npy dtype '%s' is not supported (float32, "
-                         "float64, int32, int64, int8, uint8, bool are)", what, descr);
+                         "float64, float16, bfloat16 (2-byte void), int32, int64, int8, uint8, "
+                         "bool are)", what, descr);
     const char *f = dict_value(h, "fortran_order");
     if (!f) return wpk_error(ctx, WPK_ERR_PARSE, "%s: .npy header has no 'fortran_order'", what);
     if (strncmp(f, "True", 4) == 0)

@@ -19,6 +19,16 @@ int64_t ir_node_flops(const ir_node *n, ir_tensor *const *in, ir_tensor *const *
     case IR_OP_CONV:
     case IR_OP_CONV_TRANSPOSE:
         return n->nin > 1 && in[1] ? conv_flops(in, out, n) : 0;
+    case IR_OP_CONV_INTEGER:
+        return n->nin > 1 && in[1] ? conv_flops(in, out, n) : 0;
+    case IR_OP_QLINEAR_CONV: case IR_OP_QLINEAR_CONV_WPK: /* w is input 3 */
+        return n->nin > 3 && in[3] ? 2 * ir_numel(out[0]) * (ir_numel(in[3]) /
+                                                             (in[3]->dims[0] ? in[3]->dims[0] : 1))
+                                   : 0;
+    case IR_OP_MATMUL_INTEGER: case IR_OP_QLINEAR_MATMUL: {
+        int64_t k = in[0]->ndim ? in[0]->dims[in[0]->ndim - 1] : 0;
+        return 2 * ir_numel(out[0]) * k;
+    }
     case IR_OP_GEMM: {
         int64_t k = in[0]->ndim == 2 ? in[0]->dims[ir_attr_int(n, "transA", 0) ? 0 : 1] : 0;
         return 2 * ir_numel(out[0]) * k;

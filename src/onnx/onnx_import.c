@@ -12,6 +12,7 @@
 
 #include "base/alloc.h"
 #include "onnx/onnx.pb-c.h"
+#include "onnx/onnx_float16.h"
 #include "onnx/onnx_legacy.h"
 #include "onnx/onnx_proto.h"
 #include "onnx/onnx_tensor.h"
@@ -466,6 +467,7 @@ static wpk_status build_graph(importer *im) {
     /* after every name in the file is known, so the constants' new names cannot collide */
     for (int i = 0; !st && i < im->g->nnodes; i++)
         st = onnx_legacy_canonicalize(im->ctx, im->g, i, (int)gp->node[i]->n_input);
+    if (!st) st = onnx_float16_to_f32(im->ctx, im->g);
     if (!st) st = ir_graph_toposort(im->ctx, im->g);
     return st;
 }

@@ -24,7 +24,8 @@ static const char *const onnx_type_names[] = {
 wpk_dtype onnx_dtype(int32_t onnx_type) {
     switch (onnx_type) {
     case WPK_DTYPE_FLOAT32: case WPK_DTYPE_UINT8: case WPK_DTYPE_INT8: case WPK_DTYPE_INT32:
-    case WPK_DTYPE_INT64: case WPK_DTYPE_BOOL: case WPK_DTYPE_FLOAT64:
+    case WPK_DTYPE_INT64: case WPK_DTYPE_BOOL: case WPK_DTYPE_FLOAT64: case WPK_DTYPE_FLOAT16:
+    case WPK_DTYPE_BFLOAT16:
         return (wpk_dtype)onnx_type;
     default:
         return WPK_DTYPE_UNDEFINED;
@@ -42,7 +43,8 @@ wpk_status onnx_dtype_check(wpk_context *ctx, int32_t onnx_type, const char *wha
     if (*out == WPK_DTYPE_UNDEFINED)
         return wpk_error(ctx, WPK_ERR_UNSUPPORTED,
                          "%s has dtype %s (%" PRId32 "), which Woodpecker does not support "
-                         "(it holds float32, float64, int32, int64, int8, uint8 and bool)",
+                         "(it holds float32, float64, float16, bfloat16, int32, int64, int8, "
+                         "uint8 and bool)",
                          what, onnx_dtype_name(onnx_type), onnx_type);
     return WPK_OK;
 }
@@ -173,7 +175,9 @@ static int field_for(wpk_dtype dt) {
     case WPK_DTYPE_FLOAT32: return F_FLOAT;
     case WPK_DTYPE_INT64: return F_INT64;
     case WPK_DTYPE_FLOAT64: return F_DOUBLE;
-    default: return F_INT32; /* ONNX keeps int32, int8, uint8 and bool values in int32_data */
+    /* ONNX keeps int32, int8, uint8 and bool values, and float16 / bfloat16 bit patterns, in
+     * int32_data */
+    default: return F_INT32;
     }
 }
 
@@ -189,9 +193,16 @@ static wpk_status decode_typed(wpk_context *ctx, const Onnx__TensorProto *tp, co
         memcpy(dst, tp->int32_data, n * sizeof(int32_t));
         return WPK_OK;
     }
+    bool half = tp->data_type == WPK_DTYPE_FLOAT16 || tp->data_type == WPK_DTYPE_BFLOAT16;
     for (size_t i = 0; i < n; i++) {
         int32_t v = tp->int32_data[i];
-        if (tp->data_type == WPK_DTYPE_BOOL) {
+        if (half) {
+            if (v < 0 || v > UINT16_MAX)
+                return wpk_error(ctx, WPK_ERR_MODEL, "%s: %s value %" PRId32 " at index %zu is "
+                                 "not a 16-bit pattern", what, field, v, i);
+            uint16_t bits = (uint16_t)v;
+            memcpy(dst + 2 * i, &bits, 2);
+        } else if (tp->data_type == WPK_DTYPE_BOOL) {
             dst[i] = v != 0;
         } else if (tp->data_type == WPK_DTYPE_INT8 ? (v < INT8_MIN || v > INT8_MAX)
                                                    : (v < 0 || v > UINT8_MAX)) {

@@ -1,5 +1,6 @@
 /* elementwise.c -- elementwise ops: unary activations and math (Relu ... Reciprocal), Clip,
  * broadcasting binary arithmetic (Add, Sub, Mul, Div, Pow) and Cast. */
+#include "base/half.h"
 #include "ops/activation.h"
 #include "ops/op_util.h"
 
@@ -509,10 +510,12 @@ static const char *onnx_type_name(int64_t t) {
     return "unknown";
 }
 
+static bool is_half(int64_t t) { return t == WPK_DTYPE_FLOAT16 || t == WPK_DTYPE_BFLOAT16; }
+
 static bool cast_type_ok(int64_t t) {
     return t == WPK_DTYPE_FLOAT32 || t == WPK_DTYPE_FLOAT64 || t == WPK_DTYPE_INT32 ||
            t == WPK_DTYPE_INT64 || t == WPK_DTYPE_INT8 || t == WPK_DTYPE_UINT8 ||
-           t == WPK_DTYPE_BOOL;
+           t == WPK_DTYPE_BOOL || is_half(t);
 }
 
 wpk_status op_cast_shape(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
@@ -589,19 +592,59 @@ DEF_CAST_TO(cast_to_i32, int32_t, F2I32, CONV_I32)
 DEF_CAST_TO(cast_to_i64, int64_t, F2I64, CONV_I64)
 DEF_CAST_TO(cast_to_bool, uint8_t, TO_BOOL, TO_BOOL)
 
+static bool cast_plain(wpk_dtype from, const void *src, wpk_dtype to, void *dst, int64_t i0,
+                       int64_t i1);
+
+/* Casts from and to the 16-bit floats go through float32 (every float16 and bfloat16 value is
+ * one), a chunk at a time on the stack. */
+static void cast_half(wpk_dtype from, const void *src, wpk_dtype to, void *dst, int64_t i0,
+                      int64_t i1) {
+    float buf[256];
+    for (int64_t c0 = i0; c0 < i1; c0 += 256) {
+        int64_t c1 = i1 - c0 < 256 ? i1 : c0 + 256;
+        if (is_half(from)) {
+            const uint16_t *h = src;
+            for (int64_t i = c0; i < c1; i++)
+                buf[i - c0] = from == WPK_DTYPE_FLOAT16 ? half_f16_to_f32(h[i])
+                                                        : half_bf16_to_f32(h[i]);
+        } else {
+            cast_plain(from, (const uint8_t *)src + c0 * (int64_t)wpk_dtype_size(from),
+                       WPK_DTYPE_FLOAT32, buf, 0, c1 - c0);
+        }
+        if (is_half(to)) {
+            uint16_t *h = dst;
+            for (int64_t i = c0; i < c1; i++)
+                h[i] = to == WPK_DTYPE_FLOAT16 ? half_f32_to_f16(buf[i - c0])
+                                               : half_f32_to_bf16(buf[i - c0]);
+        } else {
+            cast_plain(WPK_DTYPE_FLOAT32, buf, to,
+                       (uint8_t *)dst + c0 * (int64_t)wpk_dtype_size(to), 0, c1 - c0);
+        }
+    }
+}
+
 static bool cast_range(const ir_node *n, ir_tensor *const *in, ir_tensor *const *out,
                        int64_t i0, int64_t i1) {
     (void)n;
     const ir_tensor *x = in[0];
     ir_tensor *y = out[0];
-    switch (y->dtype) {
-    case WPK_DTYPE_FLOAT32: cast_to_f32(x->dtype, x->data, y->data, i0, i1); break;
-    case WPK_DTYPE_FLOAT64: cast_to_f64(x->dtype, x->data, y->data, i0, i1); break;
-    case WPK_DTYPE_INT8: cast_to_i8(x->dtype, x->data, y->data, i0, i1); break;
-    case WPK_DTYPE_UINT8: cast_to_u8(x->dtype, x->data, y->data, i0, i1); break;
-    case WPK_DTYPE_INT32: cast_to_i32(x->dtype, x->data, y->data, i0, i1); break;
-    case WPK_DTYPE_INT64: cast_to_i64(x->dtype, x->data, y->data, i0, i1); break;
-    case WPK_DTYPE_BOOL: cast_to_bool(x->dtype, x->data, y->data, i0, i1); break;
+    if (is_half(x->dtype) || is_half(y->dtype)) {
+        cast_half(x->dtype, x->data, y->dtype, y->data, i0, i1);
+        return true;
+    }
+    return cast_plain(x->dtype, x->data, y->dtype, y->data, i0, i1);
+}
+
+static bool cast_plain(wpk_dtype from, const void *src, wpk_dtype to, void *dst, int64_t i0,
+                       int64_t i1) {
+    switch (to) {
+    case WPK_DTYPE_FLOAT32: cast_to_f32(from, src, dst, i0, i1); break;
+    case WPK_DTYPE_FLOAT64: cast_to_f64(from, src, dst, i0, i1); break;
+    case WPK_DTYPE_INT8: cast_to_i8(from, src, dst, i0, i1); break;
+    case WPK_DTYPE_UINT8: cast_to_u8(from, src, dst, i0, i1); break;
+    case WPK_DTYPE_INT32: cast_to_i32(from, src, dst, i0, i1); break;
+    case WPK_DTYPE_INT64: cast_to_i64(from, src, dst, i0, i1); break;
+    case WPK_DTYPE_BOOL: cast_to_bool(from, src, dst, i0, i1); break;
     default: return false;
     }
     return true;

@@ -151,8 +151,16 @@ def load_pb_tensor(path):
     return numpy_helper.to_array(tensor)
 
 
+def is_bfloat16(dtype):
+    return dtype.name == "bfloat16"
+
+
 def compare(expected, actual):
     """None when actual matches expected, else what differs."""
+    if is_bfloat16(expected.dtype) and actual.dtype.kind == "V" and actual.dtype.itemsize == 2:
+        actual = actual.view(expected.dtype)  # .npy has no bfloat16: it stores 2-byte voids
+    if is_bfloat16(expected.dtype) and is_bfloat16(actual.dtype):
+        expected, actual = expected.astype(np.float32), actual.astype(np.float32)
     if actual.dtype != expected.dtype:
         return f"dtype {actual.dtype}, expected {expected.dtype}"
     if actual.shape != expected.shape:

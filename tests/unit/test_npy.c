@@ -50,8 +50,8 @@ static void must_fail(wpk_context *ctx) {
     const uint8_t junk[] = "this is not numpy at all";
     CHECK_ERR(ctx, npy_parse(ctx, junk, sizeof junk, "junk.npy", &a), WPK_ERR_PARSE, "bad magic");
     CHECK_ERR(ctx, npy_parse(ctx, junk, 3, "short.npy", &a), WPK_ERR_PARSE, "short.npy");
-    parse_case(ctx, "{'descr': '<f2', 'fortran_order': False, 'shape': (2,), }", 4,
-               WPK_ERR_PARSE, "'<f2' is not supported");
+    parse_case(ctx, "{'descr': '<u2', 'fortran_order': False, 'shape': (2,), }", 4,
+               WPK_ERR_PARSE, "'<u2' is not supported");
     parse_case(ctx, "{'descr': '<f4', 'fortran_order': True, 'shape': (2,), }", 8, WPK_ERR_PARSE,
                "Fortran");
     parse_case(ctx, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", 8,

@@ -17,6 +17,7 @@ extern const kernel_provider lib_onednn;
 extern const kernel_provider lib_openblas;
 #endif
 extern const kernel_provider lib_packed_gemm;
+extern const kernel_provider lib_int8; /* wpk's own int8 convolutions (qconv.c) */
 
 static const kernel_provider *const providers[] = {
 #ifdef WPK_HAVE_ONEDNN
@@ -26,6 +27,7 @@ static const kernel_provider *const providers[] = {
     &lib_openblas,
 #endif
     &lib_packed_gemm,
+    &lib_int8,
     NULL,
 };
 

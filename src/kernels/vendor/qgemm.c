@@ -1,0 +1,191 @@
+/* qgemm.c -- the int8 GEMM of qgemm.h: a portable tile and, on x86-64 CPUs with AVX512-VNNI,
+ * an 8 x 48 register tile of _mm512_dpbusd_epi32 (16 s32 lanes, each the 4-deep dot of u8
+ * activations with s8 weights), compiled with a target attribute and chosen by a CPU check at
+ * run time, so one binary runs everywhere. */
+#include "kernels/vendor/qgemm.h"
+
+#include "ops/quant.h"
+
+#include <pthread.h>
+#include <string.h>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define QGEMM_X86 1
+#include <immintrin.h>
+#endif
+
+static inline int32_t load_i32(const void *p) {
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+#ifdef QGEMM_X86
+/* SSE2 (every x86-64): two rounds of interleaving turn the 4 rows into 16 groups of 4. */
+void qgemm_pack_group(uint8_t *out, const uint8_t *const r[4], uint8_t flip) {
+    const __m128i f = _mm_set1_epi8((char)flip);
+    __m128i r0 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(const void *)r[0]), f);
+    __m128i r1 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(const void *)r[1]), f);
+    __m128i r2 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(const void *)r[2]), f);
+    __m128i r3 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(const void *)r[3]), f);
+    __m128i a = _mm_unpacklo_epi8(r0, r1), b = _mm_unpackhi_epi8(r0, r1);
+    __m128i c = _mm_unpacklo_epi8(r2, r3), d = _mm_unpackhi_epi8(r2, r3);
+    _mm_storeu_si128((__m128i *)(void *)out, _mm_unpacklo_epi16(a, c));
+    _mm_storeu_si128((__m128i *)(void *)(out + 16), _mm_unpackhi_epi16(a, c));
+    _mm_storeu_si128((__m128i *)(void *)(out + 32), _mm_unpacklo_epi16(b, d));
+    _mm_storeu_si128((__m128i *)(void *)(out + 48), _mm_unpackhi_epi16(b, d));
+}
+#else
+void qgemm_pack_group(uint8_t *out, const uint8_t *const r[4], uint8_t flip) {
+    for (int l = 0; l < QGEMM_LANES; l++)
+        for (int t = 0; t < 4; t++) out[l * 4 + t] = r[t][l] ^ flip;
+}
+#endif
+
+/* The requantization of one sum: the same float operations, in the same order, as the
+ * QLinearConv reference kernel (ops/qlinear_conv.c), so the bytes match it. */
+static inline int32_t requant(int32_t acc, const qgemm_args *g, int64_t row) {
+    return quant_round_clamp((float)(acc + g->bias[row]) * g->mult[row], g->yzp, g->lo, g->hi);
+}
+
+static void store_row(const qgemm_args *g, int64_t row, int64_t col, const int32_t *v,
+                      int64_t n) {
+    if (g->y_signed) {
+        int8_t *y = (int8_t *)g->y + row * g->ldy + col;
+        for (int64_t i = 0; i < n; i++) y[i] = (int8_t)v[i];
+    } else {
+        uint8_t *y = (uint8_t *)g->y + row * g->ldy + col;
+        for (int64_t i = 0; i < n; i++) y[i] = (uint8_t)v[i];
+    }
+}
+
+static void tile_portable(const qgemm_args *g, int64_t r, int64_t b) {
+    int32_t acc[QGEMM_MR][QGEMM_NB * QGEMM_LANES];
+    memset(acc, 0, sizeof acc);
+    for (int64_t kg = 0; kg < g->k4; kg++)
+        for (int i = 0; i < QGEMM_MR; i++) {
+            const int8_t *w = g->w + (r + i) * g->k4 * 4 + kg * 4;
+            for (int j = 0; j < QGEMM_NB; j++) {
+                const uint8_t *a = g->a + ((b + j) * g->k4 + kg) * QGEMM_LANES * 4;
+                int32_t *c = acc[i] + j * QGEMM_LANES;
+                for (int l = 0; l < QGEMM_LANES; l++)
+                    c[l] += a[l * 4] * w[0] + a[l * 4 + 1] * w[1] + a[l * 4 + 2] * w[2] +
+                            a[l * 4 + 3] * w[3];
+            }
+        }
+    int64_t col = b * QGEMM_LANES, n = g->p - col;
+    if (n > QGEMM_NB * QGEMM_LANES) n = QGEMM_NB * QGEMM_LANES;
+    for (int i = 0; i < QGEMM_MR && r + i < g->m; i++) {
+        for (int64_t l = 0; l < n; l++) acc[i][l] = requant(acc[i][l], g, r + i);
+        store_row(g, r + i, col, acc[i], n);
+    }
+}
+
+#ifdef QGEMM_X86
+#define VNNI_TARGET __attribute__((target("avx512f,avx512bw,avx512vnni")))
+
+/* The requantization of 16 sums (row r, columns c0...) and their store, n of them. */
+VNNI_TARGET static inline void finish16(const qgemm_args *g, int64_t r, int64_t c0, __m512i acc) {
+    int64_t n = g->p - c0;
+    if (r >= g->m || n <= 0) return;
+    const __m512 lo = _mm512_set1_ps((float)g->lo), hi = _mm512_set1_ps((float)g->hi);
+    __m512i a = _mm512_add_epi32(acc, _mm512_set1_epi32(g->bias[r]));
+    __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(a), _mm512_set1_ps(g->mult[r]));
+    v = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    v = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(v, _mm512_set1_ps((float)g->yzp)), lo), hi);
+    __m128i q = _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(v));
+    uint8_t *y = (uint8_t *)g->y + r * g->ldy + c0;
+    if (n >= QGEMM_LANES) {
+        _mm_storeu_si128((__m128i *)(void *)y, q);
+    } else {
+        uint8_t tmp[QGEMM_LANES];
+        _mm_storeu_si128((__m128i *)(void *)tmp, q);
+        memcpy(y, tmp, (size_t)n);
+    }
+}
+
+/* The 8 x 3 tile written out so that its 24 sums stay in registers. */
+#define ROW_DECL(i) __m512i c##i##0 = _mm512_setzero_si512(), c##i##1 = c##i##0, c##i##2 = c##i##0
+#define ROW_STEP(i)                                                                          \
+    do {                                                                                     \
+        __m512i wv = _mm512_set1_epi32(load_i32(w + (i) * ldw));                             \
+        c##i##0 = _mm512_dpbusd_epi32(c##i##0, a0, wv);                                      \
+        c##i##1 = _mm512_dpbusd_epi32(c##i##1, a1, wv);                                      \
+        c##i##2 = _mm512_dpbusd_epi32(c##i##2, a2, wv);                                      \
+    } while (0)
+#define ROW_FINISH(i)                                                                        \
+    do {                                                                                     \
+        finish16(g, r + (i), col, c##i##0);                                                  \
+        finish16(g, r + (i), col + QGEMM_LANES, c##i##1);                                    \
+        finish16(g, r + (i), col + 2 * QGEMM_LANES, c##i##2);                                \
+    } while (0)
+
+VNNI_TARGET static void tile_vnni(const qgemm_args *g, int64_t r, int64_t b) {
+    ROW_DECL(0);
+    ROW_DECL(1);
+    ROW_DECL(2);
+    ROW_DECL(3);
+    ROW_DECL(4);
+    ROW_DECL(5);
+    ROW_DECL(6);
+    ROW_DECL(7);
+    const int64_t ablock = g->k4 * QGEMM_LANES * 4, ldw = g->k4 * 4;
+    const uint8_t *a = g->a + b * ablock;
+    const int8_t *w = g->w + r * ldw;
+    for (int64_t kg = 0; kg < g->k4; kg++, a += QGEMM_LANES * 4, w += 4) {
+        __m512i a0 = _mm512_loadu_si512((const void *)a);
+        __m512i a1 = _mm512_loadu_si512((const void *)(a + ablock));
+        __m512i a2 = _mm512_loadu_si512((const void *)(a + 2 * ablock));
+        ROW_STEP(0);
+        ROW_STEP(1);
+        ROW_STEP(2);
+        ROW_STEP(3);
+        ROW_STEP(4);
+        ROW_STEP(5);
+        ROW_STEP(6);
+        ROW_STEP(7);
+    }
+    int64_t col = b * QGEMM_LANES;
+    ROW_FINISH(0);
+    ROW_FINISH(1);
+    ROW_FINISH(2);
+    ROW_FINISH(3);
+    ROW_FINISH(4);
+    ROW_FINISH(5);
+    ROW_FINISH(6);
+    ROW_FINISH(7);
+}
+
+static bool have_vnni(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vnni");
+}
+#else
+static bool have_vnni(void) { return false; }
+#endif
+
+typedef void (*tile_fn)(const qgemm_args *g, int64_t r, int64_t b);
+
+static tile_fn chosen;
+static pthread_once_t chosen_once = PTHREAD_ONCE_INIT;
+
+static void choose(void) {
+    chosen = tile_portable;
+#ifdef QGEMM_X86
+    if (have_vnni()) chosen = tile_vnni;
+#endif
+}
+
+static tile_fn pick(void) {
+    pthread_once(&chosen_once, choose);
+    return chosen;
+}
+
+const char *qgemm_isa(void) { return pick() == tile_portable ? "portable" : "vnni"; }
+
+void qgemm_run(const qgemm_args *g, int64_t r0, int64_t r1, int64_t b0, int64_t b1) {
+    tile_fn tile = pick();
+    for (int64_t b = b0; b < b1; b += QGEMM_NB)
+        for (int64_t r = r0; r < r1; r += QGEMM_MR) tile(g, r, b);
+}

@@ -1,0 +1,45 @@
+/* qgemm.h -- the int8 GEMM with fused requantization under the int8 convolution provider
+ * (qconv.c): u8 activations x s8 weights -> s32 sums, plus a per-row bias, scaled per row,
+ * rounded, offset by the output zero point, clamped and stored as u8 or s8. On AVX512-VNNI
+ * (read from the CPU at run time) a register tile of `vpdpbusd`; elsewhere a portable loop
+ * with the same arithmetic, so both give the same bytes. */
+#ifndef WPK_KERNELS_VENDOR_QGEMM_H
+#define WPK_KERNELS_VENDOR_QGEMM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Rows (output channels) and 16-column blocks (output positions) of one register tile (the
+ * AVX512-VNNI tile in qgemm.c is written out for these values). */
+#define QGEMM_MR 8
+#define QGEMM_NB 3
+#define QGEMM_LANES 16
+
+/* Y[m][p] = clamp(round(float(sum_k W[m][k] * A[k][p] + bias[m]) * mult[m]) + yzp, lo, hi).
+ * w: rows_pad x (4 * k4) s8, row-major, rows_pad a multiple of QGEMM_MR (zero rows past m).
+ * a: the activations packed as blocks of 16 columns: block b, group g of 4 k's, column l,
+ * k within the group t at a[((b * k4 + g) * 16 + l) * 4 + t]; blocks_pad a multiple of
+ * QGEMM_NB. bias, mult: rows_pad values. y: m rows of p bytes (row stride ldy). */
+typedef struct qgemm_args {
+    const int8_t *w;
+    const uint8_t *a;
+    int64_t k4, m, p, ldy;
+    const int32_t *bias;
+    const float *mult;
+    int32_t yzp, lo, hi;
+    bool y_signed;
+    void *y;
+} qgemm_args;
+
+/* The tiles of rows [r0, r1) (multiples of QGEMM_MR) and column blocks [b0, b1) (multiples of
+ * QGEMM_NB). Thread safe: tiles write disjoint parts of y. */
+void qgemm_run(const qgemm_args *g, int64_t r0, int64_t r1, int64_t b0, int64_t b1);
+
+/* Whether qgemm_run uses AVX512-VNNI on this CPU ("vnni") or the portable loop ("portable"). */
+const char *qgemm_isa(void);
+
+/* Pack 4 rows of 16 bytes (r[t][l]) into one group of a block (out[l * 4 + t]), xor-ing every
+ * byte with flip (0x80 turns s8 into u8 offset by 128). */
+void qgemm_pack_group(uint8_t *out, const uint8_t *const r[4], uint8_t flip);
+
+#endif

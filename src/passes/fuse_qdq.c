@@ -1,0 +1,218 @@
+/* fuse_qdq.c -- QDQ graphs (as ONNX Runtime's quantize_static writes them) into integer
+ * kernels: DequantizeLinear(x) and DequantizeLinear(w) (and of the bias) feeding a Conv whose
+ * output goes, alone or through a Relu, into a QuantizeLinear become one QLinearConv on the
+ * quantized tensors, so the convolution runs in u8/s8 x s8 -> s32 with the bias added in int32
+ * and the requantization fused. A Relu between Conv and QuantizeLinear makes a wpk::QLinearConv
+ * with activation "Relu": the clamp at y's zero point (the quantized 0).
+ *
+ * Declines (leaves the float path, which the DQ/Q reference kernels run as written) when a
+ * scale or zero point is not a constant, x or y is not quantized per tensor, w is not per
+ * tensor or per output channel along axis 0, or the conv output has other readers. The bias
+ * is requantized to x_scale * w_scale[m] in double: exact when it was quantized with that
+ * scale, as quantize_static does. */
+#include "passes/pass.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/alloc.h"
+
+/* The constant tensor of value v (an initializer or a Constant node's value); NULL otherwise. */
+static const ir_tensor *constant(const ir_graph *g, int v) {
+    if (v < 0) return NULL;
+    const ir_value *val = &g->values[v];
+    if (val->is_const) return val->t.data || ir_numel(&val->t) == 0 ? &val->t : NULL;
+    if (val->producer >= 0 && g->nodes[val->producer].op == IR_OP_CONSTANT &&
+        !g->nodes[val->producer].dead) {
+        const ir_attr *a = ir_attr_find(&g->nodes[val->producer], "value");
+        if (a && a->kind == IR_ATTR_TENSOR && a->t && a->t->data) return a->t;
+    }
+    return NULL;
+}
+
+/* The live node producing v when it has op `op`; -1 otherwise. */
+static int producer(const ir_graph *g, int v, ir_op op) {
+    if (v < 0) return -1;
+    int p = g->values[v].producer;
+    return p >= 0 && !g->nodes[p].dead && g->nodes[p].op == op ? p : -1;
+}
+
+static bool is_int8(wpk_dtype t) { return t == WPK_DTYPE_INT8 || t == WPK_DTYPE_UINT8; }
+
+static float f32_at(const ir_tensor *t, int64_t i) { return ((const float *)t->data)[i]; }
+
+static int32_t zp_at(const ir_tensor *t, int64_t i) {
+    if (!t) return 0;
+    if (t->dtype == WPK_DTYPE_INT8) return ((const int8_t *)t->data)[i];
+    if (t->dtype == WPK_DTYPE_UINT8) return ((const uint8_t *)t->data)[i];
+    return ((const int32_t *)t->data)[i];
+}
+
+/* The (quantized input, scale, zero point) of a Q or DQ node k with constant float32 scale
+ * and zero point of `count` or 1 elements (count 1: per tensor only). For a DQ with a per-
+ * element scale, its axis must be `axis`. */
+typedef struct qnode {
+    int node, q, scale, zp; /* value indices; zp -1 when absent */
+    const ir_tensor *s, *z;
+} qnode;
+
+static bool read_q(const ir_graph *g, int k, int64_t count, int axis, qnode *out) {
+    const ir_node *n = &g->nodes[k];
+    if (n->nin < 2 || n->in[0] < 0 || n->in[1] < 0) return false;
+    if (ir_attr_int(n, "block_size", 0) != 0) return false;
+    out->node = k;
+    out->q = n->in[0];
+    out->scale = n->in[1];
+    out->zp = n->nin > 2 ? n->in[2] : -1;
+    out->s = constant(g, out->scale);
+    out->z = out->zp >= 0 ? constant(g, out->zp) : NULL;
+    if (!out->s || out->s->dtype != WPK_DTYPE_FLOAT32 || (out->zp >= 0 && !out->z)) return false;
+    int64_t ns = ir_numel(out->s);
+    if (out->s->ndim > 1 || (ns != 1 && ns != count)) return false;
+    if (out->z && (ir_numel(out->z) != ns || out->z->ndim > 1)) return false;
+    if (ns > 1) {
+        const ir_tensor *x = &g->values[out->q].t;
+        int64_t a = ir_attr_int(n, "axis", 1);
+        if (x->ndim <= 0 || (a < 0 ? a + x->ndim : a) != axis) return false;
+    }
+    for (int64_t i = 0; i < ns; i++)
+        if (!(f32_at(out->s, i) > 0) || !isfinite(f32_at(out->s, i))) return false;
+    return true;
+}
+
+/* An int32 [m] constant: the bias requantized to x_scale * w_scale[m]. -1 when the bias is
+ * not a constant (float, or a DQ of constants), -2 when out of memory. */
+static int int32_bias(ir_graph *g, int b, int64_t m, float xs, const ir_tensor *ws,
+                      const char *base) {
+    double *bf = wpk_malloc(sizeof(double) * (size_t)m);
+    if (!bf) return -2;
+    bool ok = false;
+    int dq = producer(g, b, IR_OP_DEQUANTIZE_LINEAR);
+    qnode q;
+    const ir_tensor *c = constant(g, b);
+    if (dq >= 0 && read_q(g, dq, m, 0, &q)) {
+        const ir_tensor *bq = constant(g, q.q);
+        if (bq && bq->dtype == WPK_DTYPE_INT32 && ir_numel(bq) == m) {
+            bool per = ir_numel(q.s) > 1;
+            for (int64_t i = 0; i < m; i++)
+                bf[i] = ((double)zp_at(bq, i) - zp_at(q.z, per ? i : 0)) *
+                        f32_at(q.s, per ? i : 0);
+            ok = true;
+        }
+    } else if (c && c->dtype == WPK_DTYPE_FLOAT32 && ir_numel(c) == m) {
+        for (int64_t i = 0; i < m; i++) bf[i] = f32_at(c, i);
+        ok = true;
+    }
+    int v = -1;
+    if (ok) {
+        int32_t *d = wpk_malloc(sizeof(int32_t) * (size_t)m);
+        if (!d) {
+            wpk_free(bf);
+            return -2;
+        }
+        bool per = ir_numel(ws) > 1;
+        for (int64_t i = 0; i < m && ok; i++) {
+            double r = nearbyint(bf[i] / ((double)xs * f32_at(ws, per ? i : 0)));
+            ok = fabs(r) < 2147483647.0;
+            d[i] = ok ? (int32_t)r : 0;
+        }
+        ir_tensor t = {.dtype = WPK_DTYPE_INT32, .ndim = 1, .dims = {m}, .data = d};
+        char name[512];
+        snprintf(name, sizeof name, "%.400s_bias_s32", base);
+        const char *unique = ir_graph_unique_name(g, name);
+        v = !ok ? -1 : unique ? ir_graph_add_const(g, unique, &t) : -2;
+        if (ok && v == -1) v = -2;
+        wpk_free(d);
+    }
+    wpk_free(bf);
+    return v;
+}
+
+/* A [1] constant 0 of dtype dt (a zero point the model left out). -1 when out of memory. */
+static int zero_of(ir_graph *g, wpk_dtype dt, const char *base) {
+    uint8_t zero[1] = {0};
+    ir_tensor t = {.dtype = dt, .ndim = 1, .dims = {1}, .data = zero};
+    char name[512];
+    snprintf(name, sizeof name, "%.400s_zero_point", base);
+    const char *unique = ir_graph_unique_name(g, name);
+    return unique ? ir_graph_add_const(g, unique, &t) : -1;
+}
+
+static void kill_if_unread(ir_graph *g, int k) {
+    if (k < 0 || g->nodes[k].dead) return;
+    for (int i = 0; i < g->nodes[k].nout; i++)
+        if (g->nodes[k].out[i] >= 0 && ir_graph_count_uses(g, g->nodes[k].out[i]) > 0) return;
+    g->nodes[k].dead = true;
+}
+
+/* Conv node k into a QLinearConv. 1: rewritten, 0: declined, <0: out of memory. */
+static int fuse_conv(ir_graph *g, int k) {
+    const ir_node *n = &g->nodes[k];
+    if (n->nin < 2 || n->nout != 1 || n->out[0] < 0) return 0;
+    int dx = producer(g, n->in[0], IR_OP_DEQUANTIZE_LINEAR);
+    int dw = producer(g, n->in[1], IR_OP_DEQUANTIZE_LINEAR);
+    if (dx < 0 || dw < 0) return 0;
+    const ir_tensor *wq = constant(g, g->nodes[dw].in[0]);
+    if (!wq || !is_int8(wq->dtype) || wq->ndim < 3) return 0;
+    int64_t m = wq->dims[0];
+    wpk_dtype wdt = wq->dtype; /* wq points into the value table, which adding constants moves */
+    qnode x, w, y;
+    if (!read_q(g, dx, 1, 0, &x) || !read_q(g, dw, m, 0, &w)) return 0;
+    if (!is_int8(g->values[x.q].t.dtype) || (x.z && x.z->dtype != g->values[x.q].t.dtype) ||
+        (w.z && w.z->dtype != wq->dtype))
+        return 0;
+    /* Conv -> Q, or Conv -> Relu -> Q */
+    int c = ir_graph_single_consumer(g, n->out[0]), relu = -1;
+    if (c >= 0 && g->nodes[c].op == IR_OP_RELU) {
+        relu = c;
+        c = ir_graph_single_consumer(g, g->nodes[c].out[0]);
+    }
+    if (c < 0 || g->nodes[c].op != IR_OP_QUANTIZE_LINEAR || g->nodes[c].out[0] < 0 ||
+        !read_q(g, c, 1, 0, &y) || !y.z || !is_int8(y.z->dtype))
+        return 0;
+    int bias = -1;
+    if (n->nin > 2 && n->in[2] >= 0) {
+        bias = int32_bias(g, g->nodes[k].in[2], m, f32_at(x.s, 0), w.s, g->nodes[k].name);
+        if (bias == -1) return 0;
+        if (bias < 0) return -1;
+    }
+    int xzp = x.zp, wzp = w.zp;
+    wpk_dtype xdt = g->values[x.q].t.dtype;
+    if (xzp < 0 && (xzp = zero_of(g, xdt, g->nodes[k].name)) < 0) return -1;
+    if (wzp < 0 && (wzp = zero_of(g, wdt, g->nodes[k].name)) < 0) return -1;
+    int yout = g->nodes[c].out[0], wqv = g->nodes[dw].in[0];
+    ir_node *conv = &g->nodes[k];
+    if (ir_node_resize(g, conv, bias >= 0 ? 9 : 8, 1)) return -1;
+    int ins[9] = {x.q, x.scale, xzp, wqv, w.scale, wzp, y.scale, y.zp, bias};
+    for (int i = 0; i < conv->nin; i++) conv->in[i] = ins[i];
+    conv->out[0] = yout;
+    ir_node_set_op(conv, relu >= 0 ? IR_OP_QLINEAR_CONV_WPK : IR_OP_QLINEAR_CONV);
+    if (relu >= 0 && ir_node_set_str(g, conv, "activation", "Relu")) return -1;
+    g->nodes[c].dead = true;
+    if (relu >= 0) g->nodes[relu].dead = true;
+    g->values[yout].producer = k;
+    kill_if_unread(g, dx);
+    kill_if_unread(g, dw);
+    return 1;
+}
+
+wpk_status pass_fuse_qdq(wpk_context *ctx, ir_graph *g, const pass_options *opt, int *changed) {
+    (void)opt;
+    *changed = 0;
+    for (int k = 0; k < g->nnodes; k++) {
+        if (g->nodes[k].dead || g->nodes[k].op != IR_OP_CONV) continue;
+        int r = fuse_conv(g, k);
+        if (r < 0)
+            return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory fusing node '%s' with its "
+                             "QuantizeLinear/DequantizeLinear", g->nodes[k].name);
+        *changed += r;
+    }
+    if (*changed) {
+        for (int k = 0; k < g->nnodes; k++)
+            if (!g->nodes[k].dead && g->nodes[k].op == IR_OP_DEQUANTIZE_LINEAR)
+                kill_if_unread(g, k);
+        ir_graph_compact(g);
+    }
+    return WPK_OK;
+}

@@ -1,0 +1,192 @@
+#!/usr/bin/env python3
+"""Quantized convolutions and the QDQ rewrite on small graphs, against ONNX Runtime and wpk's own
+reference kernels.
+
+1. QLinearConv nodes with constant weights (so wpk's int8 provider takes them: the VNNI GEMM or
+   the depthwise loop) over shapes that reach every edge: uint8 and int8 x and y, per-tensor and
+   per-channel weights, padding, stride 2, dilation, 1x1, depthwise, tails of the 16-column
+   blocks and 4-row tiles. wpk's output must equal its reference kernel's (`--provider ref`)
+   byte for byte, and ONNX Runtime's within one quantization step.
+2. QDQ graphs (DequantizeLinear -> Conv (-> Relu) -> QuantizeLinear, a float bias and a DQ'd
+   int32 bias): `wpk optimize` must turn the Conv into a QLinearConv (wpk::QLinearConv with the
+   Relu folded), and `wpk run` must match ONNX Runtime within one step.
+3. Bad input: malformed quantization parameters are refused with exit 1 and a message naming the
+   node and the input.
+"""
+import argparse
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def np_type(t):
+    return np.int8 if t == TensorProto.INT8 else np.uint8
+
+
+def qlinear_conv_model(rng, c, m, hw, k, stride, pad, dil, group, xt, yt, per_channel, relu_op):
+    wshape = (m, c // group, k, k)
+    w = rng.integers(-127, 128, size=wshape, dtype=np.int8)
+    ws = (rng.random(m if per_channel else 1, dtype=np.float32) * 0.02 + 0.001).astype(np.float32)
+    inits = [
+        numpy_helper.from_array(np.array(0.05, np.float32), "xs"),
+        numpy_helper.from_array(np.array(7 if xt == TensorProto.UINT8 else -3, np_type(xt)),
+                                "xzp"),
+        numpy_helper.from_array(w, "w"),
+        numpy_helper.from_array(ws, "ws"),
+        numpy_helper.from_array(np.zeros(ws.shape, np.int8), "wzp"),
+        numpy_helper.from_array(np.array(0.2, np.float32), "ys"),
+        numpy_helper.from_array(np.array(100 if yt == TensorProto.UINT8 else 5, np_type(yt)),
+                                "yzp"),
+        numpy_helper.from_array(rng.integers(-2000, 2000, size=m, dtype=np.int32), "b"),
+    ]
+    attrs = dict(strides=[stride, stride], pads=[pad] * 4, dilations=[dil, dil], group=group)
+    node = helper.make_node("QLinearConv", ["x", "xs", "xzp", "w", "ws", "wzp", "ys", "yzp", "b"],
+                            ["y"], **attrs)
+    g = helper.make_graph([node], "qconv", [helper.make_tensor_value_info("x", xt, [1, c, hw, hw])],
+                          [helper.make_tensor_value_info("y", yt, None)], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def qdq_model(rng, c, m, hw, relu, bias_kind):
+    """x float -> Q -> DQ -> Conv(DQ(w), bias) (-> Relu) -> Q -> DQ -> y float."""
+    w = rng.integers(-127, 128, size=(m, c, 3, 3), dtype=np.int8)
+    ws = (rng.random(m, dtype=np.float32) * 0.01 + 0.002).astype(np.float32)
+    xs = np.float32(2.0 / 255)
+    inits = [numpy_helper.from_array(np.array(xs, np.float32), "xs"),
+             numpy_helper.from_array(np.array(128, np.uint8), "xzp"),
+             numpy_helper.from_array(w, "wq"), numpy_helper.from_array(ws, "ws"),
+             numpy_helper.from_array(np.zeros(m, np.int8), "wzp"),
+             numpy_helper.from_array(np.array(0.05, np.float32), "ys"),
+             numpy_helper.from_array(np.array(0 if relu else 120, np.uint8), "yzp")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xzp"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "xs", "xzp"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["wq", "ws", "wzp"], ["wd"], axis=0)]
+    conv_in = ["xd", "wd"]
+    if bias_kind == "float":
+        inits.append(numpy_helper.from_array(rng.standard_normal(m).astype(np.float32), "bf"))
+        conv_in.append("bf")
+    elif bias_kind == "dq":
+        inits += [numpy_helper.from_array(rng.integers(-500, 500, m, dtype=np.int32), "bq"),
+                  numpy_helper.from_array((xs * ws).astype(np.float32), "bs"),
+                  numpy_helper.from_array(np.zeros(m, np.int32), "bzp")]
+        nodes.append(helper.make_node("DequantizeLinear", ["bq", "bs", "bzp"], ["bd"], axis=0))
+        conv_in.append("bd")
+    nodes.append(helper.make_node("Conv", conv_in, ["c"], pads=[1, 1, 1, 1]))
+    last = "c"
+    if relu:
+        nodes.append(helper.make_node("Relu", ["c"], ["r"]))
+        last = "r"
+    nodes += [helper.make_node("QuantizeLinear", [last, "ys", "yzp"], ["yq"]),
+              helper.make_node("DequantizeLinear", ["yq", "ys", "yzp"], ["y"])]
+    g = helper.make_graph(nodes, "qdq", [helper.make_tensor_value_info("x", 1, [1, c, hw, hw])],
+                          [helper.make_tensor_value_info("y", 1, None)], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def wpk_run(wpk, model, x, work, extra=()):
+    xp = work / "x.npy"
+    np.save(xp, x)
+    out = work / "out"
+    r = subprocess.run([wpk, "run", str(model), "-i", f"x={xp}", "-o", str(out), *extra],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"wpk run {model.name} {' '.join(extra)} failed: {r.stderr[-1500:]}")
+    return np.load(out / "y.npy")
+
+
+def ort_run(model, x):
+    s = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    return s.run(None, {"x": x})[0]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--wpk", default=str(REPO / "build/wpk"))
+    args = ap.parse_args()
+    rng = np.random.default_rng(11)
+    failures = []
+    U8, S8 = TensorProto.UINT8, TensorProto.INT8
+    # (c, m, hw, k, stride, pad, dil, group, xt, yt, per_channel)
+    convs = [(16, 24, 14, 1, 1, 0, 1, 1, U8, U8, True),     # 1x1 direct, row tail
+             (3, 32, 23, 3, 2, 1, 1, 1, U8, U8, True),      # first-layer im2col, odd size
+             (13, 7, 9, 3, 1, 1, 1, 1, S8, S8, False),      # s8 x and y, K and M not aligned
+             (8, 8, 17, 3, 1, 2, 2, 1, U8, S8, True),       # dilation
+             (12, 12, 15, 3, 1, 1, 1, 12, U8, U8, True),    # depthwise, stride 1
+             (12, 12, 15, 3, 2, 1, 1, 12, S8, U8, True),    # depthwise, stride 2, s8 x
+             (32, 32, 7, 3, 1, 1, 1, 32, U8, U8, False),    # depthwise, short rows
+             (6, 4, 5, 3, 1, 1, 1, 2, U8, U8, True)]        # grouped: the reference kernel
+    with tempfile.TemporaryDirectory(prefix="wpk-quant-ops.") as tmp:
+        work = Path(tmp)
+        for i, spec in enumerate(convs):
+            c, _, hw, _, _, _, _, _, xt, _, _ = spec
+            model = qlinear_conv_model(rng, *spec, relu_op=False)
+            path = work / f"qconv{i}.onnx"
+            onnx.save(model, path)
+            lo, hi = (0, 256) if xt == U8 else (-128, 128)
+            x = rng.integers(lo, hi, size=(1, c, hw, hw)).astype(np_type(xt))
+            got = wpk_run(args.wpk, path, x, work)
+            ref = wpk_run(args.wpk, path, x, work, ["--provider", "ref"])
+            if not np.array_equal(got, ref):
+                failures.append(f"qconv {spec}: int8 provider differs from the reference kernel "
+                                f"at {int((got != ref).sum())} of {got.size}")
+            try:
+                want = ort_run(path, x)
+            except ort.capi.onnxruntime_pybind11_state.NotImplemented:
+                want = None  # ONNX Runtime has no kernel for this mix of x and y types
+            diff = "n/a" if want is None else \
+                int(np.abs(got.astype(np.int32) - want.astype(np.int32)).max())
+            if want is not None and diff > 1:
+                failures.append(f"qconv {spec}: differs from ONNX Runtime by {diff} steps")
+            print(f"qconv {i} {spec[:8]}: vs ref equal={np.array_equal(got, ref)}, "
+                  f"max steps vs ORT {diff}", flush=True)
+        for relu in (False, True):
+            for bias in ("none", "float", "dq"):
+                model = qdq_model(rng, 8, 16, 10, relu, bias)
+                path = work / f"qdq_{relu}_{bias}.onnx"
+                onnx.save(model, path)
+                opt = work / "opt.onnx"
+                r = subprocess.run([args.wpk, "optimize", str(path), "-o", str(opt)],
+                                   capture_output=True, text=True)
+                ops = [(n.domain, n.op_type) for n in onnx.load(opt).graph.node] \
+                    if r.returncode == 0 else []
+                want_op = ("wpk", "QLinearConv") if relu else ("", "QLinearConv")
+                if want_op not in ops or ("", "Conv") in ops:
+                    failures.append(f"qdq relu={relu} bias={bias}: not rewritten: {ops} "
+                                    f"{r.stderr[-500:]}")
+                x = (rng.random((1, 8, 10, 10), dtype=np.float32) * 2 - 1)
+                got, want = wpk_run(args.wpk, path, x, work), ort_run(path, x)
+                steps = np.abs(got - want).max() / 0.05
+                if steps > 1.01:
+                    failures.append(f"qdq relu={relu} bias={bias}: {steps:.2f} steps from ORT")
+                print(f"qdq relu={relu} bias={bias}: {ops}, max steps vs ORT {steps:.2f}",
+                      flush=True)
+        # bad zero point: per-channel shape on a per-tensor input
+        bad = qlinear_conv_model(rng, 4, 4, 5, 3, 1, 1, 1, 1, U8, U8, True, relu_op=False)
+        for init in bad.graph.initializer:
+            if init.name == "xzp":
+                init.CopyFrom(numpy_helper.from_array(np.array([1, 2, 3], np.uint8), "xzp"))
+        path = work / "bad.onnx"
+        onnx.save(bad, path)
+        np.save(work / "x.npy", np.zeros((1, 4, 5, 5), np.uint8))
+        r = subprocess.run([args.wpk, "run", str(path), "-i", f"x={work / 'x.npy'}", "-o",
+                            str(work / "o")], capture_output=True, text=True)
+        if r.returncode != 1 or "x_zero_point" not in r.stderr or "QLinearConv" not in r.stderr:
+            failures.append(f"bad x_zero_point: exit {r.returncode}, {r.stderr.strip()[-300:]}")
+        else:
+            print(f"bad x_zero_point refused: {r.stderr.strip().splitlines()[-1]}")
+    for f in failures:
+        print("FAIL", f)
+    print(f"quant ops: {len(failures)} failures")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
