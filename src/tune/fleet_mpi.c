@@ -6,6 +6,7 @@
 
 #include <mpi.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,10 +17,11 @@
 #include "base/context.h"
 #include "base/target_fingerprint.h"
 
-/* Candidates a remote rank holds at once. Rank 0 serves the others while its own measurer
- * waits (tune_measurer_set_idle), so one is enough, and at the end of a task no rank sits on
- * a queue while the others are done. */
-#define DEPTH 1
+/* Candidates a remote rank holds at once: the one it measures and the next, so that it never
+ * waits for rank 0 between them (rank 0 serves between its own builds' polls, and its
+ * strategies may be busy then). A task's tail does not hold the fleet up: the next task
+ * starts while it is out. */
+#define DEPTH 2
 #define HEARTBEAT_S 1.0
 /* A rank waiting for messages looks this often (it must not sit in a blocking receive while
  * the heartbeat thread needs MPI). */
@@ -103,6 +105,9 @@ typedef struct rank_state {
     held inflight[DEPTH];
     int n;
     final_job *finals;        /* out on this rank */
+    finals_msg *sending;      /* its message while the send is in progress (a stopped rank
+                                 may never take it: a message this long is not buffered) */
+    MPI_Request send_req;
     double last_heard;
     int64_t results;
     double busy_s;            /* as it last said */
@@ -233,7 +238,14 @@ void tune_fleet_leave(tune_fleet *f, int exit_code, bool abort) {
         pthread_mutex_unlock(&f->lock);
         pthread_join(f->beat, NULL);
     }
-    for (int r = 0; f->ranks && r < f->size; r++) final_job_free(f->ranks[r].finals);
+    for (int r = 0; f->ranks && r < f->size; r++) {
+        final_job_free(f->ranks[r].finals);
+        /* a lost rank's unfinished send keeps its buffer: MPI may still read it */
+        if (f->ranks[r].sending && !f->ranks[r].lost) {
+            MPI_Wait(&f->ranks[r].send_req, MPI_STATUS_IGNORE);
+            wpk_free(f->ranks[r].sending);
+        }
+    }
     for (int i = 0; i < f->nfinals; i++) final_job_free(f->finals[i]);
     wpk_free(f->finals);
     wpk_free(f->ranks);
@@ -463,15 +475,25 @@ static void send_finals(tune_fleet *f, int r) {
         config_text(&f->spaces[j->items[i].task], &j->items[i].cfg, m->config[i],
                     sizeof m->config[i]);
     }
-    f->ranks[r].finals = j;
+    rank_state *s = &f->ranks[r];
+    s->finals = j;
     f->finals_out++;
-    if (MPI_Send(m, sizeof *m, MPI_BYTE, r, TAG_FINALS, MPI_COMM_WORLD) != MPI_SUCCESS)
+    wpk_log(f->ctx, WPK_LOG_DEBUG, "fleet: %.2f s: rank %d: re-measuring %d finalists of task "
+            "%d", now_s() - f->opened, r, j->n, j->items[0].task);
+    /* the configs it uses only; sent without waiting for the rank to take it, so that a hung
+       rank cannot hold rank 0 up (its lease still runs) */
+    const int bytes = (int)(offsetof(finals_msg, config) + sizeof m->config[0] * (size_t)j->n);
+    if (MPI_Isend(m, bytes, MPI_BYTE, r, TAG_FINALS, MPI_COMM_WORLD, &s->send_req) !=
+        MPI_SUCCESS) {
+        wpk_free(m);
         lose(f, r, "could not be sent a re-measurement");
-    wpk_free(m);
+        return;
+    }
+    s->sending = m;
 }
 
 /* Results and heartbeats that have arrived, leases, and every remote rank's work topped up:
- * a re-measurement to an idle rank first, else candidates. With wait_s > 0, keeps at it
+ * a re-measurement to a rank with room first, else candidates. With wait_s > 0, keeps at it
  * until something arrives or wait_s has passed. */
 static void service(tune_fleet *f, double wait_s) {
     const double t0 = now_s(), until = t0 + wait_s, nested0 = f->t.strategy + f->t.records;
@@ -507,13 +529,20 @@ static void service(tune_fleet *f, double wait_s) {
         for (int r = 1; r < f->size; r++) {
             rank_state *s = &f->ranks[r];
             if (!s->accepted || s->lost) continue;
+            int sent = 0;
+            if (s->sending && MPI_Test(&s->send_req, &sent, MPI_STATUS_IGNORE) == MPI_SUCCESS &&
+                sent) {
+                wpk_free(s->sending);
+                s->sending = NULL;
+            }
             if ((s->n > 0 || s->finals) && now - s->last_heard > f->lease_s) {
                 char why[128];
                 snprintf(why, sizeof why, "sent nothing for %.0f s", now - s->last_heard);
                 lose(f, r, why);
                 continue;
             }
-            if (s->n == 0 && !s->finals && f->nfinals > 0) send_finals(f, r);
+            /* behind the candidate it measures, not behind its next one */
+            if (s->n < DEPTH && !s->finals && !s->sending && f->nfinals > 0) send_finals(f, r);
             while (!s->lost && !s->finals && s->n < DEPTH) {
                 held h;
                 if (!next_remote(f, &h)) break;
