@@ -49,7 +49,7 @@ void tune_fleet_counts(const tune_fleet *f, int *accepted, int *lost);
 void tune_fleet_describe(const tune_fleet *f, char *buf, size_t cap);
 /* Rank 0: where the time went since the open, one line: each rank's share of it spent
  * measuring, and rank 0's seconds measuring candidates, re-measuring finalists, waiting for
- * the others' results and between tasks (the tuner's own work), with the seconds of its
+ * the others' results and between tasks (the tuner's own work), and the CPU seconds of its
  * bookkeeping inside them (strategies, storing results, MPI). */
 void tune_fleet_describe_time(const tune_fleet *f, char *buf, size_t cap);
 /* Rank 0: tells every accepted rank that the job is over. */

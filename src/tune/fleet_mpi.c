@@ -105,8 +105,12 @@ typedef struct rank_state {
     held inflight[DEPTH];
     int n;
     final_job *finals;        /* out on this rank */
-    finals_msg *sending;      /* its message while the send is in progress (a stopped rank
-                                 may never take it: a message this long is not buffered) */
+    /* Messages to it while their sends are in progress: rank 0 does not wait for a rank to
+       take them (Open MPI's send waits for a busy receiver to call MPI, and a stopped rank
+       never does) */
+    work_msg outbox[DEPTH];
+    MPI_Request outreq[DEPTH];    /* MPI_REQUEST_NULL: the slot is free */
+    finals_msg *sending;
     MPI_Request send_req;
     double last_heard;
     int64_t results;
@@ -114,8 +118,9 @@ typedef struct rank_state {
 } rank_state;
 
 /* Where rank 0's time goes (seconds): its measurer's streams, its own re-measurements,
- * waiting for others' results; inside those, the strategies (propose), storing results and
- * telling the strategies, and MPI serving. */
+ * waiting for others' results (wall time); inside those, the CPU time of its bookkeeping: the
+ * strategies (propose), storing results and telling the strategies, and MPI serving (CPU
+ * time, since on a loaded core the wall time of many short calls is mostly preemption). */
 typedef struct time_split {
     double measuring, finals, waiting;
     double strategy, records, serving;
@@ -150,6 +155,12 @@ struct tune_fleet {
 static double now_s(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static double cpu_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
@@ -241,7 +252,10 @@ void tune_fleet_leave(tune_fleet *f, int exit_code, bool abort) {
     for (int r = 0; f->ranks && r < f->size; r++) {
         final_job_free(f->ranks[r].finals);
         /* a lost rank's unfinished send keeps its buffer: MPI may still read it */
-        if (f->ranks[r].sending && !f->ranks[r].lost) {
+        if (f->ranks[r].lost) continue;
+        for (int k = 0; k < DEPTH && f->ranks[r].accepted; k++)
+            MPI_Wait(&f->ranks[r].outreq[k], MPI_STATUS_IGNORE);
+        if (f->ranks[r].sending) {
             MPI_Wait(&f->ranks[r].send_req, MPI_STATUS_IGNORE);
             wpk_free(f->ranks[r].sending);
         }
@@ -320,18 +334,18 @@ static final_job *finals_pop(tune_fleet *f) {
 /* The strategies' and the records' time is rank 0's bookkeeping: counted apart. */
 static bool propose_one(tune_fleet *f, stream_state *s, tune_config *out) {
     if (s->exhausted) return false;
-    const double t0 = now_s();
+    const double t0 = cpu_s();
     bool got = s->propose(s->puser, out, 1) == 1;
-    f->t.strategy += now_s() - t0;
+    f->t.strategy += cpu_s() - t0;
     if (!got) s->exhausted = true;
     return got;
 }
 
 static void tell(tune_fleet *f, tune_measure_fn fn, void *user, int i, const tune_config *cfg,
                  const tune_measurement *r) {
-    const double t0 = now_s();
+    const double t0 = cpu_s();
     fn(user, i, cfg, r);
-    f->t.records += now_s() - t0;
+    f->t.records += cpu_s() - t0;
 }
 
 /* The next candidate for another rank: one handed out again first, else the open stream's. */
@@ -388,9 +402,9 @@ static void deliver(tune_fleet *f, final_job *j) {
     for (int round = 0; round < j->rounds; round++)
         for (int i = 0; i < j->n; i++)
             tell(f, j->fn, j->user, i, &j->items[i].cfg, &j->got[round * j->n + i]);
-    const double t0 = now_s();
+    const double t0 = cpu_s();
     j->done(j->user);
-    f->t.records += now_s() - t0;
+    f->t.records += cpu_s() - t0;
     final_job_free(j);
 }
 
@@ -455,6 +469,17 @@ static void on_remote_result(tune_fleet *f, int r, const result_msg *m) {
     wpk_free(res);
 }
 
+/* A slot of r's outbox whose send is over (-1: none). */
+static int free_slot(rank_state *s) {
+    for (int k = 0; k < DEPTH; k++) {
+        int done = 0;
+        if (s->outreq[k] == MPI_REQUEST_NULL ||
+            (MPI_Test(&s->outreq[k], &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done))
+            return k;
+    }
+    return -1;
+}
+
 /* Hands the oldest queued re-measurement to rank r. */
 static void send_finals(tune_fleet *f, int r) {
     final_job *j = f->finals[0];
@@ -496,8 +521,7 @@ static void send_finals(tune_fleet *f, int r) {
  * a re-measurement to a rank with room first, else candidates. With wait_s > 0, keeps at it
  * until something arrives or wait_s has passed. */
 static void service(tune_fleet *f, double wait_s) {
-    const double t0 = now_s(), until = t0 + wait_s, nested0 = f->t.strategy + f->t.records;
-    double napped = 0;
+    const double c0 = cpu_s(), until = now_s() + wait_s, nested0 = f->t.strategy + f->t.records;
     for (;;) {
         bool heard = false;
         int flag = 1;
@@ -544,14 +568,17 @@ static void service(tune_fleet *f, double wait_s) {
             /* behind the candidate it measures, not behind its next one */
             if (s->n < DEPTH && !s->finals && !s->sending && f->nfinals > 0) send_finals(f, r);
             while (!s->lost && !s->finals && s->n < DEPTH) {
+                int slot = free_slot(s);
                 held h;
-                if (!next_remote(f, &h)) break;
+                if (slot < 0 || !next_remote(f, &h)) break;
                 h.seq = f->next_seq++;
-                work_msg w = {.seq = h.seq, .task = h.task};
-                config_text(&f->spaces[h.task], &h.cfg, w.config, sizeof w.config);
+                work_msg *w = &s->outbox[slot];
+                *w = (work_msg){.seq = h.seq, .task = h.task};
+                config_text(&f->spaces[h.task], &h.cfg, w->config, sizeof w->config);
                 s->inflight[s->n++] = h;
                 f->streams[h.task].out++;
-                if (MPI_Send(&w, sizeof w, MPI_BYTE, r, TAG_WORK, MPI_COMM_WORLD) != MPI_SUCCESS) {
+                if (MPI_Isend(w, sizeof *w, MPI_BYTE, r, TAG_WORK, MPI_COMM_WORLD,
+                              &s->outreq[slot]) != MPI_SUCCESS) {
                     lose(f, r, "could not be sent a candidate");
                     break;
                 }
@@ -559,9 +586,8 @@ static void service(tune_fleet *f, double wait_s) {
         }
         if (heard || now >= until) break;
         nap(POLL_S);
-        napped += now_s() - now;
     }
-    f->t.serving += now_s() - t0 - napped - (f->t.strategy + f->t.records - nested0);
+    f->t.serving += cpu_s() - c0 - (f->t.strategy + f->t.records - nested0);
 }
 
 /* Rank 0's own measurer asks for its next candidate when a build slot frees up: the moment
@@ -663,9 +689,9 @@ static wpk_status finals_here(tune_fleet *f, final_job *j) {
         }
     }
     if (st == WPK_OK) {
-        const double t1 = now_s();
+        const double t1 = cpu_s();
         j->done(j->user);
-        f->t.records += now_s() - t1;
+        f->t.records += cpu_s() - t1;
     }
     final_job_free(j);
     f->t.finals += now_s() - t0;
@@ -748,6 +774,8 @@ wpk_status tune_fleet_open(tune_fleet *f, const char *target, const tune_model_t
         t->tmpl->space(t->tmpl, t, &f->spaces[i]);
         f->streams[i].exhausted = true;
     }
+    for (int r = 0; r < f->size; r++)
+        for (int k = 0; k < DEPTH; k++) f->ranks[r].outreq[k] = MPI_REQUEST_NULL;
     const uint64_t hash = tasks_hash(tasks, ntasks);
     rank_state *me = &f->ranks[0];
     me->accepted = true;
@@ -819,8 +847,8 @@ void tune_fleet_describe_time(const tune_fleet *f, char *buf, size_t cap) {
     }
     if (n < cap)
         snprintf(buf + n, cap - n, "; rank 0: candidates %.1f s, finalists %.1f s, waiting for "
-                 "others %.1f s, between tasks %.1f s; strategies %.1f s, records %.1f s, "
-                 "serving %.1f s", t->measuring, t->finals, t->waiting,
+                 "others %.1f s, between tasks %.1f s; its CPU on strategies %.1f s, records "
+                 "%.1f s, serving %.1f s", t->measuring, t->finals, t->waiting,
                  el - t->measuring - t->finals - t->waiting, t->strategy, t->records,
                  t->serving);
 }

@@ -939,7 +939,7 @@ static wpk_status schedule(job *J) {
     for (int r = 0; r < 2; r++)
         for (int i = 0; st == WPK_OK && i < J->n; i++)
             if (fits(J, order[i], end))
-                st = step(J, order[i], r == 0 ? 1 : J->opt->batch, false);
+                st = step(J, order[i], r == 0 ? 1 : J->opt->batch, ahead);
     while (st == WPK_OK) {
         tstate *best = NULL;
         double g = 0;
@@ -948,7 +948,9 @@ static wpk_status schedule(job *J) {
             if (e >= 0 && (!best || e > g)) best = order[i], g = e;
         }
         if (!best || !fits(J, best, end)) break;
-        st = step(J, best, J->opt->batch, false);
+        /* with a runner that runs ahead, a task's last results may still be out: its gain
+           is judged on what is in */
+        st = step(J, best, J->opt->batch, ahead);
     }
     for (int i = 0; st == WPK_OK && i < J->n; i++)
         if (ends_group(J, order, J->n, i))
