@@ -23,6 +23,8 @@
  * starts while it is out. */
 #define DEPTH 2
 #define HEARTBEAT_S 1.0
+/* Results a remote rank has on their way to rank 0 at most. */
+#define OUTBOX 4
 /* A rank waiting for messages looks this often (it must not sit in a blocking receive while
  * the heartbeat thread needs MPI). */
 #define POLL_S 0.005
@@ -878,6 +880,9 @@ typedef struct worker {
     int nseq, capseq;
     int task;
     finals_msg *fin;          /* a re-measurement received, not yet measured */
+    result_msg outbox[OUTBOX];    /* results while their sends are in progress */
+    MPI_Request outreq[OUTBOX];
+    int nextout;
     double busy_s, busy_since;    /* time measuring; since when (0: idle) */
     bool stop;
     wpk_status error;
@@ -902,10 +907,20 @@ static void *heartbeat(void *user) {
     }
 }
 
-static int send0(tune_fleet *f, const void *buf, int bytes, int tag) {
-    pthread_mutex_lock(&f->lock);
-    int rc = MPI_Send(buf, bytes, MPI_BYTE, 0, tag, MPI_COMM_WORLD);
-    pthread_mutex_unlock(&f->lock);
+/* Sends a result to rank 0 without waiting for it to take it (Open MPI's send waits for a busy
+ * receiver to call MPI, and rank 0 may be measuring): only when OUTBOX sends are in progress
+ * is the oldest waited for. */
+static int post0(worker *W, const result_msg *m) {
+    pthread_mutex_lock(&W->f->lock);
+    const int k = W->nextout;
+    W->nextout = (k + 1) % OUTBOX;
+    int rc = MPI_Wait(&W->outreq[k], MPI_STATUS_IGNORE);
+    if (rc == MPI_SUCCESS) {
+        W->outbox[k] = *m;
+        rc = MPI_Isend(&W->outbox[k], sizeof *m, MPI_BYTE, 0, TAG_RESULT, MPI_COMM_WORLD,
+                       &W->outreq[k]);
+    }
+    pthread_mutex_unlock(&W->f->lock);
     return rc;
 }
 
@@ -960,7 +975,7 @@ static void send_failed(worker *W, int64_t seq, const char *why) {
     m->failed = 1;
     m->busy_s = busy_now(W);
     snprintf(m->message, sizeof m->message, "%s", why);
-    send0(W->f, m, sizeof *m, TAG_RESULT);
+    post0(W, m);
     wpk_free(m);
 }
 
@@ -1017,7 +1032,7 @@ static void worker_result(void *user, int i, const tune_config *cfg, const tune_
     m->build_s = r->build_s;
     m->run_s = r->run_s;
     snprintf(m->message, sizeof m->message, "%s", r->message);
-    if (send0(W->f, m, sizeof *m, TAG_RESULT) != MPI_SUCCESS) W->stop = true;
+    if (post0(W, m) != MPI_SUCCESS) W->stop = true;
     wpk_free(m);
 }
 
@@ -1093,7 +1108,7 @@ static void final_result(void *user, int i, const tune_config *cfg, const tune_m
     m->build_s = r->build_s;
     m->run_s = r->run_s;
     snprintf(m->message, sizeof m->message, "%s", r->message);
-    if (send0(R->W->f, m, sizeof *m, TAG_RESULT) != MPI_SUCCESS) R->W->stop = true;
+    if (post0(R->W, m) != MPI_SUCCESS) R->W->stop = true;
     wpk_free(m);
 }
 
@@ -1172,6 +1187,7 @@ wpk_status tune_fleet_serve(tune_fleet *f, const tune_model_task *tasks, int nta
         return WPK_OK;
     }
     worker W = {.f = f, .tasks = tasks, .ntasks = ntasks, .opt = opt, .task = -1};
+    for (int k = 0; k < OUTBOX; k++) W.outreq[k] = MPI_REQUEST_NULL;
     tune_parallelism_init(&W.par, opt->parallel, opt->measure.threads);
     W.meas = wpk_calloc((size_t)ntasks + 1, sizeof *W.meas);
     if (!W.meas) return wpk_error(f->ctx, WPK_ERR_NOMEM, "out of memory serving rank 0");
@@ -1193,6 +1209,10 @@ wpk_status tune_fleet_serve(tune_fleet *f, const tune_model_task *tasks, int nta
             W.fin = NULL;
         }
     }
+    /* rank 0 took every result before it said stop */
+    pthread_mutex_lock(&f->lock);
+    MPI_Waitall(OUTBOX, W.outreq, MPI_STATUSES_IGNORE);
+    pthread_mutex_unlock(&f->lock);
     for (int i = 0; i < ntasks; i++) tune_measurer_free(W.meas[i]);
     wpk_free(W.meas);
     wpk_free(W.queue);

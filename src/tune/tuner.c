@@ -838,9 +838,9 @@ static wpk_status finish_group_async(job *J, tstate *const *order, int n, tstate
         return J->db_status;
     }
     if (st == WPK_OK)
-        return rn->remeasure(rn->self, items, G->nitems, FINAL_ROUNDS, on_group_final,
-                             group_finals_done, G);
-    group_finals_free(G);
+        st = rn->remeasure(rn->self, items, G->nitems, FINAL_ROUNDS, on_group_final,
+                           group_finals_done, G);
+    if (st) group_finals_free(G);
     return st;
 }
 
