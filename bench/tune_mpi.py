@@ -2,9 +2,11 @@
 """`wpk tune --mpi` on this machine's fleet: one rank on one core against two ranks pinned to
 one core each, the same job (model, tasks, trials per task, seed, one build worker per rank,
 single-threaded kernels, a fresh kernel cache and records database each), in one run. Reports
-each job's wall time and the speed of the plan compiled from its records (`wpk compile`, then
-`wpk bench` of both plans, interleaved rounds, one thread), and the ratios; writes
-bench/results/tune_mpi.md.
+each job's wall time, where the fleet's time went (each rank's share of it spent measuring;
+rank 0's seconds on candidates, finalists, waiting, between tasks and on its bookkeeping: the
+`fleet time:` line of `wpk tune --mpi`, which a loaded machine distorts less than wall time)
+and the speed of the plan compiled from its records (`wpk compile`, then `wpk bench` of both
+plans, interleaved rounds, one thread), and the ratios; writes bench/results/tune_mpi.md.
     python3 bench/tune_mpi.py [--wpk build/wpk] [--trials 32] [--rounds 5] [--clock wall|cpu]
 Done when: 2-rank wall time <= 0.6 x 1-rank, plan speed within 3%.
 """
@@ -89,6 +91,7 @@ def main():
     model = os.path.join(tmp, "bench.onnx")
     make_model(model)
     fleets = [("1 rank, 1 core", 1, "0"), ("2 ranks, 1 core each", 2, "0,1")]
+    load0 = os.getloadavg()[0]
     runs = []
     for name, n, cpus in fleets:
         d = os.path.join(tmp, f"r{n}")
@@ -107,13 +110,17 @@ def main():
             sys.exit(f"bench: {name}: exit {p.returncode}\n{p.stdout[-4000:]}")
         share = [ln for ln in p.stdout.splitlines()
                  if ln.startswith("fleet: ") and "tasks" not in ln]
+        split = [ln[len("fleet time: "):] for ln in p.stdout.splitlines()
+                 if ln.startswith("fleet time: ")]
         plan = os.path.join(d, "plan.wpk")
         c = sh([args.wpk, "compile", model, "-o", plan, "--db", db, "--threads", "1"], env)
         if c.returncode != 0:
             sys.exit(f"bench: compile {name}: {c.stdout[-2000:]}")
         print(f"{name}: {wall:.1f} s; {share[-1] if share else ''}", flush=True)
+        print(f"  fleet time: {split[-1] if split else '?'}", flush=True)
         runs.append({"name": name, "ranks": n, "cpus": cpus, "wall": wall, "env": env,
                      "plan": plan, "share": share[-1][7:] if share else "?", "lat": [],
+                     "split": split[-1] if split else "?",
                      "cmd": " ".join(cmd[:1] + cmd[1:]).replace(tmp, "$TMP")})
     # the plans' speed: interleaved rounds, so that a slow spell falls on both
     for _ in range(args.rounds):
@@ -142,6 +149,8 @@ def main():
         f"- plan speed: `wpk compile` of each job's records, `wpk bench --threads 1 --iters "
         f"{args.iters}` pinned to CPU 0, {args.rounds} interleaved rounds, median of the "
         "rounds' medians",
+        f"- load average before the first job: {load0:.1f} (on a loaded machine wall times "
+        "stretch unevenly; the time split below says where each fleet's time went)",
         "",
         "| fleet | CPUs | wall s | ranks' share of results | plan median ms (rounds) |",
         "|---|---|---|---|---|",
@@ -150,6 +159,8 @@ def main():
         rounds = ", ".join(f"{x:.4f}" for x in r["lat"])
         lines.append(f"| {r['name']} | {r['cpus']} | {r['wall']:.1f} | {r['share']} | "
                      f"{statistics.median(r['lat']):.4f} ({rounds}) |")
+    lines += ["", "Where the time went (`fleet time:` of each job):", ""]
+    lines += [f"- {r['name']}: {r['split']}" for r in runs]
     lines += [
         "",
         f"2 ranks / 1 rank wall time: **{wall_ratio:.3f}** (goal <= 0.6); plan latency "

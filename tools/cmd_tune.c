@@ -472,6 +472,8 @@ int cmd_tune(int argc, char **argv) {
             char line[512];
             tune_fleet_describe(fleet, line, sizeof line);
             printf("fleet: %s\n", line);
+            tune_fleet_describe_time(fleet, line, sizeof line);
+            printf("fleet time: %s\n", line);
         }
 #endif
         /* what was done is worth showing even when the job stopped on an error */

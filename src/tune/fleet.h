@@ -3,10 +3,12 @@
  * tasks; rank 0 runs the tuner (scheduler, strategies, the only writer of the records
  * database) with the fleet's runner (tuner.h), which hands candidates to every accepted rank,
  * rank 0 included, and brings back their results, each under the fingerprint and toolchain of
- * the rank that measured it. A rank whose target fingerprint or tasks differ from rank 0's is
- * told so and left out. A rank that sends nothing (results or its heartbeat) for the lease
- * while it holds candidates is taken for dead or hung: left out, its candidates handed out
- * again, anything it sends later ignored, so no candidate is recorded twice. */
+ * the rank that measured it; the next task starts while the last one's tail is out, and the
+ * finalists' re-measurements go to whichever rank is free. A rank whose target fingerprint or
+ * tasks differ from rank 0's is told so and left out. A rank that sends nothing (results or
+ * its heartbeat) for the lease while it holds work is taken for dead or hung: left out, its
+ * candidates and re-measurement handed out again, anything it sends later ignored, so no
+ * candidate is recorded twice. */
 #ifndef WPK_TUNE_FLEET_H
 #define WPK_TUNE_FLEET_H
 
@@ -45,6 +47,11 @@ void tune_fleet_counts(const tune_fleet *f, int *accepted, int *lost);
 /* Rank 0: one line of progress into buf: candidates per second since the open, each rank's
  * share of the results ("0:34% 1:33% 2:33%", a lost rank marked "lost"). */
 void tune_fleet_describe(const tune_fleet *f, char *buf, size_t cap);
+/* Rank 0: where the time went since the open, one line: each rank's share of it spent
+ * measuring, and rank 0's seconds measuring candidates, re-measuring finalists, waiting for
+ * the others' results and between tasks (the tuner's own work), and the CPU seconds of its
+ * bookkeeping inside them (strategies, storing results, MPI). */
+void tune_fleet_describe_time(const tune_fleet *f, char *buf, size_t cap);
 /* Rank 0: tells every accepted rank that the job is over. */
 void tune_fleet_stop(tune_fleet *f);
 

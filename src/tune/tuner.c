@@ -547,9 +547,15 @@ static wpk_status setup_failed(job *J, tstate *t, wpk_status st) {
     return WPK_OK;
 }
 
+/* Whether the runner lets the next task start while the last one's tail is measured. */
+static bool runs_ahead(const job *J) {
+    const tune_runner *rn = J->opt->runner;
+    return rn && rn->remeasure && rn->settle;
+}
+
 /* One step of a task: a stream of up to `share` configs (the default first when it is not
- * stored). */
-static wpk_status step(job *J, tstate *t, int64_t share) {
+ * stored). With `ahead` (runs_ahead) it may end with candidates still out elsewhere. */
+static wpk_status step(job *J, tstate *t, int64_t share, bool ahead) {
     if (t->done) return WPK_OK;
     double t0 = now_s();
     wpk_status st = ensure_measurer(J, t);
@@ -558,6 +564,7 @@ static wpk_status step(job *J, tstate *t, int64_t share) {
     const tune_runner *rn = J->opt->runner;
     st = rn ? rn->stream(rn->self, (int)(t - J->ts), t->meas, give, t, on_result, t)
             : tune_measure_stream(t->meas, give, t, 0, on_result, t);
+    if (st == WPK_OK && !ahead && runs_ahead(J)) st = rn->settle(rn->self, (int)(t - J->ts));
     t->spent_s += now_s() - t0;
     t->batches++;
     if (st == WPK_OK && J->db_status == WPK_ERR_NOMEM)
@@ -684,10 +691,12 @@ static wpk_status finals_store(job *J, finals *f) {
         for (int i = 0; fin && i < n; i++)
             if (r[i].status == TUNE_OK)
                 fin[nf++] = (tune_record){
-                    .target = target_fingerprint(), .workload = t->mt->task.key,
+                    .target = r[i].target ? r[i].target : target_fingerprint(),
+                    .workload = t->mt->task.key,
                     .template_name = t->mt->task.tmpl->name, .config = f->texts[i],
                     .status = TUNE_OK, .samples = r[i].samples, .nsamples = r[i].nsamples,
-                    .median = r[i].median, .toolchain = J->toolchain,
+                    .median = r[i].median, .toolchain = r[i].toolchain ? r[i].toolchain
+                                                                       : J->toolchain,
                     .time = (int64_t)time(NULL)};
         st = fin ? tune_db_add_finals(J->db, fin, nf)
                  : wpk_error(J->ctx, WPK_ERR_NOMEM, "out of memory storing the finals");
@@ -751,6 +760,87 @@ static wpk_status finish_with_group(job *J, tstate *const *order, int n, tstate 
     wpk_status st = finish_group(J, group, ng);
     for (int i = 0; st == WPK_OK && i < ng; i++) report(J, group[i], true);
     wpk_free(group);
+    return st;
+}
+
+/* A group's finals handed to the runner (runs_ahead): alive until the runner is done. */
+typedef struct group_finals {
+    job *J;
+    int ng;
+    tstate *group[TUNE_REMEASURE_MAX];
+    finals f[TUNE_REMEASURE_MAX];
+    int nitems;
+    int of_item[TUNE_REMEASURE_MAX][2];    /* item -> (finals, config) */
+} group_finals;
+
+static void group_finals_free(group_finals *G) {
+    for (int k = 0; k < G->ng; k++) finals_free(&G->f[k]);
+    wpk_free(G);
+}
+
+static void on_group_final(void *user, int i, const tune_config *cfg, const tune_measurement *r) {
+    group_finals *G = user;
+    if (i < 0 || i >= G->nitems) return;
+    finals *f = &G->f[G->of_item[i][0]];
+    int perm = G->of_item[i][1];
+    final_round F = {f->r, &perm};
+    on_final(&F, 0, cfg, r);
+}
+
+static void group_finals_done(void *user) {
+    group_finals *G = user;
+    job *J = G->J;
+    for (int k = 0; k < G->ng; k++) {
+        wpk_status st = finals_store(J, &G->f[k]);
+        if (st && !J->db_status) J->db_status = st;
+        report(J, G->group[k], true);
+    }
+    group_finals_free(G);
+}
+
+/* finish_with_group's work handed to the runner, once the group's trials are in: its finals
+ * run in whichever process is free while the next task is measured. A group with more
+ * finalists than one hand-out holds is finished here. */
+static wpk_status finish_group_async(job *J, tstate *const *order, int n, tstate *t) {
+    const tune_runner *rn = J->opt->runner;
+    group_finals *G = wpk_calloc(1, sizeof *G);
+    if (!G) return wpk_error(J->ctx, WPK_ERR_NOMEM, "out of memory re-measuring");
+    G->J = J;
+    int g = group_of(J, t);
+    wpk_status st = WPK_OK;
+    for (int i = 0; st == WPK_OK && i < n; i++) {
+        if (group_of(J, order[i]) != g) continue;
+        if (G->ng == TUNE_REMEASURE_MAX) break;
+        st = rn->settle(rn->self, (int)(order[i] - J->ts));
+        if (st == WPK_OK) st = finals_prepare(J, order[i], &G->f[G->ng]);
+        G->group[G->ng++] = order[i];
+    }
+    tune_remeasure_item items[TUNE_REMEASURE_MAX];
+    bool fits_one = true;
+    for (int k = 0; st == WPK_OK && k < G->ng; k++)
+        for (int c = 0; c < G->f[k].n; c++) {
+            if (G->nitems == TUNE_REMEASURE_MAX) {
+                fits_one = false;
+                break;
+            }
+            G->of_item[G->nitems][0] = k;
+            G->of_item[G->nitems][1] = c;
+            items[G->nitems++] = (tune_remeasure_item){
+                .task = (int)(G->group[k] - J->ts), .cfg = G->f[k].cfgs[c],
+                .local = G->group[k]->meas};
+        }
+    if (st == WPK_OK && (!fits_one || G->ng == TUNE_REMEASURE_MAX)) {
+        group_finals_free(G);
+        return finish_with_group(J, order, n, t);
+    }
+    if (st == WPK_OK && G->nitems == 0) {
+        group_finals_done(G);
+        return J->db_status;
+    }
+    if (st == WPK_OK)
+        st = rn->remeasure(rn->self, items, G->nitems, FINAL_ROUNDS, on_group_final,
+                           group_finals_done, G);
+    if (st) group_finals_free(G);
     return st;
 }
 
@@ -818,15 +908,27 @@ static wpk_status schedule(job *J) {
     for (int i = 0; i < J->n; i++) order[i] = &J->ts[i];
     qsort(order, (size_t)J->n, sizeof *order, by_weight);
     wpk_status st = WPK_OK;
+    const bool ahead = runs_ahead(J);
+    int pending = -1;
     if (J->opt->time_s <= 0) {
         /* a trial budget per task: the heaviest first, each to its end */
         for (int i = 0; st == WPK_OK && i < J->n; i++) {
             tstate *t = order[i];
-            st = step(J, t, INT64_MAX);
-            /* the last of its group: the group's finals */
-            if (st == WPK_OK && ends_group(J, order, J->n, i))
+            st = step(J, t, INT64_MAX, ahead);
+            if (st || !ends_group(J, order, J->n, i)) continue;
+            /* the last of its group: the group's finals; with a runner that runs ahead, those
+               of the group before it (whose tail has come in while this one ran) */
+            if (!ahead) {
                 st = finish_with_group(J, order, i + 1, t);
+            } else {
+                if (pending >= 0) st = finish_group_async(J, order, pending + 1, order[pending]);
+                pending = i;
+            }
         }
+        if (st == WPK_OK && pending >= 0)
+            st = finish_group_async(J, order, pending + 1, order[pending]);
+        if (st == WPK_OK && ahead) st = J->opt->runner->settle(J->opt->runner->self, -1);
+        if (st == WPK_OK) st = J->db_status;
         wpk_free(order);
         return st;
     }
@@ -836,7 +938,8 @@ static wpk_status schedule(job *J) {
     const double end = J->start + J->opt->time_s;
     for (int r = 0; r < 2; r++)
         for (int i = 0; st == WPK_OK && i < J->n; i++)
-            if (fits(J, order[i], end)) st = step(J, order[i], r == 0 ? 1 : J->opt->batch);
+            if (fits(J, order[i], end))
+                st = step(J, order[i], r == 0 ? 1 : J->opt->batch, ahead);
     while (st == WPK_OK) {
         tstate *best = NULL;
         double g = 0;
@@ -845,10 +948,16 @@ static wpk_status schedule(job *J) {
             if (e >= 0 && (!best || e > g)) best = order[i], g = e;
         }
         if (!best || !fits(J, best, end)) break;
-        st = step(J, best, J->opt->batch);
+        /* with a runner that runs ahead, a task's last results may still be out: its gain
+           is judged on what is in */
+        st = step(J, best, J->opt->batch, ahead);
     }
     for (int i = 0; st == WPK_OK && i < J->n; i++)
-        if (ends_group(J, order, J->n, i)) st = finish_with_group(J, order, i + 1, order[i]);
+        if (ends_group(J, order, J->n, i))
+            st = ahead ? finish_group_async(J, order, i + 1, order[i])
+                       : finish_with_group(J, order, i + 1, order[i]);
+    if (st == WPK_OK && ahead) st = J->opt->runner->settle(J->opt->runner->self, -1);
+    if (st == WPK_OK) st = J->db_status;
     wpk_free(order);
     return st;
 }

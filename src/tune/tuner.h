@@ -25,6 +25,14 @@ typedef struct tune_progress {
     bool done;                /* the task's last report (after its re-measurement) */
 } tune_progress;
 
+/* One config to re-measure: task index, its config, this process's measurer of the task. */
+#define TUNE_REMEASURE_MAX 32
+typedef struct tune_remeasure_item {
+    int task;
+    tune_config cfg;
+    tune_measurer *local;
+} tune_remeasure_item;
+
 /* Where a task's candidates are built and measured. Without one (tune_options.runner NULL)
  * this process measures them with the task's measurer; a runner over several processes
  * (tune/fleet.h) measures some here through `local` and hands the others out. */
@@ -36,6 +44,20 @@ typedef struct tune_runner {
     wpk_status (*stream)(void *self, int task, tune_measurer *local, tune_propose_fn propose,
                          void *propose_user, tune_measure_fn fn, void *user);
     void *self;
+    /* Optional, all three or none (then stream waits for every result and the tuner
+     * re-measures finalists itself). With them stream returns once propose gives none and
+     * `local` is idle: the results of candidates out elsewhere reach fn later, from inside a
+     * later call of this runner, so the next task starts while the last one's tail runs. */
+    /* Re-measure items[0..n) (n <= TUNE_REMEASURE_MAX) alone, `rounds` rounds in one process,
+     * every other round in reverse order; items is copied. fn hears each item's result of each
+     * round (i: its index in items), all together, then done(user); a process lost on the way
+     * loses its partial results and the job is done again elsewhere. Returns at once. */
+    wpk_status (*remeasure)(void *self, const tune_remeasure_item *items, int n,
+                            int rounds, tune_measure_fn fn, void (*done)(void *user),
+                            void *user);
+    /* Waits until every candidate of task (< 0: of every task) handed out has its result
+     * and, for task < 0, every re-measurement is done. */
+    wpk_status (*settle)(void *self, int task);
 } tune_runner;
 
 typedef struct tune_options {

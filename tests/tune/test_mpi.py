@@ -14,6 +14,8 @@ A three-task model (a 3x3 conv with ReLU, a max pool, a Gemm) is tuned with --tr
             lease; its candidates are measured by the others, none recorded twice
   dead      a rank killed with SIGKILL (with Open MPI's orte_abort_on_non_zero_status 0, so
             the job outlives it): the same
+  hungfinal the first rank handed finalists to re-measure is stopped with SIGSTOP: the
+            re-measurement is done again elsewhere, each workload's finals stored once
   kill0     rank 0 killed with SIGKILL mid-run: the database passes SQLite's integrity check
             and holds no duplicate; the same command resumes and completes the job
     test_mpi.py --wpk PATH [--trials N] [--only NAME,...]
@@ -21,6 +23,7 @@ Exit 0 when every check passes, 1 otherwise, 77 (skipped) without mpirun or an M
 """
 import argparse
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -133,15 +136,20 @@ def run(cmd, env, timeout=240):
     return p.returncode, p.stdout.decode(errors="replace")
 
 
-def run_and_signal(cmd, env, db, at_records, rank, sig, timeout=240):
-    """Start cmd; once db holds at_records records, send sig to `rank`; wait for the end.
-    Returns (returncode, output, signalled)."""
+def run_and_signal(cmd, env, db, at_records, rank, sig, timeout=240, at_line=None):
+    """Start cmd; once db holds at_records records (or, with at_line, a regex with the rank
+    as its group, once the output has a line it matches), send sig to `rank` (the matched
+    rank); wait for the end. Returns (returncode, output, signalled)."""
     log = tempfile.TemporaryFile()
     p = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.time() + timeout
     signalled = False
     while time.time() < deadline and p.poll() is None:
-        if not signalled and count(db) >= at_records:
+        if at_line and not signalled:
+            log.seek(0)
+            m = re.search(at_line, log.read().decode(errors="replace"))
+            rank = int(m.group(1)) if m else None
+        if not signalled and rank is not None and count(db) >= at_records:
             pids = rank_pids(p.pid)
             if rank in pids:
                 os.kill(pids[rank], sig)
@@ -160,7 +168,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--wpk", required=True)
     ap.add_argument("--trials", type=int, default=8)
-    ap.add_argument("--only", default="same,models,other,hung,dead,kill0")
+    ap.add_argument("--only", default="same,models,other,hung,dead,kill0,hungfinal")
     args = ap.parse_args()
     mpirun = shutil.which("mpirun")
     if not mpirun:
@@ -238,6 +246,26 @@ def main():
             print(out[-3000:])
         chk.check("tasks," in out and "trials measured" in out, f"{name}: the job finished")
         complete(chk, db, tasks, n, name)
+
+    if "hungfinal" in only:
+        db = os.path.join(tmp, "hungfinal.db")
+        cmd = [mpirun, "--mca", "orte_abort_on_non_zero_status", "0", "-n", "3", *base,
+               "--mpi", "--lease", "4", "--db", db, "-v"]
+        rc, out, signalled = run_and_signal(cmd, env, db, 0, None, signal.SIGSTOP,
+                                            at_line=r"rank ([12]): re-measuring")
+        chk.check(signalled, "hungfinal: a rank was stopped once handed finalists")
+        if not chk.check(re.search(r"rank [12] .* left out, its \d+ candidates? and a "
+                                   r"re-measurement handed out again", out) is not None,
+                         "hungfinal: rank 0 leaves it out and hands its re-measurement out"):
+            print(out[-3000:])
+        chk.check("trials measured" in out, "hungfinal: the job finished")
+        complete(chk, db, tasks, n, "hungfinal")
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        rounds = con.execute("SELECT workload, COUNT(DISTINCT round), COUNT(*), "
+                             "COUNT(DISTINCT config) FROM finals GROUP BY workload").fetchall()
+        con.close()
+        chk.check(len(rounds) == tasks and all(r[1] == 1 and r[2] == r[3] for r in rounds),
+                  f"hungfinal: each workload's finals stored once: {rounds}")
 
     if "kill0" in only:
         db = os.path.join(tmp, "kill0.db")
