@@ -262,13 +262,13 @@ static const kernel_provider *untuned_gemm_library(const ir_node *n, ir_tensor *
 }
 
 /* Without records, a convolution of a batch of UNTUNED_CONV_LIBRARY_MIN_BATCH images or more
- * runs on oneDNN where the build has it. Its JIT kernels block the batch itself, and their lead
- * grows with it, while the template's default tile is one image's. Whole models untuned on an
- * AVX-512 machine, 1 thread, CPU time per image, template -> oneDNN: at batch 8 ResNet-50
- * 42 -> 34 ms, MobileNetV2 4.9 -> 3.9, SqueezeNet 1.1 4.9 -> 3.5, ResNet-18 16.0 -> 15.0; at
- * batch 4 all four are faster on oneDNN (ResNet-18 by 3%); at batch 2 ResNet-18 is 7% slower
- * on it, at batch 1 ResNet-18 and -50 11-20% (where the lighter two gain 7-12%). Its executions allocate a few small blocks (its argument map), which the
- * plans of such batches accept; batch-1 plans stay allocation-free. */
+ * runs on oneDNN where the build has it: its kernels gain on the template's defaults as the
+ * batch grows. Whole models untuned on an AVX-512 machine, 1 thread, CPU time per image,
+ * template -> oneDNN: at batch 8 ResNet-50 42 -> 34 ms, MobileNetV2 4.9 -> 3.9, SqueezeNet 1.1
+ * 4.9 -> 3.5, ResNet-18 16.0 -> 15.0; at batch 4 all four are faster on oneDNN (ResNet-18 by
+ * 3%); at batch 2 ResNet-18 is 7% slower on it, at batch 1 ResNet-18 and -50 by 11-20% (the
+ * lighter two gain 7-12% there, but batch-1 plans must not allocate). oneDNN's executions
+ * allocate a few small blocks (its argument map), which plans of such batches accept. */
 #define UNTUNED_CONV_LIBRARY_MIN_BATCH 4
 
 static const kernel_provider *untuned_conv_library(const ir_node *n, ir_tensor *const *in,
