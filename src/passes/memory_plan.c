@@ -1,5 +1,6 @@
 /* memory_plan.c -- activation memory planning: liveness over the execution order, buffer sharing
- * (in-place ops, views), and best-fit placement of the buffers in one workspace. */
+ * (in-place ops, views, concat inputs in their slice of the output), and best-fit placement of
+ * the buffers in one workspace. */
 #include "passes/memory_plan.h"
 
 #include <stdlib.h>
@@ -29,6 +30,7 @@ static bool is_view(const ir_node *n) {
 
 /* What the planner tracks per buffer while it decides sharing (indexed by the root value). */
 typedef struct group {
+    int first;    /* step that defines its first member */
     int last;     /* last step any member is read */
     bool pinned;  /* holds a graph input or output: never written over */
     int slot;     /* index of its slot once placement starts */
@@ -90,16 +92,72 @@ static bool can_overwrite(const ir_graph *g, const memory_plan *p, const group *
     return true;
 }
 
+/* The bytes before input i's part of Concat node n's output (whose dims y are), when every
+ * input's part is one contiguous run of the output (nothing but ones before the axis) at a
+ * multiple of MEMORY_PLAN_ALIGN; -1 otherwise. */
+static int64_t concat_slice(const ir_graph *g, const ir_node *n, const ir_tensor *y, int i) {
+    const ir_attr *a = ir_attr_find(n, "axis");
+    int64_t axis = a ? a->i : 1;
+    if (axis < 0) axis += y->ndim;
+    if (axis < 0 || axis >= y->ndim) return -1;
+    for (int d = 0; d < axis; d++)
+        if (y->dims[d] != 1) return -1;
+    int64_t at = 0;
+    for (int j = 0; j < i; j++) at += (int64_t)ir_nbytes(&g->values[n->in[j]].t);
+    return at % MEMORY_PLAN_ALIGN == 0 ? at : -1;
+}
+
+/* Whether value x, input of Concat node k, can be written by its producer straight into its
+ * part of the output: x heads a buffer of its own that nothing else shares, is neither a
+ * graph input, output nor constant, is read by node k alone, and once only. */
+static bool concat_input_alone(const ir_graph *g, const memory_plan *p, const group *grp, int k,
+                               int x) {
+    if (x < 0 || g->values[x].is_const || p->root[x] != x || grp[x].pinned ||
+        g->values[x].producer < 0 || p->last[x] != k)
+        return false;
+    for (int v = 0; v < g->nvalues; v++)
+        if (v != x && p->root[v] == x) return false;
+    int reads = 0;
+    for (int j = 0; j < g->nnodes; j++)
+        for (int i = 0; i < g->nodes[j].nin; i++) reads += g->nodes[j].in[i] == x;
+    return reads == 1;
+}
+
+/* Concat node k without a copy: each input that can be joins the output's buffer at its slice
+ * (at[] its byte offset there), so its producer writes it in place and the concat finds its
+ * bytes where they belong (op_concat_ref then copies nothing). All inputs or none: a partial
+ * join would save less than it complicates. */
+static void share_concat(const ir_graph *g, memory_plan *p, group *grp, int64_t *at, int k) {
+    const ir_node *n = &g->nodes[k];
+    int y = n->out[0];
+    if (n->nout != 1 || y < 0 || p->root[y] != y || n->nin < 2) return;
+    for (int i = 0; i < n->nin; i++)
+        if (!concat_input_alone(g, p, grp, k, n->in[i]) ||
+            concat_slice(g, n, &g->values[y].t, i) < 0)
+            return;
+    for (int i = 0; i < n->nin; i++) {
+        int x = n->in[i];
+        p->root[x] = y;
+        at[x] = concat_slice(g, n, &g->values[y].t, i);
+        if (grp[x].first < grp[y].first) grp[y].first = grp[x].first;
+    }
+    p->concat_inputs += n->nin;
+}
+
 /* Decides which values share a buffer, in execution order, so that a group's members are all
  * known when a later node asks whether the group is dead. */
-static void share(const ir_graph *g, memory_plan *p, group *grp) {
+static void share(const ir_graph *g, memory_plan *p, group *grp, int64_t *at) {
     for (int v = 0; v < g->nvalues; v++)
-        if (p->root[v] == v) grp[v] = (group){.last = p->last[v],
+        if (p->root[v] == v) grp[v] = (group){.first = p->first[v], .last = p->last[v],
                                               .pinned = g->values[v].is_input ||
                                                         ir_graph_is_output(g, v)};
     for (int k = 0; k < g->nnodes; k++) {
         const ir_node *n = &g->nodes[k];
         if (n->nin < 1 || n->nout < 1 || n->in[0] < 0 || n->out[0] < 0) continue;
+        if (n->op == IR_OP_CONCAT) {
+            share_concat(g, p, grp, at, k);
+            continue;
+        }
         int x = n->in[0], y = n->out[0];
         int r = g->values[x].is_const ? x : p->root[x];
         bool join = false;
@@ -205,10 +263,12 @@ wpk_status memory_plan_build(wpk_context *ctx, const ir_graph *g, memory_plan *p
     p->last = wpk_malloc(nv * sizeof *p->last);
     p->bytes = wpk_calloc(nv, sizeof *p->bytes);
     group *grp = wpk_calloc(nv, sizeof *grp);
+    int64_t *at = wpk_calloc(nv, sizeof *at); /* a value's bytes after its buffer's start */
     slot *slots = wpk_calloc(nv, sizeof *slots);
     const slot **live = wpk_calloc(nv, sizeof *live);
     wpk_status st = WPK_OK;
-    if (!p->offset || !p->root || !p->first || !p->last || !p->bytes || !grp || !slots || !live) {
+    if (!p->offset || !p->root || !p->first || !p->last || !p->bytes || !grp || !at || !slots ||
+        !live) {
         st = wpk_error(ctx, WPK_ERR_NOMEM, "out of memory planning activation memory");
         goto out;
     }
@@ -218,12 +278,12 @@ wpk_status memory_plan_build(wpk_context *ctx, const ir_graph *g, memory_plan *p
     }
     st = liveness(ctx, g, p);
     if (st) goto out;
-    share(g, p, grp);
+    share(g, p, grp, at);
 
     int n = 0;
     for (int v = 0; v < g->nvalues; v++)
         if (p->root[v] == v) {
-            slots[n] = (slot){.root = v, .lo = p->first[v], .hi = grp[v].last};
+            slots[n] = (slot){.root = v, .lo = grp[v].first, .hi = grp[v].last};
             grp[v].slot = n++;
         }
     for (int v = 0; v < g->nvalues; v++) {
@@ -245,9 +305,10 @@ wpk_status memory_plan_build(wpk_context *ctx, const ir_graph *g, memory_plan *p
     }
     for (int v = 0; v < g->nvalues; v++) {
         int r = p->root[v];
-        if (r >= 0 && r != v && !g->values[r].is_const) p->offset[v] = p->offset[r];
+        if (r >= 0 && r != v && !g->values[r].is_const) p->offset[v] = p->offset[r] + at[v];
     }
 out:
+    wpk_free(at);
     wpk_free(grp);
     wpk_free(slots);
     wpk_free(live);

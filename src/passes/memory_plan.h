@@ -27,6 +27,8 @@ typedef struct memory_plan {
     size_t unplanned; /* the sum of every activation's size: one buffer per tensor, no reuse */
     int inplace;      /* nodes writing their output over their first input's buffer */
     int views;        /* nodes (Reshape, Flatten, ...) whose output aliases their input, no copy */
+    int concat_inputs; /* Concat inputs written by their producers into their slice of the
+                          output, which the Concat then does not copy */
 } memory_plan;
 
 /* Plan g's activation memory. g's nodes must be in execution order and every activation's dtype
@@ -36,7 +38,11 @@ typedef struct memory_plan {
  *  - an op marked in-place in ops.def writes over its first input's buffer when every value
  *    sharing that buffer is last read at this node, none is a graph input or output, the input
  *    has as many elements as the output (so broadcasting maps element i to element i) of the
- *    same size, and no other input of the node is a different value on that buffer.
+ *    same size, and no other input of the node is a different value on that buffer;
+ *  - the inputs of a Concat whose parts of the output are contiguous (ones before the axis:
+ *    batch 1 on the channel axis) at aligned offsets lie in their slice of its output buffer
+ *    when each is read by the Concat alone and shares no buffer: root is the output, offset
+ *    the output's plus the slice's; a group lives from its first member's step.
  * Buffers are then placed greedily, each in the smallest gap between the buffers already placed
  * whose lifetimes overlap its own (best fit), or above them all when no gap is big enough; this
  * runs in three orders (largest first, longest-lived first, largest size x lifetime first) and

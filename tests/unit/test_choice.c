@@ -1,8 +1,8 @@
 /* test_choice.c -- per-node implementation choice from tuning records, and the per-node profile:
  * a temporary records database with hand-written records; the faster candidate (another
  * template, or another config of the same one) wins and the profile says "tuned"; no records
- * gives "default"; the tuner's finals outrank the trials' medians, and decide between
- * implementations when every one with records has them;
+ * gives "default" (at batch 4 on oneDNN where built in); the tuner's finals outrank the
+ * trials' medians, and decide between implementations when every one with records has them;
  * at batch 3 with records of batch 1 only, those ("tuned-b1"; Winograd's kernel then runs image
  * by image); forced providers; a record whose config no longer fits is skipped with a
  * warning naming the node and the config; outputs equal the reference backend's. Kernels are
@@ -198,6 +198,27 @@ int main(void) {
     CHECK(run(ctx, &sp, impl, sizeof impl, source, provider, y, NY) == WPK_OK);
     CHECK(!strcmp(source, "default") && !strcmp(provider, "generated"));
     CHECK(strstr(impl, c.task[0].tmpl->name) == impl && strstr(impl, c.def[0]));
+
+    /* no records at batch 4: the conv runs on oneDNN where it is built in (choice.c's rule for
+       batches of images), its output the reference backend's */
+    {
+        enum { B = 4 };
+        float ref4[B * NY], y4[B * NY];
+        wpk_session_params rp = wpk_session_default_params();
+        rp.profile = 1;
+        batch = B;
+        CHECK(run(ctx, &rp, impl, sizeof impl, source, provider, ref4, NY) == WPK_OK);
+        CHECK(run(ctx, &sp, impl, sizeof impl, source, provider, y4, NY) == WPK_OK);
+        CHECK(!strcmp(source, "default"));
+#ifdef WPK_HAVE_ONEDNN
+        CHECK(!strcmp(provider, "onednn"));
+#else
+        CHECK(!strcmp(provider, "generated"));
+#endif
+        CHECK(close_to(y4, ref4, B * NY));
+        printf("batch %d, no records: %s (%s)\n", B, provider, impl);
+        batch = 1;
+    }
     CHECK(close_to(y, ref, NY));
 
     /* an explicit database that does not exist is an error, not a silent default */
