@@ -3,10 +3,11 @@
  * neighbour is accepted with probability exp(-(log t_new - log t_cur) / T).
  *
  * The chains start where good configs are known: the start config (the template's default)
- * and the fastest configs of other workloads (prior_configs), so the first proposals are that
- * config's one-knob neighbours, not random configs. Energies are log-seconds; the temperature
+ * and the fastest configs of other workloads (prior_configs, proposed first themselves), so
+ * the first proposals are those configs and their one-knob neighbours, not random configs. Energies are log-seconds; the temperature
  * comes from the spread of the uphill steps seen so far (their median, so an uphill step of
- * typical size is accepted with p ~ exp(-1/T_SCALE) at first), cooled geometrically over the
+ * typical size is accepted with p ~ exp(-1/T_SCALE) = 0.02 at first: the chains stay near
+ * good configs, as the strategies bar asks of a search with a good start), cooled geometrically over the
  * budget. A chain whose one-knob neighbourhood is all measured tries two-knob moves, then
  * restarts at the best config found so far or, every other time, at a random one. */
 #include <math.h>
@@ -17,7 +18,7 @@
 #include "base/context.h"
 #include "tune/strategy_impl.h"
 
-#define T_SCALE 0.5         /* the starting T, in units of the typical uphill step */
+#define T_SCALE 0.25        /* the starting T, in units of the typical uphill step */
 #define T_COOL 0.02         /* T at the end of the budget over T at the start */
 #define T_UNKNOWN 0.05      /* before any uphill step was seen: a 5% slower move, p ~ 0.37 */
 #define P_ADJACENT 0.75
@@ -30,6 +31,7 @@ typedef struct chain {
     double energy;  /* log seconds of cur, valid when known */
     bool has_cur;   /* cur is where the chain stands (its energy may not be known yet) */
     bool known;     /* cur's result has been told */
+    bool propose_cur; /* cur is another workload's config, not measured here yet: propose it */
 } chain;
 
 typedef struct pending {
@@ -69,6 +71,7 @@ static wpk_status anneal_init(tune_strategy *s) {
         if (!tune_strategy_legal(s, seed)) continue;
         a->chains[i].cur = *seed;
         a->chains[i].has_cur = true;
+        a->chains[i].propose_cur = !(s->params.has_start && k == 0);
     }
     return WPK_OK;
 }
@@ -128,6 +131,14 @@ static bool restart(tune_strategy *s, anneal_state *a, chain *ch, tune_config *c
 /* The next config chain ch should measure; false when the space is exhausted. */
 static bool move(tune_strategy *s, anneal_state *a, chain *ch, tune_config *c) {
     learn_energy(s, ch);
+    if (ch->propose_cur) {
+        ch->propose_cur = false;
+        *c = ch->cur;
+        if (tune_strategy_fresh(s, c)) {
+            ch->has_cur = false; /* its result makes it the chain's state */
+            return true;
+        }
+    }
     if (ch->has_cur) {
         for (int t = 0; t < NEIGHBOUR_TRIES; t++) {
             *c = ch->cur;

@@ -647,6 +647,18 @@ static void test_ga_prior_configs(wpk_context *ctx) {
         CHECK(!memcmp(&c[0], &prior[0], sizeof c[0]) && !memcmp(&c[1], &prior[1], sizeof c[1]));
         tune_strategy_free(st);
     }
+    /* rl proposes them first too; anneal starts a chain at each (proposing it first) */
+    for (int m = 0; m < 2; m++) {
+        tune_strategy *st = tune_strategy_create(ctx, m ? "anneal" : "rl", &s, &p);
+        tune_config c[8];
+        int k = st ? tune_strategy_propose(st, c, 8) : 0, found = 0;
+        CHECK(k == 8);
+        if (!m) CHECK(!memcmp(&c[0], &prior[0], sizeof c[0]) &&
+                      !memcmp(&c[1], &prior[1], sizeof c[1]));
+        for (int i = 0; m && i < k; i++) found += !memcmp(&c[i], &prior[1], sizeof c[i]);
+        if (m) CHECK(found == 1);
+        tune_strategy_free(st);
+    }
     p.featurize = NULL;
     p.has_start = false;
     const double with = ga_mean_trials(ctx, &s, p, best);
