@@ -209,7 +209,7 @@ wpk_status tune_rl_policy_save(wpk_context *ctx, const tune_rl_policy *p, const 
     for (int k = 0; k < p->n; k++) {
         const entry *e = &p->e[k];
         fprintf(f, "%016llx %s %lld", (unsigned long long)e->space, e->knob, (long long)e->value);
-        for (int i = 0; i < TUNE_RL_INPUTS; i++) fprintf(f, " %.9g", e->w[i]);
+        for (int i = 0; i < TUNE_RL_INPUTS; i++) fprintf(f, " %.17g", e->w[i]);
         fputc('\n', f);
     }
     bool ok = !ferror(f);

@@ -25,6 +25,7 @@
 #define NEIGHBOUR_TRIES 48
 #define DEFAULT_BUDGET 1000
 #define MAX_STEPS 64        /* uphill steps kept for the spread */
+#define MAX_CHAINS 8
 
 typedef struct chain {
     tune_config cur;
@@ -52,26 +53,33 @@ static wpk_status anneal_init(tune_strategy *s) {
     anneal_state *a = wpk_calloc(1, sizeof *a);
     if (!a) return wpk_error(s->ctx, WPK_ERR_NOMEM, "tune strategy 'anneal': out of memory");
     s->impl = a;
-    /* a chain per 128 trials of the budget, 2..8: enough to fill part of a batch and to hedge
-     * against a poor basin, few enough that each walks far from a good start */
+    /* a chain per 128 trials of the budget, 2..MAX_CHAINS: enough to fill part of a batch and
+     * to hedge against a poor basin, few enough that each walks far from a good start */
     int64_t n = s->params.budget > 0 ? s->params.budget / 128 : 4;
-    a->nchains = (int)(n < 2 ? 2 : n > 8 ? 8 : n);
+    /* the seeds: the start, then other workloads' fastest configs (a chain for each, up to
+       MAX_CHAINS), round-robin over the chains */
+    const tune_config *seeds[MAX_CHAINS];
+    int nseeds = 0;
+    for (int i = -1; i < s->params.prior_config_count && nseeds < MAX_CHAINS; i++) {
+        if (i < 0 && !s->params.has_start) continue;
+        const tune_config *c = i < 0 ? &s->params.start : &s->params.prior_configs[i];
+        bool dup = !tune_strategy_legal(s, c);
+        for (int j = 0; j < nseeds && !dup; j++) dup = tune_config_equal(s->space, seeds[j], c);
+        if (!dup) seeds[nseeds++] = c;
+    }
+    if (n < nseeds) n = nseeds;
+    a->nchains = (int)(n < 2 ? 2 : n > MAX_CHAINS ? MAX_CHAINS : n);
     a->chains = wpk_calloc((size_t)a->nchains, sizeof *a->chains);
     if (!a->chains) {
         wpk_free(a);
         return wpk_error(s->ctx, WPK_ERR_NOMEM, "tune strategy 'anneal': out of memory");
     }
-    /* the seeds: the start, then other workloads' fastest configs, round-robin over chains */
-    int nseeds = (s->params.has_start ? 1 : 0) + s->params.prior_config_count;
     for (int i = 0; i < a->nchains && nseeds > 0; i++) {
-        int k = i % nseeds;
-        const tune_config *seed = s->params.has_start
-                                      ? (k == 0 ? &s->params.start : &s->params.prior_configs[k - 1])
-                                      : &s->params.prior_configs[k];
-        if (!tune_strategy_legal(s, seed)) continue;
+        const tune_config *seed = seeds[i % nseeds];
         a->chains[i].cur = *seed;
         a->chains[i].has_cur = true;
-        a->chains[i].propose_cur = !(s->params.has_start && k == 0);
+        /* the start is measured by the tuner; another workload's config is proposed here */
+        a->chains[i].propose_cur = !(s->params.has_start && seed == &s->params.start);
     }
     return WPK_OK;
 }

@@ -122,8 +122,10 @@ typedef struct tune_summary {
  * a committed record as soon as it is final (at once when timed alone, the default; at the end
  * of its window when the measurer times beside builds), so a kill loses at most what was in
  * flight and never stores a config twice. With time_s the tasks share the budget by expected
- * gain: the time a task takes in the model (count x best time, i.e. its FLOP share over its
- * speed) times the improvement its recent trials suggest per second of tuning. At the end of a
+ * gain (task_gain.h), after one round that measures every task's default: the time a task
+ * takes in the model (count x best time, i.e. its FLOP share over its speed) times the
+ * improvement its recent trials suggest per second of tuning. With either budget a task stops
+ * once its gain flattens (opt->flat_trials, opt->flat_gain). At the end of a
  * workload (its primary task and its alternatives), the default and best few configs of each
  * are re-measured alone in shared rounds and stored as finals. When the tasks' weights (their
  * constant inputs times their counts) outgrow opt->measure.cold_bytes, every candidate is

@@ -60,6 +60,15 @@ static void test_pick(void) {
     F[2].v.flops = 2000000; /* 10 GFLOP/s assumed: 0.2 ms */
     v[0] = F[0].v, v[1] = F[2].v;
     CHECK(tune_task_pick(v, 2, 8) == 1);
+    /* young tasks (their default measured, little else) by their share of the latency: the
+       default's time x the nodes posing it */
+    fill(&F[0], 1, 3e-3, 3e-3, 1, 1);
+    fill(&F[1], 1, 1e-3, 1e-3, 1, 4);
+    fill(&F[2], 1, 1e-3, 1e-3, 1, 2);
+    v[0] = F[0].v, v[1] = F[1].v, v[2] = F[2].v;
+    CHECK(tune_task_pick(v, 3, 8) == 1);
+    v[1].done = true;
+    CHECK(tune_task_pick(v, 3, 8) == 0);
     /* a costly step lowers the gain in proportion */
     fill(&F[0], 64, 2e-3, 1e-3, 200, 1);
     fill(&F[1], 64, 2e-3, 1e-3, 200, 1);
