@@ -4,12 +4,12 @@
  *
  * The chains start where good configs are known: the start config (the template's default)
  * and the fastest configs of other workloads (prior_configs, proposed first themselves), so
- * the first proposals are those configs and their one-knob neighbours, not random configs. Energies are log-seconds; the temperature
- * comes from the spread of the uphill steps seen so far (their median, so an uphill step of
- * typical size is accepted with p ~ exp(-1/T_SCALE) = 0.02 at first: the chains stay near
- * good configs, as the strategies bar asks of a search with a good start), cooled geometrically over the
- * budget. A chain whose one-knob neighbourhood is all measured tries two-knob moves, then
- * restarts at the best config found so far or, every other time, at a random one. */
+ * the first proposals are those configs and their one-knob neighbours, not random configs.
+ * Energies are log-seconds; the temperature comes from the spread of the uphill steps seen so
+ * far (their median: an uphill step of typical size is accepted with p ~ exp(-1/T_SCALE) =
+ * 0.02 at first, so the chains stay near good configs), cooled geometrically over the budget.
+ * A chain whose one-knob neighbourhood is all measured tries two-knob moves, then restarts at
+ * the best config found so far or, every other time, at a random one. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -15,8 +15,9 @@ static double best_of(const tune_curve_point *curve, int n) {
 double tune_task_gain(const tune_task_view *t, int batch) {
     if (t->done) return -1;
     if (batch < 1) batch = 1;
+    /* unmeasured: 10 GFLOP/s */
     const double model_s = t->best_s > 0 ? t->count * t->best_s
-                                         : (double)t->count * (double)t->flops / 10e9; /* 10 GFLOP/s */
+                                         : (double)t->count * (double)t->flops / 10e9;
     const int n = t->ncurve;
     double room;
     if (n < TUNE_YOUNG_TRIALS) {
