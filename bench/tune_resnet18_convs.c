@@ -278,6 +278,7 @@ static tune_options tuner_options(const char *strategy, int64_t trials) {
     t.trials = trials;
     t.seed = 7;
     t.measure.clock = TUNE_CLOCK_CPU;
+    t.flat_trials = 0; /* every run its full trials: the curves compare proposals to the bar */
     return t;
 }
 
@@ -496,6 +497,9 @@ static void temp_db(char *path, size_t cap, const char *tag) {
     snprintf(side, sizeof side, "%s-wal", path);
     unlink(side);
     snprintf(side, sizeof side, "%s-shm", path);
+    unlink(side);
+    /* rl's policy, saved next to the database: each run starts from a fresh one too */
+    snprintf(side, sizeof side, "%s.rl-policy", path);
     unlink(side);
 }
 
@@ -728,7 +732,7 @@ static void strategies_tune(const opts *o, wpk_context *ctx, strat_job *J) {
                 run_path(c, run, ts, &L, to.top, !strcmp(J->names[s], "random"));
                 free(L.cfg), free(L.st), free(L.med);
                 tune_db_close(db);
-                unlink(path);
+                temp_db(path, sizeof path, tag); /* the database, its journal, rl's policy */
                 fresh_cache(cache, sizeof cache, tag); /* empty it again: disk */
                 rmdir(cache);
                 fprintf(stderr, "%s %s seed %d: %lld trials in %.0f s, %d configs to re-time\n",

@@ -36,6 +36,8 @@ static const char USAGE[] =
     "                 measures nothing\n"
     "  --time T       time budget for the whole model (90, 30s, 10m, 1h), spread over the\n"
     "                 tasks by expected gain\n"
+    "  --flat N       stop a task once its best improved by less than 1% over its last N\n"
+    "                 trials (default 48; 0: never), with --trials or --time\n"
     "  --db FILE      records database (default: $WPK_CACHE_DIR, $XDG_CACHE_HOME/wpk or\n"
     "                 ~/.cache/wpk, file records.db)\n"
     "  --parallel     build workers (auto: chosen and adjusted while tuning; measurements run\n"
@@ -143,6 +145,9 @@ static void on_progress(void *user, const tune_progress *p) {
     printf("\r\033[K[%d/%d] %.48s%s  trials %s  best %.1f GFLOP/s%s", p->task + 1, p->ntasks,
            p->key, strlen(p->key) > 48 ? "..." : "", trials, p->best_gflops, speed);
     if (p->failed) printf("  %lld failed", (long long)p->failed);
+    if (p->flattened)
+        printf("  flat: best %+.1f%% in its last %d trials (< 1%%), stopped", 100 * p->flat_gain,
+               p->flat_trials);
     printf("  ETA %s", eta);
     if (p->done) {
         fputs("\n", stdout);
@@ -180,7 +185,8 @@ static void on_fleet_progress(void *user, const tune_progress *p) {
 
 /* ---- the summary ---- */
 
-static void print_summary(const tune_summary *s, const tune_taskset *ts, const char *clock) {
+static void print_summary(const tune_summary *s, const tune_taskset *ts, const char *clock,
+                          const tune_options *o) {
     char took[32];
     duration(s->seconds, took, sizeof took);
     printf("\nstrategy %s: %d task%s, %lld trial%s measured in %s (build workers %d, "
@@ -257,6 +263,9 @@ static void print_summary(const tune_summary *s, const tune_taskset *ts, const c
                    (long long)t->by_status[TUNE_COMPILE_ERROR], (long long)t->by_status[TUNE_TIMEOUT],
                    (long long)t->by_status[TUNE_CRASH], (long long)t->by_status[TUNE_WRONG_RESULT]);
         if (t->converged) printf("%sthe strategy converged", t->best_config[0] || bad ? "; " : "");
+        if (t->flattened)
+            printf("; stopped early: its best improved %.1f%% over its last %d trials (< %.0f%%)",
+                   100 * t->flat_gain, o->flat_trials, 100 * o->flat_gain);
         printf("\n");
     }
 }
@@ -324,6 +333,11 @@ int cmd_tune(int argc, char **argv) {
             if (!val || !parse_long(val, 0, INT64_MAX, &n))
                 return usage_fail("--seed needs a non-negative number, not '%s'", val ? val : "");
             o.seed = (uint64_t)n, i++;
+        } else if (!strcmp(a, "--flat")) {
+            if (!val || !parse_long(val, 0, 1000000, &n))
+                return usage_fail("--flat needs a number of trials (0: never stop early), not "
+                                  "'%s'", val ? val : "");
+            o.flat_trials = (int)n, i++;
         } else if (!strcmp(a, "--batch")) {
             if (!val || !parse_long(val, 1, TUNE_MAX_BATCH, &n))
                 return usage_fail("--batch needs a number from 1 to 64, not '%s'", val ? val : "");
@@ -479,7 +493,7 @@ int cmd_tune(int argc, char **argv) {
         /* what was done is worth showing even when the job stopped on an error */
         if (sum.ntasks)
             print_summary(&sum, &ts, o.measure.clock == TUNE_CLOCK_CPU
-                                         ? "the busiest thread's CPU time" : "wall time");
+                                         ? "the busiest thread's CPU time" : "wall time", &o);
         if (report && sum.ntasks) {
             wpk_status rs = tune_report_write(ctx, report, &sum);
             if (rs == WPK_OK) printf("report: %s/curves_%s.csv, %s/curves.png\n", report,

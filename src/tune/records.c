@@ -588,6 +588,10 @@ void tune_db_close(tune_db *db) {
     wpk_free(db);
 }
 
+const char *tune_db_path(const tune_db *db) {
+    return db->path;
+}
+
 /* ---- appends and queries ---- */
 
 static wpk_status insert(tune_db *db, const tune_record *r, const char *samples) {

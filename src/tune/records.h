@@ -31,6 +31,8 @@ typedef struct tune_db tune_db;
  * One db per thread; separate processes may share the file (SQLite locking, busy timeout). */
 wpk_status tune_db_open(wpk_context *ctx, const char *path, tune_db **out);
 void tune_db_close(tune_db *db);
+/* The file db was opened at (the default location resolved); valid while db is open. */
+const char *tune_db_path(const tune_db *db);
 /* Append one record (a committed transaction). */
 wpk_status tune_db_add(tune_db *db, const tune_record *r);
 /* Records stored for (target, workload): total, and whether `config` is among them. */

@@ -52,6 +52,9 @@ typedef struct tune_strategy_params {
      * proposed first); "model", untrained, proposes such mutants for its first batch. */
     tune_config start;
     bool has_start;
+    /* "rl": the policy it samples from and trains (rl_policy.h), shared by the tasks of a job
+     * and saved between runs; borrowed, must outlive the strategy. NULL: a fresh one of its own */
+    struct tune_rl_policy *rl_policy;
 } tune_strategy_params;
 
 typedef struct tune_strategy tune_strategy;

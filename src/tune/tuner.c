@@ -12,13 +12,13 @@
 #include "base/context.h"
 #include "tune/features.h"
 #include "tune/finalists.h"
+#include "tune/rl_policy.h"
+#include "tune/task_gain.h"
 #include "base/target_fingerprint.h"
 
 /* Seconds a cached build of a candidate takes before anything is known (template, lowering,
  * emitting, a cache hit): the final re-measurements' share of a time budget counts it. */
 #define CACHED_BUILD_S 0.5
-/* Trials a task gets before its own progress says how much room it has. */
-#define YOUNG_TRIALS 16
 
 typedef struct tstate {
     const tune_model_task *mt;
@@ -67,6 +67,7 @@ typedef struct job {
     char toolchain[600];      /* for the records: compiler, flags, clock */
     int64_t measured;
     double run_s;             /* wall time of this run's run children, for estimates */
+    tune_rl_policy *policy;   /* "rl": shared by every task, saved at the end */
 } job;
 
 tune_options tune_default_options(void) {
@@ -76,6 +77,8 @@ tune_options tune_default_options(void) {
     o.seed = 1;
     o.batch = 8;
     o.top = 3;
+    o.flat_trials = 48;
+    o.flat_gain = 0.01;
     o.measure = tune_measure_default_params();
     return o;
 }
@@ -322,9 +325,14 @@ static bool on_prior_best(void *user, const tune_record *r) {
 }
 
 /* Each other workload's fastest config first, then their runners-up, into t->prior_cfgs for
- * the ga and model strategies (the model also learns from all of their records). */
+ * the ga, model, rl and anneal strategies (the model also learns from all of their records):
+ * proposed first, and ga's first generation and anneal's chains start from them. */
 static wpk_status load_prior_configs(job *J, tstate *t, tune_strategy_params *sp) {
-    if (strcmp(J->opt->strategy, "ga") && strcmp(J->opt->strategy, "model")) return WPK_OK;
+    static const char *const seeded[] = {"ga", "model", "rl", "anneal"};
+    bool wanted = false;
+    for (size_t i = 0; i < sizeof seeded / sizeof seeded[0]; i++)
+        wanted = wanted || !strcmp(J->opt->strategy, seeded[i]);
+    if (!wanted) return WPK_OK;
     prior_best *B = wpk_calloc(1, sizeof *B);
     if (!B) return wpk_error(J->ctx, WPK_ERR_NOMEM, "out of memory reading prior records");
     B->t = t;
@@ -377,6 +385,7 @@ static wpk_status task_setup(job *J, tstate *t) {
     sp.budget = J->opt->trials > 0 ? J->opt->trials : 1000;
     sp.start = t->def;
     sp.has_start = true;
+    sp.rl_policy = J->policy;
     if (featurizer_of(J, t)) {
         /* WPK_TUNE_FEATURES=knobs keeps the pruning but gives the model strategy the knob
            values instead of the loop features: for comparing the two */
@@ -442,7 +451,8 @@ static void report(job *J, tstate *t, bool done) {
         /* recorded medians while tuning; the re-measured pair once the task is done */
         .speedup = t->sum->default_s > 0 && t->sum->best_s > 0 ? t->sum->default_s / t->sum->best_s
                                                                : 0,
-        .eta_s = eta(J), .done = done};
+        .eta_s = eta(J), .done = done, .flattened = t->sum->flattened,
+        .flat_gain = t->sum->flat_gain, .flat_trials = J->opt->flat_trials};
     p.failed = t->sum->measured - t->sum->by_status[TUNE_OK];
     J->opt->progress(J->opt->progress_user, &p);
 }
@@ -495,7 +505,14 @@ static int give(void *user, tune_config *out, int max) {
     job *J = t->job;
     const char *target = target_fingerprint();
     int k = 0;
-    while (k < max && t->step_left > 0 && t->stored + t->ninflight < t->target &&
+    double gain;
+    if (!t->sum->flattened && tune_task_flat(t->sum->curve, t->sum->ncurve, J->opt->flat_trials,
+                                             J->opt->flat_gain, &gain)) {
+        t->sum->flattened = true; /* step() ends the task when the stream has drained */
+        t->sum->flat_gain = gain;
+    }
+    while (!t->sum->flattened && k < max && t->step_left > 0 &&
+           t->stored + t->ninflight < t->target &&
            t->ninflight < TUNE_MAX_BATCH && !J->db_status) {
         tune_config c;
         if (!t->default_given) {
@@ -572,6 +589,10 @@ static wpk_status step(job *J, tstate *t, int64_t share, bool ahead) {
     else if (st == WPK_OK) st = J->db_status;
     if (st) return st;
     if (t->stored >= t->target || t->sum->converged) t->done = true;
+    if (!t->done && t->sum->flattened) {
+        t->done = true;
+        report(J, t, false);
+    }
     return WPK_OK;
 }
 
@@ -846,35 +867,12 @@ static wpk_status finish_group_async(job *J, tstate *const *order, int n, tstate
 
 /* ---- the scheduler ---- */
 
-/* Expected model time saved per second of tuning if task t gets the next batch: the time it
- * takes in the model (count x best median: its FLOP share over its speed) times the relative
- * improvement per batch its recent trials show (optimistic while it is young), over the time
- * a batch of it costs. */
-static double expected_gain(const job *J, const tstate *t) {
-    if (t->done) return -1;
-    double model_s = t->have_best ? t->mt->count * t->best_s
-                                  : (double)t->mt->flops / 10e9; /* 10 GFLOP/s until measured */
-    const tune_task_summary *s = t->sum;
-    int n = s->ncurve;
-    double room;
-    if (n < YOUNG_TRIALS) {
-        room = 0.5;
-    } else {
-        /* best-so-far now against W trials ago */
-        int w = n / 4 > 2 * J->opt->batch ? n / 4 : 2 * J->opt->batch;
-        if (w > n - 1) w = n - 1;
-        double then = 0, now = 0;
-        for (int i = 0; i < n; i++) {
-            double m = s->curve[i].status == TUNE_OK ? s->curve[i].median : 0;
-            if (m > 0 && (now == 0 || m < now)) now = m;
-            if (i == n - 1 - w) then = now;
-        }
-        double rate = then > 0 && now > 0 ? (then - now) / then / w : 0;
-        double prior = 0.5 / n; /* never give up on a task altogether */
-        room = (rate > prior ? rate : prior) * J->opt->batch;
-    }
-    double cost = t->batches > 0 ? t->spent_s / t->batches : 1.0;
-    return model_s * room / (cost > 1e-3 ? cost : 1e-3);
+/* What the scheduler's arithmetic (task_gain.h) sees of t. */
+static tune_task_view view_of(const tstate *t) {
+    return (tune_task_view){.curve = t->sum->curve, .ncurve = t->sum->ncurve,
+                            .count = t->mt->count, .flops = t->mt->task.flops,
+                            .best_s = t->have_best ? t->best_s : 0, .spent_s = t->spent_s,
+                            .steps = t->batches, .done = t->done};
 }
 
 /* Whether one more step of t still ends before `end`, keeping time for the final
@@ -932,26 +930,25 @@ static wpk_status schedule(job *J) {
         wpk_free(order);
         return st;
     }
-    /* two rounds over every task, the heaviest first: its default, then a first batch (what
-       its room for improvement is estimated from); then by expected gain. A step starts only
+    /* a round over every task, the heaviest first: its default, which gives its time in the
+       model; then by expected gain, which takes a young task's room as large, so the next
+       batches go to the tasks with the largest share of the latency (not a batch to every
+       task: a model of 57 tasks would spend a third of 5 minutes on that). A step starts only
        when it should end before the budget, less what the final re-measurements will take. */
     const double end = J->start + J->opt->time_s;
-    for (int r = 0; r < 2; r++)
-        for (int i = 0; st == WPK_OK && i < J->n; i++)
-            if (fits(J, order[i], end))
-                st = step(J, order[i], r == 0 ? 1 : J->opt->batch, ahead);
+    for (int i = 0; st == WPK_OK && i < J->n; i++)
+        if (fits(J, order[i], end)) st = step(J, order[i], 1, ahead);
+    tune_task_view *views = wpk_calloc((size_t)J->n + 1, sizeof *views);
+    if (!views) st = wpk_error(J->ctx, WPK_ERR_NOMEM, "out of memory scheduling tasks");
     while (st == WPK_OK) {
-        tstate *best = NULL;
-        double g = 0;
-        for (int i = 0; i < J->n; i++) {
-            double e = expected_gain(J, order[i]);
-            if (e >= 0 && (!best || e > g)) best = order[i], g = e;
-        }
-        if (!best || !fits(J, best, end)) break;
+        for (int i = 0; i < J->n; i++) views[i] = view_of(order[i]);
+        int pick = tune_task_pick(views, J->n, J->opt->batch);
+        if (pick < 0 || !fits(J, order[pick], end)) break;
         /* with a runner that runs ahead, a task's last results may still be out: its gain
            is judged on what is in */
-        st = step(J, best, J->opt->batch, ahead);
+        st = step(J, order[pick], J->opt->batch, ahead);
     }
+    wpk_free(views);
     for (int i = 0; st == WPK_OK && i < J->n; i++)
         if (ends_group(J, order, J->n, i))
             st = ahead ? finish_group_async(J, order, i + 1, order[i])
@@ -1024,9 +1021,27 @@ wpk_status tune_run(wpk_context *ctx, tune_db *db, const tune_model_task *tasks,
         o.measure.cold_bytes = 0;
         out->cold = true;
     }
+    char policy_path[4096] = "";
+    if (st == WPK_OK && !strcmp(o.strategy, "rl")) {
+        if (o.rl_policy) snprintf(policy_path, sizeof policy_path, "%s", o.rl_policy);
+        else tune_rl_policy_path(tune_db_path(db), policy_path, sizeof policy_path);
+        J.policy = tune_rl_policy_load(ctx, policy_path);
+        if (!J.policy) st = WPK_ERR_NOMEM;
+    }
     /* every task known before any is set up: priors read other tasks' features */
     for (int i = 0; st == WPK_OK && i < ntasks; i++) st = task_setup(&J, &J.ts[i]);
     if (st == WPK_OK) st = schedule(&J);
+    /* what the policy learnt is kept also when the job failed: the records of its trials are */
+    if (J.policy && tune_rl_policy_updates(J.policy) > 0) {
+        wpk_context quiet = {0};
+        if (tune_rl_policy_save(&quiet, J.policy, policy_path) != WPK_OK)
+            wpk_log(ctx, WPK_LOG_WARN, "%s (the records are kept; the next run starts from the "
+                    "policy as it was)", wpk_context_error(&quiet));
+        else
+            wpk_log(ctx, WPK_LOG_INFO, "rl policy saved to '%s' (%d entries, %lld updates)",
+                    policy_path, tune_rl_policy_size(J.policy),
+                    (long long)tune_rl_policy_updates(J.policy));
+    }
     for (int i = 0; J.ts && i < ntasks; i++) {
         tune_measurer_free(J.ts[i].meas);
         tune_strategy_free(J.ts[i].strat);
@@ -1043,6 +1058,7 @@ wpk_status tune_run(wpk_context *ctx, tune_db *db, const tune_model_task *tasks,
         wpk_free(J.ts[i].prior_cfgs);
     }
     wpk_free(J.ts);
+    tune_rl_policy_free(J.policy);
     out->seconds = now_s() - J.start;
     out->parallel = J.par;
     return st;

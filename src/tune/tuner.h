@@ -23,6 +23,10 @@ typedef struct tune_progress {
     double speedup;           /* best over the default config (0: unknown) */
     double eta_s;             /* estimated time left for the whole job (< 0: unknown) */
     bool done;                /* the task's last report (after its re-measurement) */
+    bool flattened;           /* stopped early: its best improved by flat_gain (< the option's)
+                                 over its last flat_trials trials */
+    double flat_gain;
+    int flat_trials;
 } tune_progress;
 
 /* One config to re-measure: task index, its config, this process's measurer of the task. */
@@ -68,6 +72,11 @@ typedef struct tune_options {
     uint64_t seed;            /* strategies (per task: mixed with the workload key) and inputs */
     int batch;                /* configs measured per batch (default 8) */
     int top;                  /* best configs re-measured alone at the end (default 3) */
+    /* A task stops early once its best median improved by less than flat_gain (relative,
+       default 0.01) over its last flat_trials trials (default 48; 0: never), with a budget of
+       trials or of time (tune_task_flat) */
+    int flat_trials;
+    double flat_gain;
     int parallel;             /* build workers; 0: automatic (tune_parallelism) */
     const char *start;        /* a whole config (text) that takes the template default's place
                                  for every task: measured first, the strategies' start, the
@@ -75,6 +84,9 @@ typedef struct tune_options {
                                  benchmark's search from a poor start) */
     tune_measure_params measure;  /* timing, timeouts, caps (.parallel is the tuner's) */
     const tune_runner *runner;    /* borrowed; NULL: every candidate measured here */
+    /* "rl": where its policy is loaded from and saved to after the run (rl_policy.h); NULL:
+       next to the records database ("<db>.rl-policy") */
+    const char *rl_policy;
     /* progress (called from the tuning thread); NULL: none */
     void (*progress)(void *user, const tune_progress *p);
     void *progress_user;
@@ -100,6 +112,8 @@ typedef struct tune_task_summary {
     int64_t measured;         /* by this run */
     int64_t by_status[TUNE_INVALID + 1]; /* this run's measurements per status */
     bool converged;           /* the strategy had nothing more to propose */
+    bool flattened;           /* stopped early by the flattening rule (tune_options.flat_*) */
+    double flat_gain;         /* its best's relative improvement over that window */
     bool remeasured;          /* default_s and best_s are from the final re-measurement alone */
     double default_s;         /* median time of the default config (0: unknown) */
     double best_s;            /* of the best config (0: none succeeded) */
@@ -130,8 +144,10 @@ typedef struct tune_summary {
  * a committed record as soon as it is final (at once when timed alone, the default; at the end
  * of its window when the measurer times beside builds), so a kill loses at most what was in
  * flight and never stores a config twice. With time_s the tasks share the budget by expected
- * gain: the time a task takes in the model (count x best time, i.e. its FLOP share over its
- * speed) times the improvement its recent trials suggest per second of tuning. At the end of a
+ * gain (task_gain.h), after one round that measures every task's default: the time a task
+ * takes in the model (count x best time, i.e. its FLOP share over its speed) times the
+ * improvement its recent trials suggest per second of tuning. With either budget a task stops
+ * once its gain flattens (opt->flat_trials, opt->flat_gain). At the end of a
  * workload (its primary task and its alternatives), the default and best few configs of each
  * are re-measured alone in shared rounds and stored as finals. When the tasks' weights (their
  * constant inputs times their counts) outgrow opt->measure.cold_bytes, every candidate is

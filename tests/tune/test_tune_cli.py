@@ -171,6 +171,34 @@ def main():
             if f"{lib}|" in out or lib in tmpls:
                 check(any(k.startswith(lib + "|") for k in keys), f"{lib}'s records: {keys}")
         check("fastest" in out, f"the summary names the fastest implementation: {out}")
+
+        # a task whose best stops improving stops early (--flat N: under 1% over its last N
+        # trials), says so, and keeps fewer records than --trials asked for
+        db5 = os.path.join(tmp, "e.db")
+        rc, out, err = run([wpk, "tune", model, "--db", db5, "--trials", "24", "--flat", "4",
+                            "--strategy", "random", "--no-alternatives"], env)
+        con = sqlite3.connect(db5)
+        counts = [n for (n,) in con.execute("SELECT count(*) FROM records GROUP BY workload")]
+        con.close()
+        check(rc == 0 and "stopped early: its best improved" in out and "last 4 trials" in out,
+              f"--flat: the summary says which tasks stopped early: {out} {err}")
+        check(counts and min(counts) < 24, f"--flat: a flat task stopped before 24: {counts}")
+        rc, out, err = run([wpk, "tune", model, "--flat", "x"], env)
+        check(rc == 1 and "--flat needs a number" in err, f"--flat x: {rc} {err}")
+        # rl keeps its policy next to the database; a corrupt one is a warning, never a failure
+        db6 = os.path.join(tmp, "f.db")
+        rc, out, err = run([wpk, "tune", model, "--db", db6, "--trials", "6", "--strategy", "rl",
+                            "--no-alternatives"], env)
+        pol = db6 + ".rl-policy"
+        check(rc == 0 and os.path.exists(pol) and
+              open(pol).read().startswith("wpk-rl-policy 1 "), f"rl saves its policy: {err}")
+        with open(pol, "w") as f:
+            f.write("wpk-rl-policy 1 50 3\n00ab tile 2 nonsense\n")
+        rc, out, err = run([wpk, "tune", model, "--db", db6, "--trials", "12", "--strategy", "rl",
+                            "--no-alternatives"], env)
+        check(rc == 0 and "rl policy" in err and "malformed" in err and "fresh policy" in err,
+              f"a corrupt policy: a warning and a fresh policy: {rc} {err}")
+        check(open(pol).read().startswith("wpk-rl-policy 1 "), "the corrupt policy replaced")
     print("test_tune_cli: " + ("ok" if not failures else f"{len(failures)} FAILED"))
     return 1 if failures else 0
 
