@@ -98,42 +98,57 @@ typedef struct conv_pool_job {
     const float *x, *w, *b;
     float *y;
     int64_t c, h, wd, k, ch, cw, ph, pw;  /* input, conv plane and pool plane sizes */
+    int64_t kb;                           /* output channels per task */
 } conv_pool_job;
 
-/* The conv plane of output channel k of image img into plane. */
-static void conv_plane(const conv_pool_job *j, int64_t img, int64_t k, float *plane) {
+/* Output channels a task computes at once (each input row loaded is used this many times),
+ * and the floats their planes may take on the task's stack. */
+#define MAX_KB 8
+#define TASK_FLOATS (2 * FUSED_CONV_POOL_MAX_PLANE)
+
+/* The conv planes of output channels [k0, k0 + kb) of image img into planes (plane after
+ * plane), activation applied. The channels are in one group (the caller's blocks are). */
+static inline void conv_planes(const conv_pool_job *j, int64_t img, int64_t k0, int64_t kb,
+                               float *planes) {
     const sp_geom *g = &j->d->cg;
-    int64_t cg = j->c / j->d->group, c0 = (k / (j->k / j->d->group)) * cg;
-    float b = j->b ? j->b[k] : 0.0f;
-    for (int64_t i = 0; i < j->ch * j->cw; i++) plane[i] = b;
+    int64_t cg = j->c / j->d->group, c0 = (k0 / (j->k / j->d->group)) * cg;
+    int64_t size = j->ch * j->cw, taps = g->kernel[0] * g->kernel[1];
+    for (int64_t b = 0; b < kb; b++) {
+        float bias = j->b ? j->b[k0 + b] : 0.0f;
+        for (int64_t i = 0; i < size; i++) planes[b * size + i] = bias;
+    }
     for (int64_t c = 0; c < cg; c++) {
         const float *xc = j->x + (img * j->c + c0 + c) * j->h * j->wd;
-        const float *wc = j->w + (k * cg + c) * g->kernel[0] * g->kernel[1];
         for (int64_t r = 0; r < g->kernel[0]; r++)
             for (int64_t q = 0; q < g->kernel[1]; q++) {
-                float wv = wc[r * g->kernel[1] + q];
+                float wv[MAX_KB];
+                for (int64_t b = 0; b < kb; b++)
+                    wv[b] = j->w[((k0 + b) * cg + c) * taps + r * g->kernel[1] + q];
                 int64_t off = q * g->dil[1] - g->pad0[1], lo, hi;
                 sp_tap_range(j->cw, g->stride[1], off, j->wd, &lo, &hi);
                 for (int64_t oh = 0; oh < j->ch; oh++) {
                     int64_t ih = oh * g->stride[0] - g->pad0[0] + r * g->dil[0];
                     if (ih < 0 || ih >= j->h) continue;
                     const float *xr = xc + ih * j->wd + off;
-                    float *restrict pr = plane + oh * j->cw;
-                    if (g->stride[1] == 1) {
+                    for (int64_t b = 0; b < kb; b++) {
+                        float *restrict pr = planes + b * size + oh * j->cw;
+                        float w = wv[b];
+                        if (g->stride[1] == 1) {
 #pragma omp simd
-                        for (int64_t o = lo; o < hi; o++) pr[o] += wv * xr[o];
-                    } else {
-                        for (int64_t o = lo; o < hi; o++) pr[o] += wv * xr[o * g->stride[1]];
+                            for (int64_t o = lo; o < hi; o++) pr[o] += w * xr[o];
+                        } else {
+                            for (int64_t o = lo; o < hi; o++) pr[o] += w * xr[o * g->stride[1]];
+                        }
                     }
                 }
             }
     }
-    act_apply(&j->d->act, plane, j->ch * j->cw);
+    act_apply(&j->d->act, planes, kb * size);
 }
 
-/* The pool of plane into y's plane of (img, k). Windows see only the plane (padding is never
- * the max; AveragePool divides by the whole window with count_include_pad). */
-static void pool_plane(const conv_pool_job *j, const float *plane, float *y) {
+/* The pool of plane into y's plane. Windows see only the plane (padding is never the max;
+ * AveragePool divides by the whole window with count_include_pad). */
+static inline void pool_plane(const conv_pool_job *j, const float *plane, float *y) {
     const sp_geom *g = &j->d->pg;
     for (int64_t oh = 0; oh < j->ph; oh++) {
         int64_t h0 = oh * g->stride[0] - g->pad0[0], h1 = h0 + g->kernel[0];
@@ -159,11 +174,19 @@ static void pool_plane(const conv_pool_job *j, const float *plane, float *y) {
     }
 }
 
-static void conv_pool_task(const conv_pool_job *j, int64_t t) {
-    float plane[FUSED_CONV_POOL_MAX_PLANE];
-    int64_t img = t / j->k, k = t % j->k;
-    conv_plane(j, img, k, plane);
-    pool_plane(j, plane, j->y + t * j->ph * j->pw);
+/* Task t: image t / blocks, output channels [kb * (t % blocks), ...) of one group. */
+FUSED_MULTI_ISA static void conv_pool_task(const conv_pool_job *j, int64_t t) {
+    float planes[TASK_FLOATS];
+    int64_t per_group = j->k / j->d->group;
+    int64_t blocks_per_group = (per_group + j->kb - 1) / j->kb;
+    int64_t blocks = j->d->group * blocks_per_group;
+    int64_t img = t / blocks, blk = t % blocks;
+    int64_t k0 = (blk / blocks_per_group) * per_group + (blk % blocks_per_group) * j->kb;
+    int64_t end = (blk / blocks_per_group + 1) * per_group;
+    int64_t kb = end - k0 < j->kb ? end - k0 : j->kb;
+    conv_planes(j, img, k0, kb, planes);
+    for (int64_t b = 0; b < kb; b++)
+        pool_plane(j, planes + b * j->ch * j->cw, j->y + (img * j->k + k0 + b) * j->ph * j->pw);
 }
 
 wpk_status op_fused_conv_pool_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const *in,
@@ -178,8 +201,15 @@ wpk_status op_fused_conv_pool_ref(wpk_context *ctx, const ir_node *n, ir_tensor 
                        .y = out[0]->data, .c = in[0]->dims[1], .h = in[0]->dims[2],
                        .wd = in[0]->dims[3], .k = d.mid.dims[1], .ch = d.mid.dims[2],
                        .cw = d.mid.dims[3], .ph = y.dims[2], .pw = y.dims[3]};
-    int64_t tasks = y.dims[0] * j.k;
-    int64_t work = tasks * j.ch * j.cw * (j.c / d.group) * d.cg.kernel[0] * d.cg.kernel[1];
+    int64_t size = j.ch * j.cw > 0 ? j.ch * j.cw : 1, per_group = j.k / d.group;
+    j.kb = TASK_FLOATS / size < MAX_KB ? TASK_FLOATS / size : MAX_KB;
+    if (j.kb > per_group) j.kb = per_group;
+    if (j.kb < 1 || y.dims[0] == 0) return WPK_OK;
+    /* enough tasks for every thread: smaller blocks where the blocks are few */
+    while (j.kb > 1 && y.dims[0] * d.group * ((per_group + j.kb - 1) / j.kb) < 4 * MAX_KB)
+        j.kb /= 2;
+    int64_t tasks = y.dims[0] * d.group * ((per_group + j.kb - 1) / j.kb);
+    int64_t work = y.dims[0] * j.k * size * (j.c / d.group) * d.cg.kernel[0] * d.cg.kernel[1];
     if (op_parallel(work, 1 << 16)) {
 #pragma omp parallel for schedule(static)
         for (int64_t t = 0; t < tasks; t++) conv_pool_task(&j, t);

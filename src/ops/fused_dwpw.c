@@ -111,7 +111,7 @@ typedef struct dwpw_job {
 } dwpw_job;
 
 /* Output row `row` (image and row), columns [ow0, ow0 + tw). */
-static void dwpw_task(const dwpw_job *j, int64_t t) {
+FUSED_MULTI_ISA static void dwpw_task(const dwpw_job *j, int64_t t) {
     int64_t ow0 = (t % j->tiles) * j->tile, row = t / j->tiles;
     int64_t oh = row % j->oh, img = row / j->oh;
     int64_t tw = j->ow - ow0 < j->tile ? j->ow - ow0 : j->tile;
@@ -132,7 +132,13 @@ static void dwpw_task(const dwpw_job *j, int64_t t) {
                 int64_t off = q * g->dil[1] - g->pad0[1], lo, hi;
                 sp_tap_range(ow0 + tw, g->stride[1], off, j->w, &lo, &hi);
                 if (lo < ow0) lo = ow0;
-                for (int64_t o = lo; o < hi; o++) s[o - ow0] += wv * xr[o * g->stride[1] + off];
+                if (g->stride[1] == 1) {
+                    const float *restrict xo = xr + off + ow0;
+#pragma omp simd
+                    for (int64_t o = lo - ow0; o < hi - ow0; o++) s[o] += wv * xo[o];
+                } else {
+                    for (int64_t o = lo; o < hi; o++) s[o - ow0] += wv * xr[o * g->stride[1] + off];
+                }
             }
         }
         act_apply(j->dw_act, s, tw);

@@ -13,6 +13,19 @@
 #define FUSED_DWPW_MAX_CHANNELS 8192 /* depthwise channels of wpk::FusedDwPw */
 #define FUSED_CONV_POOL_MAX_PLANE 16384 /* elements of one conv output plane (wpk::FusedConvPool) */
 
+/* The fused kernels' hot loops are compiled for AVX-512, AVX2 and baseline, picked at load
+ * (the library itself is built for baseline x86-64), their products contracted into FMAs. */
+#if defined(__x86_64__) && defined(__has_attribute) && !defined(__clang__)
+#if __has_attribute(target_clones)
+#define FUSED_MULTI_ISA                                                                   \
+    __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"),         \
+                   optimize("fp-contract=fast")))
+#endif
+#endif
+#ifndef FUSED_MULTI_ISA
+#define FUSED_MULTI_ISA
+#endif
+
 typedef struct fused_stage {
     ir_node node;                       /* node.attrs points into attrs */
     ir_attr attrs[FUSED_STAGE_MAX_ATTRS];

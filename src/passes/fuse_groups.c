@@ -19,10 +19,12 @@ static bool is_conv(const ir_node *n) {
            n->nout == 1 && n->out[0] >= 0 && n->in[0] >= 0 && n->in[1] >= 0;
 }
 
+/* v's shape when it is float32 and known but for the batch (dim 0), which the kernels take
+ * at any size; NULL otherwise. */
 static const ir_tensor *shape_of(const ir_graph *g, int v) {
     const ir_tensor *t = v >= 0 ? &g->values[v].t : NULL;
     if (!t || t->dtype != WPK_DTYPE_FLOAT32) return NULL;
-    for (int i = 0; i < t->ndim; i++)
+    for (int i = 1; i < t->ndim; i++)
         if (t->dims[i] < 0) return NULL;
     return t;
 }
@@ -204,9 +206,9 @@ static wpk_status apply_conv_pool(ir_graph *g, const fusion_group *f) {
     if (ir_node_set_str(g, cv, "pool_op", pool.op_type)) return WPK_ERR_NOMEM;
     ir_node_set_op(cv, IR_OP_FUSED_CONV_POOL);
     cv->out[0] = pool.out[0];
-    /* the group takes the pool's place (and name), where its readers already come after */
+    /* the group takes the pool's place, where its readers already come after; it keeps the
+       conv's name and attributes (its team size among them) */
     ir_node moved = *cv;
-    moved.name = pool.name;
     cv->dead = true;
     g->nodes[f->second] = moved;
     return WPK_OK;
