@@ -214,6 +214,13 @@ static wpk_status measure(void *user, const fusion_point *p, double *ms, double 
 wpk_status fusion_plan_apply(wpk_context *ctx, ir_graph *g, int level,
                              const wpk_compile_params *cp, const char *records,
                              wpk_fusion_report *report) {
+    /* the plan runs at the batch: bound here, shapes compare by value (an operand of one row
+       and one of the batch's stay apart) */
+    for (int i = 0; i < g->ninputs; i++) {
+        ir_tensor *t = &g->values[g->inputs[i]].t;
+        for (int d = 0; d < t->ndim; d++)
+            if (t->dims[d] < 0) t->dims[d] = cp->batch;
+    }
     plan_space *ps = wpk_calloc(1, sizeof *ps);
     fusion_result *res = wpk_calloc(1, sizeof *res);
     wpk_status st = ps && res ? pass_infer_shapes(ctx, g)
@@ -237,7 +244,8 @@ wpk_status fusion_plan_apply(wpk_context *ctx, ir_graph *g, int level,
                                .evaluations = res->evaluations, .search_ms = res->search_ms,
                                .best_ms = res->best_ms, .base_ms = res->base_ms};
         for (int i = 0; i < ps->s.ngroups; i++) r.fused += res->best.fuse[i];
-        for (int l = 0; l < ps->s.nlayers; l++) r.reduced += res->best.threads[l] < ps->s.max_threads;
+        for (int l = 0; l < ps->s.nlayers; l++)
+            r.reduced += res->best.threads[l] < ps->s.max_threads;
         wpk_log(ctx, WPK_LOG_INFO, "fusion search: %d groups, %d layers; fused %d, %d layers on "
                 "fewer threads; %d plans timed in %.0f ms; %.3f ms (unfused %.3f ms)", r.groups,
                 r.layers, r.fused, r.reduced, r.evaluations, r.search_ms, r.best_ms, r.base_ms);

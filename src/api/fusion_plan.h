@@ -7,7 +7,8 @@
 #include "ir/graph.h"
 #include "wpk.h"
 
-/* g: the model's graph optimized at min(level, 2), borrowed. Choose as cp->fusion_search says,
+/* g: the model's graph optimized at min(level, 2), borrowed; its inputs' symbolic dims are
+ * bound at cp->batch (the plan's batch) first. Choose as cp->fusion_search says,
  * timing plans compiled as cp says (records at `records`), then apply the choice to g and run
  * the passes above level 2 (the blocked layout) when level is 3. report (may be NULL): what
  * was found. Errors of the search, of compiling and running a plan, WPK_ERR_NOMEM. */

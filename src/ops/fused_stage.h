@@ -12,6 +12,7 @@
 /* Limits of the fused kernels' on-stack buffers, which a pass checks before it fuses. */
 #define FUSED_DWPW_MAX_CHANNELS 8192 /* depthwise channels of wpk::FusedDwPw */
 #define FUSED_CONV_POOL_MAX_PLANE 16384 /* elements of one conv output plane (wpk::FusedConvPool) */
+#define FUSED_ELEMENTWISE_MAX_STEPS 16 /* steps of one wpk::FusedElementwise */
 
 /* The fused kernels' hot loops are compiled for AVX-512, AVX2 and baseline, picked at load
  * (the library itself is built for baseline x86-64), their products contracted into FMAs. */
@@ -38,5 +39,8 @@ typedef struct fused_stage {
  * too many attributes. */
 wpk_status fused_stage_view(wpk_context *ctx, const ir_node *n, ir_op op, int nin,
                             const char *prefix, const char *const *skip, fused_stage *out);
+
+/* Whether wpk::FusedElementwise takes op_type as a step; *binary: it has a second operand. */
+bool fused_elementwise_step(const char *op_type, bool *binary);
 
 #endif

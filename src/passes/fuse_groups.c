@@ -10,7 +10,8 @@
 #include "ops/fused_stage.h"
 
 const char *fusion_kind_name(fusion_kind kind) {
-    static const char *const names[FUSION_KIND_COUNT] = {"pad+conv", "dw+pw", "conv+pool"};
+    static const char *const names[FUSION_KIND_COUNT] = {"pad+conv", "dw+pw", "conv+pool",
+                                                               "elementwise"};
     return kind >= 0 && kind < FUSION_KIND_COUNT ? names[kind] : "?";
 }
 
@@ -121,6 +122,72 @@ static bool match_conv_pool(const ir_graph *g, int a, int p) {
     return true;
 }
 
+/* ---- elementwise chains ---- */
+
+/* a and b have the same shape: equal known dims, or symbolic dims of the same name. */
+static bool same_dims(const ir_graph *g, int a, int b) {
+    const ir_value *va = &g->values[a], *vb = &g->values[b];
+    if (va->t.dtype != WPK_DTYPE_FLOAT32 || vb->t.dtype != WPK_DTYPE_FLOAT32 ||
+        va->t.ndim != vb->t.ndim)
+        return false;
+    for (int d = 0; d < va->t.ndim; d++) {
+        if (va->t.dims[d] != vb->t.dims[d]) return false;
+        if (va->t.dims[d] >= 0) continue;
+        const char *na = va->dim_names[d], *nb = vb->dim_names[d];
+        if (!na || !nb || strcmp(na, nb) != 0) return false;
+    }
+    return true;
+}
+
+static bool one_element(const ir_graph *g, int v) {
+    const ir_tensor *t = &g->values[v].t;
+    if (t->dtype != WPK_DTYPE_FLOAT32) return false;
+    for (int d = 0; d < t->ndim; d++)
+        if (t->dims[d] != 1) return false;
+    return true;
+}
+
+/* A plain elementwise node that can be a step reading `from` (its other operand, if any, of
+ * from's shape or one element, its output of from's shape). */
+static bool step_reads(const ir_graph *g, const ir_node *n, int from) {
+    bool binary;
+    if (n->dead || n->nout != 1 || n->out[0] < 0 || !n->domain || *n->domain ||
+        !fused_elementwise_step(n->op_type, &binary) || n->nin != (binary ? 2 : 1))
+        return false;
+    if (n->op == IR_OP_RELU && n->nattr) return false;
+    int reads = 0, other = -1;
+    for (int i = 0; i < n->nin; i++) {
+        if (n->in[i] == from) reads++;
+        else other = n->in[i];
+    }
+    if (reads != 1 || !same_dims(g, n->out[0], from)) return false;
+    return !binary || (other >= 0 && (same_dims(g, other, from) || one_element(g, other)));
+}
+
+/* The value a plain elementwise node's chain would start from (-1: none): its only input, or
+ * the first operand of its output's shape. */
+static int chain_source(const ir_graph *g, const ir_node *n) {
+    bool binary;
+    if (n->dead || n->nout != 1 || n->out[0] < 0 || !n->domain || *n->domain ||
+        !fused_elementwise_step(n->op_type, &binary) || n->nin != (binary ? 2 : 1) ||
+        (n->op == IR_OP_RELU && n->nattr))
+        return -1;
+    for (int i = 0; i < n->nin; i++)
+        if (n->in[i] >= 0 && step_reads(g, n, n->in[i])) return n->in[i];
+    return -1;
+}
+
+static bool match_elementwise(const ir_graph *g, int a, int b) {
+    const ir_node *first = &g->nodes[a];
+    if (first->op == IR_OP_FUSED_ELEMENTWISE) {
+        const ir_attr *ops = ir_attr_find(first, "ops");
+        if (!ops || ops->n >= FUSED_ELEMENTWISE_MAX_STEPS || first->nout != 1) return false;
+    } else if (chain_source(g, first) < 0) {
+        return false;
+    }
+    return step_reads(g, &g->nodes[b], first->out[0]);
+}
+
 static bool matches(const ir_graph *g, const fusion_group *f) {
     if (f->first < 0 || f->second < 0 || f->first >= g->nnodes || f->second >= g->nnodes ||
         only_reader(g, f->first) != f->second)
@@ -129,6 +196,7 @@ static bool matches(const ir_graph *g, const fusion_group *f) {
     case FUSION_PAD_CONV: return match_pad_conv(g, f->first, f->second);
     case FUSION_DW_PW: return match_dw_pw(g, f->first, f->second);
     case FUSION_CONV_POOL: return match_conv_pool(g, f->first, f->second);
+    case FUSION_ELEMENTWISE: return match_elementwise(g, f->first, f->second);
     default: return false;
     }
 }
@@ -214,6 +282,64 @@ static wpk_status apply_conv_pool(ir_graph *g, const fusion_group *f) {
     return WPK_OK;
 }
 
+/* The steps of a chain being built: op names, operand inputs, swapped flags. */
+typedef struct steps {
+    const char *ops[FUSED_ELEMENTWISE_MAX_STEPS];
+    int64_t operand[FUSED_ELEMENTWISE_MAX_STEPS], swapped[FUSED_ELEMENTWISE_MAX_STEPS];
+    int inputs[FUSED_ELEMENTWISE_MAX_STEPS + 1];
+    int n, nin;
+} steps;
+
+/* Node n as a step reading `from`: its op, its other operand as a new input. */
+static void add_step(steps *c, const ir_node *n, int from) {
+    c->ops[c->n] = n->op_type;
+    c->operand[c->n] = -1;
+    c->swapped[c->n] = 0;
+    if (n->nin == 2) {
+        bool second = n->in[1] == from;
+        c->swapped[c->n] = second;
+        c->operand[c->n] = c->nin;
+        c->inputs[c->nin++] = n->in[second ? 0 : 1];
+    }
+    c->n++;
+}
+
+static wpk_status apply_elementwise(ir_graph *g, const fusion_group *f) {
+    const ir_node *first = &g->nodes[f->first];
+    steps c = {.n = 0, .nin = 1};
+    if (first->op == IR_OP_FUSED_ELEMENTWISE) {
+        const ir_attr *ops = ir_attr_find(first, "ops");
+        int no, ns;
+        const int64_t *operand = ir_attr_ints(first, "operands", &no);
+        const int64_t *swapped = ir_attr_ints(first, "swapped", &ns);
+        c.n = ops->n;
+        c.nin = first->nin;
+        for (int i = 0; i < first->nin; i++) c.inputs[i] = first->in[i];
+        for (int s = 0; s < c.n; s++) {
+            c.ops[s] = ops->strs[s];
+            c.operand[s] = operand[s];
+            c.swapped[s] = swapped[s];
+        }
+    } else {
+        c.inputs[0] = chain_source(g, first);
+        add_step(&c, first, c.inputs[0]);
+    }
+    ir_node *n = &g->nodes[f->second];
+    add_step(&c, n, first->out[0]);
+    int64_t team = ir_attr_int(n, IR_ATTR_THREADS, 0);
+    if (ir_node_resize(g, n, c.nin, n->nout)) return WPK_ERR_NOMEM;
+    for (int i = 0; i < c.nin; i++) n->in[i] = c.inputs[i];
+    n->nattr = 0;
+    ir_node_set_op(n, IR_OP_FUSED_ELEMENTWISE);
+    ir_attr ops = {.name = "ops", .kind = IR_ATTR_STRINGS, .n = c.n, .strs = c.ops};
+    if (ir_node_set_attr(g, n, &ops) || ir_node_set_ints(g, n, "operands", c.operand, c.n) ||
+        ir_node_set_ints(g, n, "swapped", c.swapped, c.n) ||
+        (team > 0 && ir_node_set_int(g, n, IR_ATTR_THREADS, team)))
+        return WPK_ERR_NOMEM;
+    g->nodes[f->first].dead = true;
+    return WPK_OK;
+}
+
 wpk_status fusion_groups_apply(wpk_context *ctx, ir_graph *g, const fusion_group *groups, int n,
                                const bool *chosen, int *applied) {
     int done = 0;
@@ -224,6 +350,7 @@ wpk_status fusion_groups_apply(wpk_context *ctx, ir_graph *g, const fusion_group
         case FUSION_PAD_CONV: st = apply_pad_conv(g, &groups[i]); break;
         case FUSION_DW_PW: st = apply_dw_pw(g, &groups[i]); break;
         case FUSION_CONV_POOL: st = apply_conv_pool(g, &groups[i]); break;
+        case FUSION_ELEMENTWISE: st = apply_elementwise(g, &groups[i]); break;
         default: break;
         }
         if (st)

@@ -86,3 +86,28 @@ def variants_cnn(path):
     m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
     onnx.save(m, path)
     return {"x": (2, 3, 97, 91)}
+
+
+def elementwise_chain(path, size=56):
+    """Two inputs through Mul(x, 2) -> Add(., y) -> Sigmoid -> Sub(1, .) -> Div(., 3) -> Relu
+    -> Mul(., y) -> Tanh, a chain of 8 elementwise ops (7 groups), symbolic batch."""
+    shape = ["N", 32, size, size]
+    inits = [_const("two", 2.0, np.float32), _const("one", [1.0], np.float32),
+             _const("three", [[[[3.0]]]], np.float32)]
+    nodes = [
+        h.make_node("Mul", ["x", "two"], ["a"]),
+        h.make_node("Add", ["a", "y"], ["b"]),
+        h.make_node("Sigmoid", ["b"], ["c"]),
+        h.make_node("Sub", ["one", "c"], ["d"]),
+        h.make_node("Div", ["d", "three"], ["e"]),
+        h.make_node("Relu", ["e"], ["f"]),
+        h.make_node("Mul", ["y", "f"], ["g"]),
+        h.make_node("Tanh", ["g"], ["z"]),
+    ]
+    g = h.make_graph(nodes, "elementwise_chain",
+                     [h.make_tensor_value_info("x", T.FLOAT, shape),
+                      h.make_tensor_value_info("y", T.FLOAT, shape)],
+                     [h.make_tensor_value_info("z", T.FLOAT, None)], inits)
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    onnx.save(m, path)
+    return {"x": (2, 32, size, size), "y": (2, 32, size, size)}

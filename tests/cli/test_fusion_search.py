@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """`wpk compile --fusion-search`: fusion groups beyond epilogues and per-layer team sizes.
 
-On two small CNNs holding every group kind (tests/cli/fusion_models.py), each compiled plan --
+On two small CNNs and an elementwise chain holding every group kind
+(tests/cli/fusion_models.py), each compiled plan --
 every group fused, the profiled search's choice, the exhaustive oracle's -- must compute what
 ONNX Runtime computes, and say how many groups it found and fused; the search must time far
 fewer plans than the oracle; bad requests fail naming the cause.
@@ -45,16 +46,19 @@ def compile_plan(wpk, model, plan, mode, *extra):
     return [int(v) for v in m.groups()] if m else None
 
 
-def agrees(wpk, model, plan, x, tmp, what):
+def agrees(wpk, model, plan, x, tmp, what, out="y"):
     import onnxruntime as ort
-    ref = ort.InferenceSession(model).run(None, {"x": x})[0]
-    xin, outdir = os.path.join(tmp, "x.npy"), os.path.join(tmp, "out")
-    np.save(xin, x)
-    rc, _, err = run(wpk, "run", "--plan", plan, "-i", f"x={xin}", "-o", outdir)
+    feeds = x if isinstance(x, dict) else {"x": x}
+    ref = ort.InferenceSession(model).run(None, feeds)[0]
+    args, outdir = [], os.path.join(tmp, "out")
+    for name, value in feeds.items():
+        np.save(os.path.join(tmp, f"{name}.npy"), value)
+        args += ["-i", f"{name}={os.path.join(tmp, name + '.npy')}"]
+    rc, _, err = run(wpk, "run", "--plan", plan, *args, "-o", outdir)
     check(rc == 0, f"{what}: the plan runs ({err.strip()})")
     if rc:
         return
-    y = np.load(os.path.join(outdir, "y.npy"))
+    y = np.load(os.path.join(outdir, f"{out}.npy"))
     err = float(np.max(np.abs(y - ref) / (1.0 + np.abs(ref)))) if y.shape == ref.shape else 1e9
     check(err <= 1e-4, f"{what}: matches ONNX Runtime (max relative error {err:.2e})")
 
@@ -70,7 +74,8 @@ def main():
         x = rng.standard_normal(shapes["x"]).astype(np.float32)
         plan = os.path.join(tmp, "small.wpk")
         s = compile_plan(wpk, small, plan, "all", "--threads", "2")
-        check(s is not None and s[0] == 4 and s[2] == 4, f"small CNN: 4 groups found, all fused: {s}")
+        check(s is not None and s[0] == 4 and s[2] == 4,
+              f"small CNN: 4 groups found, all fused: {s}")
         agrees(wpk, small, plan, x, tmp, "small CNN, every group fused")
         s = compile_plan(wpk, small, plan, "search", "--threads", "2")
         agrees(wpk, small, plan, x, tmp, "small CNN, the search's plan")
@@ -93,6 +98,16 @@ def main():
         agrees(wpk, var, plan, x, tmp, "variants (batch 2), every group fused")
         compile_plan(wpk, var, plan, "search", "--batch", "2", "--threads", "2")
         agrees(wpk, var, plan, x, tmp, "variants (batch 2), the search's plan")
+
+        chain = os.path.join(tmp, "chain.onnx")
+        shapes = fusion_models.elementwise_chain(chain)
+        feeds = {k: rng.standard_normal(v).astype(np.float32) for k, v in shapes.items()}
+        s = compile_plan(wpk, chain, plan, "all", "--batch", "2")
+        check(s is not None and s[0] == 7 and s[2] == 7,
+              f"elementwise chain: 7 groups, all fused: {s}")
+        agrees(wpk, chain, plan, feeds, tmp, "elementwise chain (batch 2), one loop", "z")
+        compile_plan(wpk, chain, plan, "search", "--batch", "2", "--threads", "2")
+        agrees(wpk, chain, plan, feeds, tmp, "elementwise chain, the search's plan", "z")
 
         rc, _, err = run(wpk, "compile", small, "-o", plan, "--fusion-search", "greedy")
         check(rc == 1 and "--fusion-search needs none, search, exhaustive or all" in err,

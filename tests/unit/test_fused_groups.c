@@ -1,7 +1,8 @@
 /* test_fused_groups.c -- the fusion group kernels (wpk::FusedDwPw, wpk::FusedConvPool) against
  * the unfused reference ops they replace (Conv, activation, Add, MaxPool/AveragePool) on random
  * data over strides, pads, dilations, groups, residuals and pool modes, on one thread and on
- * several; and their must-fail cases. */
+ * several; and their must-fail cases (FusedElementwise's too: tests/cli/test_fusion_search.py
+ * checks its chains against ONNX Runtime). */
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -200,6 +201,20 @@ static void test_must_fail(wpk_context *ctx) {
     ir_node g = node(IR_OP_FUSED_CONV_POOL, 2, &bad, 1);
     ir_tensor *cin[2] = {&x, &w3};
     CHECK_ERR(ctx, ir_op_get(g.op)->shape(ctx, &g, cin, ys), WPK_ERR_MODEL, "pool_op");
+    /* a chain step it does not fuse, and an operand that would broadcast */
+    const char *ops[2] = {"Relu", "Softmax"};
+    int64_t operands[2] = {-1, -1}, swapped[2] = {0, 0};
+    ir_attr chain[3] = {{.name = "ops", .kind = IR_ATTR_STRINGS, .n = 2, .strs = ops},
+                        ints("operands", 2, operands), ints("swapped", 2, swapped)};
+    ir_node e = node(IR_OP_FUSED_ELEMENTWISE, 1, chain, 3);
+    ir_tensor *ein[2] = {&x, &wdw};
+    CHECK_ERR(ctx, ir_op_get(e.op)->shape(ctx, &e, ein, ys), WPK_ERR_MODEL,
+              "'Softmax' is not an elementwise op it fuses");
+    ops[1] = "Add";
+    operands[1] = 1;
+    e = node(IR_OP_FUSED_ELEMENTWISE, 2, chain, 3);
+    CHECK_ERR(ctx, ir_op_get(e.op)->shape(ctx, &e, ein, ys), WPK_ERR_MODEL,
+              "X's shape or one element");
     free(x.data), free(wdw.data), free(w3.data);
 }
 
