@@ -51,7 +51,9 @@ static int64_t node_flops(const fusion_space *s, const bool *fuse, int l) {
 }
 
 int64_t fusion_exhaustive_count(const fusion_space *s) {
-    if (s->ngroups > 30) return INT32_MAX;
+    /* every fusion plan is timed at least once: past this many groups the count is moot */
+    if (((int64_t)1 << (s->ngroups < 20 ? s->ngroups : 20)) > FUSION_EXHAUSTIVE_MAX)
+        return INT32_MAX;
     bool fuse[FUSION_MAX_GROUPS];
     int64_t total = 0;
     for (int64_t mask = 0; mask < ((int64_t)1 << s->ngroups); mask++) {
@@ -89,10 +91,11 @@ static wpk_status exhaustive(wpk_context *ctx, const fusion_space *s, fusion_mea
                              void *user, fusion_result *out, fusion_point *p) {
     int64_t count = fusion_exhaustive_count(s);
     if (count > FUSION_EXHAUSTIVE_MAX)
-        return wpk_error(ctx, WPK_ERR_INVALID_ARG, "the exhaustive fusion search would time %lld "
+        return wpk_error(ctx, WPK_ERR_INVALID_ARG, "the exhaustive fusion search would time %s%lld "
                          "plans (%d groups, %d layers, %d threads); it is an oracle for small "
-                         "models (at most %d plans)", (long long)count, s->ngroups, s->nlayers,
-                         s->max_threads, FUSION_EXHAUSTIVE_MAX);
+                         "models (at most %d plans)", count == INT32_MAX ? "over " : "",
+                         (long long)count, s->ngroups, s->nlayers, s->max_threads,
+                         FUSION_EXHAUSTIVE_MAX);
     int units[FUSION_MAX_LAYERS];
     for (int64_t mask = 0; mask < ((int64_t)1 << s->ngroups); mask++) {
         for (int g = 0; g < s->ngroups; g++) p->fuse[g] = (mask >> g) & 1;
