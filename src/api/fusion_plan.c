@@ -59,7 +59,12 @@ static int64_t node_flops(const ir_graph *g, const ir_node *n, int batch) {
         if (i < n->nin) in[i] = &t[i];
         else out[i - n->nin] = &t[i];
     }
-    return ir_node_flops(n, in, out);
+    /* an epilogue-fused node counts as its base op (the epilogue's few operations aside) */
+    ir_node base = *n;
+    if (n->op == IR_OP_FUSED_CONV) base.op = IR_OP_CONV;
+    if (n->op == IR_OP_FUSED_GEMM) base.op = IR_OP_GEMM;
+    if (n->op == IR_OP_FUSED_MATMUL) base.op = IR_OP_MATMUL;
+    return ir_node_flops(&base, in, out);
 }
 
 /* The layers and groups of ps->g into ps->s. */

@@ -18,15 +18,12 @@ int64_t ir_node_flops(const ir_node *n, ir_tensor *const *in, ir_tensor *const *
     switch (n->op) {
     case IR_OP_CONV:
     case IR_OP_CONV_TRANSPOSE:
-    case IR_OP_FUSED_CONV: /* the epilogue's few operations per output are left out */
         return n->nin > 1 && in[1] ? conv_flops(in, out, n) : 0;
-    case IR_OP_GEMM:
-    case IR_OP_FUSED_GEMM: {
+    case IR_OP_GEMM: {
         int64_t k = in[0]->ndim == 2 ? in[0]->dims[ir_attr_int(n, "transA", 0) ? 0 : 1] : 0;
         return 2 * ir_numel(out[0]) * k;
     }
-    case IR_OP_MATMUL:
-    case IR_OP_FUSED_MATMUL: {
+    case IR_OP_MATMUL: {
         int64_t k = in[0]->ndim ? in[0]->dims[in[0]->ndim - 1] : 0;
         return 2 * ir_numel(out[0]) * k;
     }
