@@ -192,7 +192,32 @@ typedef struct wpk_compile_params {
     const char *precision; /* as wpk_session_params.precision; other than fp32, the plan's
                               error against the fp32 model is measured (report, and an INFO
                               line) on seeded random inputs */
+    int fusion_search;    /* CPU, a wpk_fusion_search: which fusion groups beyond epilogues fuse
+                             (pad+conv, dw+pw, conv+pool) and each layer's team size; the
+                             choice is written into the plan. Default WPK_FUSION_NONE */
+    struct wpk_fusion_report *fusion_report; /* optional: what the fusion search did */
 } wpk_compile_params;
+
+typedef enum wpk_fusion_search {
+    WPK_FUSION_NONE = 0,       /* no fusion groups, every node on the plan's threads */
+    WPK_FUSION_SEARCH = 1,     /* the DLFusion-style search: a rule from each layer's FLOPs and
+                                  channels and a few profiled plans, timed in the model */
+    WPK_FUSION_EXHAUSTIVE = 2, /* every fusion plan x every team size: an oracle for small models
+                                  (WPK_ERR_INVALID_ARG past 4096 plans) */
+    WPK_FUSION_ALL = 3         /* every group fused, no search (tests) */
+} wpk_fusion_search;
+
+/* What the fusion search found and what it cost. */
+typedef struct wpk_fusion_report {
+    int groups;           /* fusion groups found in the model */
+    int layers;           /* nodes whose team size was a knob */
+    int fused;            /* groups the plan fuses */
+    int reduced;          /* layers the plan runs on fewer than its threads */
+    int evaluations;      /* plans timed in the model */
+    double search_ms;     /* wall time of the search */
+    double best_ms;       /* the chosen plan's latency as the search measured it */
+    double base_ms;       /* the plan without fusion groups on the plan's threads */
+} wpk_fusion_report;
 
 /* The plans the speed check timed (median ms over alternating rounds) and the one written. */
 #define WPK_COMPILE_MAX_PLANS 3

@@ -39,6 +39,7 @@ static void usage(FILE *f) {
           "  compile MODEL -o MODEL.wpk [--db FILE] [-O LEVEL] [--batch N] [--provider P]\n"
           "             [--threads N] [--strict] [--no-speed-check] [--target cpu|cuda]\n"
           "             [--precision fp32|bf16|tf32]\n"
+          "             [--fusion-search none|search|exhaustive|all]\n"
           "                                optimize (default -O3), specialize to batch N, choose\n"
           "                                every node's kernel from the records, build, pre-pack\n"
           "                                and plan memory into one file; prints per op how many\n"
@@ -51,6 +52,11 @@ static void usage(FILE *f) {
           "                                at their defaults), run where that GPU is;\n"
           "                                --precision bf16: convs on AVX-512 BF16 (bf16 weights,\n"
           "                                f32 accumulation), the error against fp32 printed\n"
+          "                                --fusion-search: choose which pad+conv, dw+pw and\n"
+          "                                conv+pool groups fuse and each layer's threads, every\n"
+          "                                plan timed in the model (search: a few profiled\n"
+          "                                plans; exhaustive: all, small models); the plan\n"
+          "                                keeps the choice\n"
           "  space MODEL [-O LEVEL]        the cpu backend's kernel tasks (graph optimized at\n"
           "                                LEVEL, default 3; symbolic dims at 1): workload key,\n"
           "                                template, nodes, FLOPs share, knobs, space size\n"
@@ -614,7 +620,9 @@ static int cmd_compile(int argc, char **argv) {
     const char *path = NULL, *out = NULL;
     wpk_compile_params p = wpk_compile_default_params();
     wpk_compile_report report;
+    wpk_fusion_report fusion;
     p.report = &report;
+    p.fusion_report = &fusion;
     int verbose = 0;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -651,6 +659,16 @@ static int cmd_compile(int argc, char **argv) {
             p.strict = 1;
         } else if (strcmp(a, "--no-speed-check") == 0) {
             p.check_speed = 0;
+        } else if (strcmp(a, "--fusion-search") == 0) {
+            static const char *const modes[] = {"none", "search", "exhaustive", "all"};
+            int mode = -1;
+            for (int k = 0; val && k < 4; k++)
+                if (strcmp(val, modes[k]) == 0) mode = k;
+            if (mode < 0)
+                return usage_error("--fusion-search needs none, search, exhaustive or all, not "
+                                   "'%s'", val ? val : "");
+            p.fusion_search = mode;
+            i++;
         } else if (strcmp(a, "--target") == 0) {
             if (!val || (strcmp(val, "cpu") && strcmp(val, "cuda")))
                 return usage_error("--target needs cpu or cuda, not '%s'", val ? val : "");
@@ -702,6 +720,11 @@ static int cmd_compile(int argc, char **argv) {
         if (report.precision_rel_l2 >= 0)
             printf("precision %s: relative L2 error against fp32 %.3g (output 0, seeded random "
                    "inputs)\n", p.precision, report.precision_rel_l2);
+        if (p.fusion_search != WPK_FUSION_NONE)
+            printf("fusion search: %d groups, %d layers: fused %d, %d layers on fewer threads; "
+                   "%d plans timed in %.0f ms; %.3f ms in the search (unfused %.3f ms)\n",
+                   fusion.groups, fusion.layers, fusion.fused, fusion.reduced,
+                   fusion.evaluations, fusion.search_ms, fusion.best_ms, fusion.base_ms);
     } else {
         rc = fail(st, wpk_context_error(ctx));
     }

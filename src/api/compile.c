@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "api/fusion_plan.h"
 #include "api/model.h"
 #include "api/precision.h"
 #include "api/session.h"
@@ -77,8 +78,7 @@ static wpk_status optimized(wpk_context *ctx, const wpk_model *model, int level,
     return passes_run(ctx, *out, &opt);
 }
 
-/* Bind every input at its shape with symbolic dims at batch (zeros: nothing runs). */
-static wpk_status bind_zeros(wpk_context *ctx, wpk_session *s, const wpk_model *m, int batch) {
+wpk_status api_bind_zeros(wpk_context *ctx, wpk_session *s, const wpk_model *m, int batch) {
     for (int i = 0; i < wpk_model_num_inputs(m); i++) {
         wpk_tensor_view v = wpk_model_input(m, i);
         size_t n = wpk_dtype_size(v.dtype);
@@ -153,7 +153,7 @@ static wpk_status candidate_open(wpk_context *ctx, const wpk_model *m,
     sp.provider = c->provider;
     sp.precision = cp->precision;
     wpk_status st = wpk_session_create(ctx, m, &sp, &c->s);
-    if (st == WPK_OK) st = bind_zeros(ctx, c->s, m, cp->batch);
+    if (st == WPK_OK) st = api_bind_zeros(ctx, c->s, m, cp->batch);
     if (st == WPK_OK) st = session_prepare(c->s, &c->p);
     if (st == WPK_OK && !c->p->cpu)
         st = wpk_error(ctx, WPK_ERR_UNSUPPORTED, "the graph's shapes depend on data computed "
@@ -328,6 +328,11 @@ wpk_status wpk_compile(wpk_context *ctx, const wpk_model *model, const wpk_compi
         return wpk_error(ctx, WPK_ERR_INVALID_ARG, "target %d cannot be compiled for (cpu or "
                          "cuda)", (int)cp.target);
     bool cuda = cp.target == WPK_BACKEND_CUDA;
+    if (cp.fusion_search < WPK_FUSION_NONE || cp.fusion_search > WPK_FUSION_ALL)
+        return wpk_error(ctx, WPK_ERR_INVALID_ARG, "fusion search %d is not one of none, search, "
+                         "exhaustive, all", cp.fusion_search);
+    if (cuda && cp.fusion_search != WPK_FUSION_NONE)
+        return wpk_error(ctx, WPK_ERR_INVALID_ARG, "the fusion search plans the cpu target only");
     if (cuda && cp.strict)
         return wpk_error(ctx, WPK_ERR_INVALID_ARG, "strict: the CUDA target reads no tuning "
                          "records yet, so every node would run its template's default");
@@ -350,9 +355,14 @@ wpk_status wpk_compile(wpk_context *ctx, const wpk_model *model, const wpk_compi
         memset(cp.report, 0, sizeof *cp.report);
         cp.report->precision_rel_l2 = -1;
     }
+    if (cp.fusion_report) memset(cp.fusion_report, 0, sizeof *cp.fusion_report);
     bool reduced;
     if ((st = cpu_precision_check(ctx, cp.precision, cuda, &reduced))) return st;
-    st = optimized(ctx, model, cp.opt_level, &g);
+    /* fusion groups are found before the blocked layout, which the plan then runs itself */
+    bool fusion = cp.fusion_search != WPK_FUSION_NONE;
+    st = optimized(ctx, model, fusion && cp.opt_level > 2 ? 2 : cp.opt_level, &g);
+    if (st == WPK_OK && fusion)
+        st = fusion_plan_apply(ctx, g, cp.opt_level, &cp, records, cp.fusion_report);
     if (st == WPK_OK) st = graph_bytes(ctx, g, path, &bytes, &len);
     if (st == WPK_OK) st = api_model_from_buffer(ctx, bytes, len, path, &m);
     if (st == WPK_OK && !cuda) st = compile_cpu(ctx, path, &cp, records, m);
@@ -366,7 +376,7 @@ wpk_status wpk_compile(wpk_context *ctx, const wpk_model *model, const wpk_compi
         sp.records = records;
         sp.provider = cp.provider;
         st = wpk_session_create(ctx, m, &sp, &s);
-        if (st == WPK_OK) st = bind_zeros(ctx, s, m, cp.batch);
+        if (st == WPK_OK) st = api_bind_zeros(ctx, s, m, cp.batch);
         if (st == WPK_OK) st = session_prepare(s, &p);
         if (st == WPK_OK) st = write_cuda_plan(ctx, path, &cp, records, &info, p);
     }

@@ -52,6 +52,26 @@ wpk_status api_model_from_buffer(wpk_context *ctx, const uint8_t *buf, size_t le
     return WPK_OK;
 }
 
+wpk_status api_model_from_graph(wpk_context *ctx, ir_graph *g, const char *what,
+                                wpk_model **out) {
+    *out = NULL;
+    wpk_model *m = wpk_calloc(1, sizeof *m);
+    if (!m) {
+        ir_graph_free(g);
+        return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory loading %s", what);
+    }
+    m->g = g;
+    wpk_status st = ir_verify(ctx, m->g);
+    if (st == WPK_OK) st = reinfer(ctx, m);
+    if (st) {
+        wpk_error_prefix(ctx, "%s", what);
+        wpk_model_free(m);
+        return st;
+    }
+    *out = m;
+    return WPK_OK;
+}
+
 void wpk_model_free(wpk_model *m) {
     if (!m) return;
     ir_graph_free(m->g);

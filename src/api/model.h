@@ -20,4 +20,9 @@ struct wpk_model {
 wpk_status api_model_from_buffer(wpk_context *ctx, const uint8_t *buf, size_t len,
                                  const char *what, wpk_model **out);
 
+/* A model over g (taken over, freed with the model or on error; a clone must not outlive its
+ * source): verified and its shapes inferred as api_model_from_buffer does. */
+wpk_status api_model_from_graph(wpk_context *ctx, ir_graph *g, const char *what,
+                                wpk_model **out);
+
 #endif

@@ -10,6 +10,9 @@
  * *out is borrowed from the session. */
 wpk_status session_prepare(wpk_session *s, exec_plan **out);
 
+/* Bind every input of m at its shape, symbolic dims at batch, to zeros (for timing a plan). */
+wpk_status api_bind_zeros(wpk_context *ctx, wpk_session *s, const wpk_model *m, int batch);
+
 /* The threads the session runs on (params.threads, or the default). */
 int session_threads(const wpk_session *s);
 

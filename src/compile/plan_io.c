@@ -274,6 +274,8 @@ wpk_status cpu_program_plan(wpk_context *ctx, const cpu_program *p, const ir_gra
         s->op = g->nodes[k].op_type;
         s->args = args;
         s->payload = NULL;
+        int64_t team = ir_attr_int(&g->nodes[k], IR_ATTR_THREADS, 0);
+        s->threads = team < 0 ? 0 : team > 4096 ? 4096 : (int)team;
         if (p->steps[k].kind == CPU_STEP_KERNEL)
             st = kernel_step(ctx, b, p, g, k, scratch_base, s, args);
         else

@@ -122,6 +122,10 @@ void ir_node_remove_attr(ir_node *n, const char *name);
 /* Turn node n into op `op` of the table (op_type and domain follow). */
 void ir_node_set_op(ir_node *n, ir_op op);
 
+/* The attribute giving a node's own OpenMP team size in a compiled plan (an int >= 1; absent:
+ * the plan's threads). The fusion/threads plan search sets it; any op may carry it. */
+#define IR_ATTR_THREADS "wpk_threads"
+
 /* Attributes. The getters return the default when the attribute is absent. */
 const ir_attr *ir_attr_find(const ir_node *n, const char *name);
 int64_t ir_attr_int(const ir_node *n, const char *name, int64_t def);

@@ -18,6 +18,7 @@ typedef struct rt_exec_step {
     void *state;
     void **argv;
     const char *node;
+    int threads;        /* the step's team size; 0: the backend's */
 } rt_exec_step;
 
 typedef struct rt_backend rt_backend;

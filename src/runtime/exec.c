@@ -94,6 +94,7 @@ static wpk_status prepare_steps(wpk_context *ctx, const char *what, rt_exec *x) 
         rt_exec_step *e = &x->steps[k];
         e->runner = rt_runner_find(s->runner);
         e->node = s->node;
+        e->threads = s->threads;
         e->argv = argv;
         for (int a = 0; a < s->nargs; a++) argv[a] = s->args[a] >= 0 ? x->data[s->args[a]] : NULL;
         argv += s->nargs;

@@ -13,6 +13,7 @@
 #define MAX_ITEMS (1u << 24)
 #define MAX_MODULES 1024
 #define MAX_ARGS 4096
+#define MAX_STEP_THREADS 4096u
 
 void rt_plan_profile_entries(const rt_plan *p, wpk_node_profile *out) {
     for (int k = 0; k < p->nsteps; k++) {
@@ -80,6 +81,12 @@ wpk_status rt_plan_write(wpk_context *ctx, const rt_plan *p, byte_writer *w) {
         bw_str(w, s->impl);
         bw_str(w, s->source);
     }
+    /* per-step team sizes follow the steps only where a step has one, so a plan without
+       them reads the same as before they existed */
+    bool threads = false;
+    for (int k = 0; k < p->nsteps; k++) threads = threads || p->steps[k].threads > 0;
+    if (threads)
+        for (int k = 0; k < p->nsteps; k++) bw_u32(w, (uint32_t)p->steps[k].threads);
     return w->oom ? wpk_error(ctx, WPK_ERR_NOMEM, "out of memory writing the plan") : WPK_OK;
 }
 
@@ -187,6 +194,13 @@ wpk_status rt_plan_read(wpk_context *ctx, const char *what, byte_reader *r, rt_p
         s->impl = br_str(r);
         s->source = br_str(r);
         if (r->bad) return damaged(ctx, what, "its steps");
+    }
+    if (r->p != r->end && p->nsteps > 0) {
+        for (int k = 0; k < p->nsteps; k++) {
+            uint32_t t = br_u32(r);
+            if (r->bad || t > MAX_STEP_THREADS) return damaged(ctx, what, "a step's threads");
+            p->steps[k].threads = (int)t;
+        }
     }
     if (r->p != r->end) return damaged(ctx, what, "bytes after its last step");
     return WPK_OK;

@@ -53,6 +53,7 @@ typedef struct rt_step {
     const void *payload;    /* bytes the runner interprets (a node, a config), maybe empty */
     size_t payload_len;
     const char *node, *op, *impl, *source; /* for reports (wpk_node_profile) */
+    int threads;            /* its OpenMP team size; 0: the backend's (the plan's) */
 } rt_step;
 
 /* A plan read from, or about to be written into, an artifact body. Read plans point into the

@@ -82,15 +82,15 @@ static void mock_plan_init(mock_plan *m) {
     memcpy(m->args, args, sizeof args);
     const char *kr = "cuda_kernel", *cr = "cuda_copy";
     m->s[0] = (rt_step){kr, 0, "wpk_mock_scale2", 2, &m->args[0], m->launch, sizeof m->launch,
-                        "scale", "Mul", "", ""};
+                        "scale", "Mul", "", "", 0};
     m->s[1] = (rt_step){kr, 0, "wpk_mock_add1", 2, &m->args[2], m->launch, sizeof m->launch,
-                        "add", "Add", "", ""};
+                        "add", "Add", "", "", 0};
     m->s[2] = (rt_step){cr, -1, "", 2, &m->args[4], m->copy, sizeof m->copy, "copy",
-                        "Identity", "", ""};
+                        "Identity", "", "", 0};
     m->s[3] = (rt_step){kr, 0, "wpk_mock_scale2", 2, &m->args[6], m->launch, sizeof m->launch,
-                        "weights", "Mul", "", ""};
+                        "weights", "Mul", "", "", 0};
     m->s[4] = (rt_step){cr, -1, "", 2, &m->args[8], m->half, sizeof m->half, "half", "Slice",
-                        "", ""};
+                        "", "", 0};
     for (int i = 0; i < PN; i++) m->w[i] = (float)i * 0.25f;
     m->in[0].tensor = 0;
     for (int i = 0; i < 4; i++) m->out[i].tensor = (int[]){2, 3, 5, 6}[i];

@@ -62,13 +62,20 @@ static void cpu_unload_module(rt_backend *self, void *module) {
 static wpk_status cpu_run_steps(rt_backend *self, wpk_context *ctx, const rt_exec_step *steps,
                                 int n, double *step_ms) {
     omp_set_num_threads(self->threads);
+    int team = self->threads;
+    wpk_status st = WPK_OK;
     for (int k = 0; k < n; k++) {
+        /* a step with its own team size gets it, never more than the backend's threads */
+        int want = steps[k].threads > 0 && steps[k].threads < self->threads ? steps[k].threads
+                                                                           : self->threads;
+        if (want != team) omp_set_num_threads(team = want);
         double t0 = step_ms ? now_ms() : 0;
-        wpk_status st = steps[k].runner->run(steps[k].state, ctx, steps[k].argv);
+        st = steps[k].runner->run(steps[k].state, ctx, steps[k].argv);
         if (step_ms) step_ms[k] = now_ms() - t0;
-        if (st) return st;
+        if (st) break;
     }
-    return WPK_OK;
+    if (team != self->threads) omp_set_num_threads(self->threads);
+    return st;
 }
 
 static wpk_status cpu_synchronize(rt_backend *self, wpk_context *ctx) {
