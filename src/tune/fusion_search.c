@@ -5,8 +5,11 @@
  * plans are then timed with per-layer profiles -- nothing fused and every group fused, each
  * at the rule's teams, at one thread and at the plan's threads -- and every layer takes the
  * team, and every group the choice, that its profiled time favors, in the model. The plan
- * composed so is timed once more; the fastest plan timed wins, and the unfused plan at the
- * plan's threads stays unless another beats it by a margin. */
+ * composed so is timed once more. From the fastest plan so far, one move at a time (a group
+ * flipped, a layer's team changed), the layers with the most time first, is then kept when it
+ * is faster: the profiles judge each layer apart, and a move is judged in the model. The
+ * fastest plan timed wins, and the unfused plan at the plan's threads stays unless another
+ * beats it by a margin. */
 #include "tune/fusion_search.h"
 
 #include <stdlib.h>
@@ -18,6 +21,8 @@
 
 /* A plan replaces the base plan only when faster by more than this (the noise). */
 #define MARGIN 0.01
+/* The most single moves the profile search times after its composed plan. */
+#define REFINE_MAX 32
 /* The profile search's team levels: the rule's, one thread, the plan's threads. */
 enum { LEVEL_RULE, LEVEL_ONE, LEVEL_ALL, NUM_LEVELS };
 
@@ -158,11 +163,59 @@ static void fastest(const fusion_space *s, const profiled *runs, int nruns, doub
     }
 }
 
+/* Time p; keep it as the best when faster than the best by the margin. */
+static wpk_status try_point(fusion_measure_fn measure, void *user, fusion_result *out,
+                            const fusion_point *p) {
+    double ms;
+    wpk_status st = measure(user, p, &ms, NULL);
+    if (st) return st;
+    out->evaluations++;
+    if (ms < out->best_ms * (1.0 - MARGIN / 2)) {
+        out->best_ms = ms;
+        out->best = *p;
+    }
+    return WPK_OK;
+}
+
+/* Single moves from the best plan, the layers with the most profiled time first: each group
+ * flipped, each layer's team at every other size; at most REFINE_MAX plans. */
+static wpk_status refine(const fusion_space *s, fusion_measure_fn measure, void *user,
+                         fusion_result *out, fusion_point *p, const double *layer_ms,
+                         int *order) {
+    for (int l = 0; l < s->nlayers; l++) order[l] = l;
+    for (int i = 1; i < s->nlayers; i++) /* insertion sort, most time first */
+        for (int j = i; j > 0 && layer_ms[order[j]] > layer_ms[order[j - 1]]; j--) {
+            int t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+    int budget = REFINE_MAX;
+    wpk_status st = WPK_OK;
+    for (int i = 0; st == WPK_OK && i < s->nlayers && budget > 0; i++) {
+        int l = order[i];
+        for (int g = 0; st == WPK_OK && g < s->ngroups && budget > 0; g++) {
+            if (s->kept[g] != l) continue;
+            *p = out->best;
+            p->fuse[g] = !p->fuse[g];
+            st = try_point(measure, user, out, p);
+            budget--;
+        }
+        for (int t = 1; st == WPK_OK && t <= s->max_threads && budget > 0; t++) {
+            if (absorbed(s, out->best.fuse, l) || t == out->best.threads[l]) continue;
+            *p = out->best;
+            p->threads[l] = t;
+            st = try_point(measure, user, out, p);
+            budget--;
+        }
+    }
+    return st;
+}
+
 static wpk_status profile(wpk_context *ctx, const fusion_space *s, fusion_measure_fn measure,
                           void *user, fusion_result *out, fusion_point *p) {
     profiled *runs = wpk_calloc(2 * NUM_LEVELS, sizeof *runs);
     double *ms = wpk_calloc(2 * (size_t)s->nlayers + 1, sizeof *ms);
-    int *threads = wpk_calloc(2 * (size_t)s->nlayers + 1, sizeof *threads);
+    int *threads = wpk_calloc(3 * (size_t)s->nlayers + 1, sizeof *threads);
     wpk_status st = runs && ms && threads ? WPK_OK
                     : wpk_error(ctx, WPK_ERR_NOMEM, "out of memory in the fusion search");
     int nruns[2] = {0, 0};
@@ -211,6 +264,7 @@ static wpk_status profile(wpk_context *ctx, const fusion_space *s, fusion_measur
                 out->best_ms = composed;
                 out->best = *p;
             }
+            st = refine(s, measure, user, out, p, ms0, threads + 2 * s->nlayers);
         }
     }
     wpk_free(runs);
