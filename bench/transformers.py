@@ -3,7 +3,8 @@
 BERT-style encoder (4 layers, hidden 768, 12 heads, seq 128) and torchvision's vit_b_16, each
 exported by tests/transformers/export_models.py. wpk runs untuned (`wpk bench`, its default
 kernels; with --db, the records of a `wpk tune` run), ONNX Runtime with its full graph
-optimizations, OpenVINO with the latency hint at f32; all on the same thread count. Every ratio
+optimizations, OpenVINO with the latency hint at f32; all on the same thread count, idle
+threads waiting as each runtime does by default (as models_vs_ort.py's --wait default). Every ratio
 is the faster peer's median over wpk's median (above 1: wpk is faster).
 Writes bench/results/transformers.md (table, provenance, raw samples).
     bench/transformers.py [--models bert_base4,vit_b_16] [--threads 2] [--iters 30]
@@ -101,7 +102,6 @@ def main():
     ap.add_argument("--torch-python", default="/usr/bin/python3")
     ap.add_argument("--out", default=str(REPO / "bench/results/transformers.md"))
     args = ap.parse_args()
-    os.environ.setdefault("OMP_WAIT_POLICY", "passive")
     out_dir = Path(args.dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     names = [m for m in args.models.split(",") if m]
@@ -157,6 +157,7 @@ def main():
               f"- commit: {sh('git', 'rev-parse', '--short', 'HEAD')}",
               f"- cpu: {cpu}; load average at the end: {os.getloadavg()}",
               f"- onnxruntime {ort.__version__}, openvino {openvino.__version__}",
+              f"- OMP_WAIT_POLICY: {os.environ.get('OMP_WAIT_POLICY', 'unset (each runtime default)')}",
               f"- wpk sources per model: " + "; ".join(f"{r[0]} {r[6]}" for r in rows),
               "", "## Raw samples (ms)", "", "```", json.dumps(raw, indent=1), "```", ""]
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
