@@ -157,7 +157,8 @@ def main():
               f"- commit: {sh('git', 'rev-parse', '--short', 'HEAD')}",
               f"- cpu: {cpu}; load average at the end: {os.getloadavg()}",
               f"- onnxruntime {ort.__version__}, openvino {openvino.__version__}",
-              f"- OMP_WAIT_POLICY: {os.environ.get('OMP_WAIT_POLICY', 'unset (each runtime default)')}",
+              "- OMP_WAIT_POLICY: "
+              + os.environ.get("OMP_WAIT_POLICY", "unset (each runtime's default)"),
               f"- wpk sources per model: " + "; ".join(f"{r[0]} {r[6]}" for r in rows),
               "", "## Raw samples (ms)", "", "```", json.dumps(raw, indent=1), "```", ""]
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
