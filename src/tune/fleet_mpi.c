@@ -1011,16 +1011,8 @@ static int worker_propose(void *user, tune_config *out, int max) {
     return k;
 }
 
-static void worker_result(void *user, int i, const tune_config *cfg, const tune_measurement *r) {
-    (void)cfg;
-    worker *W = user;
-    result_msg *m = wpk_calloc(1, sizeof *m);
-    if (!m || i < 0 || i >= W->nseq) {
-        wpk_free(m);
-        return;
-    }
-    m->seq = W->seq_of[i];
-    m->busy_s = busy_now(W);
+/* A measurement's fields into the message that carries it to rank 0. */
+static void result_fill(result_msg *m, const tune_measurement *r) {
     m->status = (int32_t)r->status;
     m->nsamples = r->nsamples;
     memcpy(m->samples, r->samples, sizeof m->samples);
@@ -1032,6 +1024,19 @@ static void worker_result(void *user, int i, const tune_config *cfg, const tune_
     m->build_s = r->build_s;
     m->run_s = r->run_s;
     snprintf(m->message, sizeof m->message, "%s", r->message);
+}
+
+static void worker_result(void *user, int i, const tune_config *cfg, const tune_measurement *r) {
+    (void)cfg;
+    worker *W = user;
+    result_msg *m = wpk_calloc(1, sizeof *m);
+    if (!m || i < 0 || i >= W->nseq) {
+        wpk_free(m);
+        return;
+    }
+    m->seq = W->seq_of[i];
+    m->busy_s = busy_now(W);
+    result_fill(m, r);
     if (post0(W, m) != MPI_SUCCESS) W->stop = true;
     wpk_free(m);
 }
@@ -1097,17 +1102,7 @@ static void final_result(void *user, int i, const tune_config *cfg, const tune_m
     m->item = R->item[i];
     m->round = R->round;
     m->busy_s = busy_now(R->W);
-    m->status = (int32_t)r->status;
-    m->nsamples = r->nsamples;
-    memcpy(m->samples, r->samples, sizeof m->samples);
-    m->level = r->level;
-    m->cold = r->cold;
-    m->calls_per_sample = r->calls_per_sample;
-    m->median = r->median;
-    m->error = r->error;
-    m->build_s = r->build_s;
-    m->run_s = r->run_s;
-    snprintf(m->message, sizeof m->message, "%s", r->message);
+    result_fill(m, r);
     if (post0(R->W, m) != MPI_SUCCESS) R->W->stop = true;
     wpk_free(m);
 }
