@@ -55,6 +55,9 @@ wpk_status lib_host_only(wpk_context *ctx, const kernel_provider *self, const ir
                      "device", n->name, self->name);
 }
 
+/* Past this many inputs or outputs a node's FLOPs are not counted. */
+#define LIB_NODE_MAX_ARGS 64
+
 static void task_tensors(const tune_task *task, ir_tensor **in, ir_tensor **out) {
     tune_task *m = (tune_task *)task;
     for (int i = 0; i < task->nin; i++)
@@ -64,7 +67,9 @@ static void task_tensors(const tune_task *task, ir_tensor **in, ir_tensor **out)
 }
 
 void lib_describe(const kernel_provider *self, tune_task *task) {
-    ir_tensor *in[TUNE_MAX_ARGS] = {0}, *out[TUNE_MAX_ARGS] = {0};
+    /* the task holds its first TUNE_MAX_ARGS tensors; FLOP counts see the node's arity (a
+       QLinearConv has 9 inputs), the ones past the task's as absent */
+    ir_tensor *in[LIB_NODE_MAX_ARGS] = {0}, *out[LIB_NODE_MAX_ARGS] = {0};
     task_tensors(task, in, out);
     const kernel_provider *dsl = task->primary;
     if (dsl) {
@@ -89,7 +94,8 @@ void lib_describe(const kernel_provider *self, tune_task *task) {
         for (int d = 0; d < in[i]->ndim; d++)
             tune_key_add(task, "%s%lld", d ? "x" : "", (long long)in[i]->dims[d]);
     }
-    task->flops = ir_node_flops(task->node, in, out);
+    bool fits = task->node->nin <= LIB_NODE_MAX_ARGS && task->node->nout <= LIB_NODE_MAX_ARGS;
+    task->flops = fits ? ir_node_flops(task->node, in, out) : 0;
 }
 
 void lib_space(const kernel_provider *self, const tune_task *task, tune_space *s) {
