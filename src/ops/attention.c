@@ -177,6 +177,31 @@ static void group_base(const attn_dims *a, int64_t g, int64_t *q, int64_t *k, in
     }
 }
 
+/* Output rows [i0, i0 + rows) zeroed, their running max and sum reset. */
+static void start_rows(const attn_job *j, int64_t ob, int64_t i0, int64_t rows, float *mx,
+                       float *sum) {
+    const attn_dims *a = j->a;
+    for (int64_t i = 0; i < rows; i++) {
+        mx[i] = -INFINITY;
+        sum[i] = 0.0f;
+        float *orow = j->out + ob + (i0 + i) * a->os[a->rank - 2];
+        for (int64_t c = 0; c < a->dv; c++) orow[c] = 0.0f;
+    }
+}
+
+/* Keys [k0, k0 + nk) of the group at kb into kt, transposed: [d][KEY_BLOCK]; a short last
+ * block is padded with zeros, so no stale keys. */
+static void transpose_keys(const attn_job *j, int64_t kb, int64_t k0, int64_t nk, float *kt) {
+    const attn_dims *a = j->a;
+    const int64_t d = a->d;
+    for (int64_t t = 0; t < nk; t++) {
+        const float *krow = j->k + kb + (k0 + t) * a->ks[a->rank - 2];
+        for (int64_t c = 0; c < d; c++) kt[c * KEY_BLOCK + t] = krow[c];
+    }
+    for (int64_t c = 0; c < d && nk < KEY_BLOCK; c++)
+        for (int64_t t = nk; t < KEY_BLOCK; t++) kt[c * KEY_BLOCK + t] = 0.0f;
+}
+
 /* Query rows [i0, i0 + rows) of batch group g, keys in blocks with an online softmax: the
  * running max and sum per row rescale the output rows accumulated so far, so no row of
  * scores longer than a key block is ever held. */
@@ -188,20 +213,10 @@ attn_chunk_body(const attn_job *j, int64_t g, int64_t i0, int64_t rows) {
     const int64_t d = a->d, dv = a->dv, r = a->rank;
     float kt[HEAD_DIM_MAX * KEY_BLOCK]; /* a key block, transposed: [d][KEY_BLOCK] */
     float mx[QUERY_CHUNK], sum[QUERY_CHUNK];
-    for (int64_t i = 0; i < rows; i++) {
-        mx[i] = -INFINITY;
-        sum[i] = 0.0f;
-        float *orow = j->out + ob + (i0 + i) * a->os[r - 2];
-        for (int64_t c = 0; c < dv; c++) orow[c] = 0.0f;
-    }
+    start_rows(j, ob, i0, rows, mx, sum);
     for (int64_t k0 = 0; k0 < a->sk; k0 += KEY_BLOCK) {
         const int64_t nk = a->sk - k0 < KEY_BLOCK ? a->sk - k0 : KEY_BLOCK;
-        for (int64_t t = 0; t < nk; t++) {
-            const float *krow = j->k + kb + (k0 + t) * a->ks[r - 2];
-            for (int64_t c = 0; c < d; c++) kt[c * KEY_BLOCK + t] = krow[c];
-        }
-        for (int64_t c = 0; c < d && nk < KEY_BLOCK; c++) /* a short last block: no stale keys */
-            for (int64_t t = nk; t < KEY_BLOCK; t++) kt[c * KEY_BLOCK + t] = 0.0f;
+        transpose_keys(j, kb, k0, nk, kt);
         for (int64_t ib = 0; ib < rows; ib += ROW_BLOCK) {
             const int64_t nr = rows - ib < ROW_BLOCK ? rows - ib : ROW_BLOCK;
             float s[ROW_BLOCK][KEY_BLOCK];
@@ -315,24 +330,14 @@ VEC_TARGET static void attn_chunk_avx512(const attn_job *j, int64_t g, int64_t i
     const attn_dims *a = j->a;
     int64_t qb, kb, vb, ob, mb;
     group_base(a, g, &qb, &kb, &vb, &ob, &mb);
-    const int64_t d = a->d, dv = a->dv, r = a->rank, nv = dv / 16;
+    const int64_t dv = a->dv, r = a->rank, nv = dv / 16;
     float kt[HEAD_DIM_MAX * KEY_BLOCK]; /* a key block, transposed: [d][KEY_BLOCK] */
     float mx[QUERY_CHUNK_WIDE], sum[QUERY_CHUNK_WIDE];
-    for (int64_t i = 0; i < rows; i++) {
-        mx[i] = -INFINITY;
-        sum[i] = 0.0f;
-        float *orow = j->out + ob + (i0 + i) * a->os[r - 2];
-        for (int64_t c = 0; c < dv; c++) orow[c] = 0.0f;
-    }
+    start_rows(j, ob, i0, rows, mx, sum);
     const __m512 scale = _mm512_set1_ps(j->scale);
     for (int64_t k0 = 0; k0 < a->sk; k0 += KEY_BLOCK) {
         const int64_t nk = a->sk - k0 < KEY_BLOCK ? a->sk - k0 : KEY_BLOCK;
-        for (int64_t t = 0; t < nk; t++) {
-            const float *krow = j->k + kb + (k0 + t) * a->ks[r - 2];
-            for (int64_t c = 0; c < d; c++) kt[c * KEY_BLOCK + t] = krow[c];
-        }
-        for (int64_t c = 0; c < d && nk < KEY_BLOCK; c++) /* a short last block: no stale keys */
-            for (int64_t t = nk; t < KEY_BLOCK; t++) kt[c * KEY_BLOCK + t] = 0.0f;
+        transpose_keys(j, kb, k0, nk, kt);
         __mmask16 live[KEY_BLOCK / 16]; /* the key lanes of this block */
         for (int v = 0; v < KEY_BLOCK / 16; v++) {
             int64_t in = nk - 16 * v;
