@@ -321,9 +321,10 @@ static wpk_status create(const kernel_provider *self, wpk_context *ctx, const ir
                          "kernel", n->name, n->op_type);
     }
     if (k->kind == QELEM_ADD) {
+        static const int scale_in[3] = {1, 4, 6}, zp_in[3] = {2, 5, 7}; /* A, B, C */
         for (int i = 0; i < 3; i++) {
-            k->scale[i] = quant_float_at(in[1 + 3 * i], 0);
-            k->zp[i] = quant_int_at(in[2 + 3 * i], 0);
+            k->scale[i] = quant_float_at(in[scale_in[i]], 0);
+            k->zp[i] = quant_int_at(in[zp_in[i]], 0);
         }
     } else {
         const ir_tensor *s = in[1], *z = n->nin > 2 ? in[2] : NULL;
