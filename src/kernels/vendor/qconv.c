@@ -243,16 +243,17 @@ static void gather_row(const lib_kernel *k, const uint8_t *xb, int64_t c, int64_
         int64_t len = g->out[1] - ow < n ? g->out[1] - ow : n;
         int64_t ih = oh * g->stride[0] + i * g->dil[0] - g->pad0[0];
         int64_t a = ow > w0 ? ow : w0, b = ow + len < w1 ? ow + len : w1;
-        if (ih < 0 || ih >= g->in[0] || a >= b) {
-            memset(dst, pad, (size_t)len);
+        bool inside = ih >= 0 && ih < g->in[0];
+        const uint8_t *srow = src + ih * g->in[1];
+        if (inside && sw == 1 && len == QGEMM_LANES && a == ow && b == ow + len) {
+            memcpy(dst, srow + ow + off, QGEMM_LANES); /* the common case: one 16-byte move */
+        } else if (!inside || a >= b) {
+            for (int64_t w = 0; w < len; w++) dst[w] = pad;
         } else {
-            const uint8_t *srow = src + ih * g->in[1];
-            if (a > ow) memset(dst, pad, (size_t)(a - ow));
-            if (sw == 1)
-                memcpy(dst + (a - ow), srow + a + off, (size_t)(b - a));
-            else
-                for (int64_t w = a; w < b; w++) dst[w - ow] = srow[w * sw + off];
-            if (b < ow + len) memset(dst + (b - ow), pad, (size_t)(ow + len - b));
+            /* at most 16 bytes: loops, not library calls */
+            for (int64_t w = ow; w < a; w++) dst[w - ow] = pad;
+            for (int64_t w = a; w < b; w++) dst[w - ow] = srow[w * sw + off];
+            for (int64_t w = b; w < ow + len; w++) dst[w - ow] = pad;
         }
         dst += len;
         n -= len;
