@@ -265,8 +265,8 @@ def main():
              (12, 12, 15, 3, 2, 1, 1, 12, S8, U8, True),    # depthwise, stride 2, s8 x
              (32, 32, 7, 3, 1, 1, 1, 32, U8, U8, False),    # depthwise, short rows
              (6, 4, 5, 3, 1, 1, 1, 2, U8, U8, True),        # grouped: the reference kernel
-             (8, 16, 40, 3, 1, 1, 1, 1, U8, U8, True),      # gathered blocks inside one row
-             (16, 24, 15, 1, 2, 0, 1, 1, U8, U8, False)]    # 1x1 stride 2: gathered
+             (8, 16, 40, 3, 1, 1, 1, 1, U8, U8, True),      # wide rows: blocks inside one row
+             (16, 24, 15, 1, 2, 0, 1, 1, U8, U8, False)]    # 1x1 stride 2: im2col
     with tempfile.TemporaryDirectory(prefix="wpk-quant-ops.") as tmp:
         work = Path(tmp)
         for i, spec in enumerate(convs):

@@ -1,9 +1,8 @@
 /* qconv.c -- the int8 convolution provider ("int8"): QLinearConv and wpk::QLinearConv (2-D,
  * NCHW, constant weights, scales and zero points) on the provider interface of lib.h, its
  * weights packed when the kernel is made. One group: the convolution as a GEMM (qgemm.h) of
- * the s8 weights [M, C*KH*KW] with the u8 activations, gathered straight from x into packed
- * 16-column blocks (the im2col matrix is never stored; 1x1 stride-1 unpadded convs read x's
- * planes as the matrix); bias, requantization and the
+ * the s8 weights [M, C*KH*KW] with the u8 activations, gathered (im2col, skipped for 1x1
+ * stride-1 unpadded convs) and packed in 16-column blocks; bias, requantization and the
  * activation's clamp run in the GEMM's epilogue. Depthwise (one channel per group): each
  * channel's plane copied into a padded one, then qdepthwise.h. Threads split the GEMM over
  * output tiles (rows x column blocks), the gathering over rows and blocks, the depthwise
@@ -34,7 +33,7 @@ struct lib_kernel {
     int8_t *w;         /* GEMM: rows_pad x 4 k4; depthwise: m x taps */
     int32_t *bias;     /* GEMM: bias - (x zero point, as u8) x row sum; depthwise: bias */
     float *mult;       /* x_scale * w_scale[m] / y_scale */
-    int64_t *tap_w0, *tap_w1; /* per kernel column j: the output columns whose input is in x */
+    uint8_t *col;      /* im2col rows: k x plane_out (NULL when direct) */
     uint8_t *packed;   /* blocks_pad x k4 x 64 */
     uint8_t *pad;      /* depthwise: a padded input plane per thread, pad_h x pad_w */
     int64_t pad_h, pad_w;
@@ -111,8 +110,7 @@ static void destroy(const kernel_provider *self, lib_kernel *k) {
     wpk_free(k->w);
     wpk_free(k->bias);
     wpk_free(k->mult);
-    wpk_free(k->tap_w0);
-    wpk_free(k->tap_w1);
+    wpk_free(k->col);
     wpk_free(k->packed);
     wpk_free(k->pad);
     wpk_free(k);
@@ -205,8 +203,7 @@ static wpk_status create(const kernel_provider *self, wpk_context *ctx, const ir
     } else {
         nomem = nomem || !(k->w = wpk_malloc((size_t)(k->rows_pad * k->k4 * 4))) ||
                 !(k->packed = wpk_malloc((size_t)(k->blocks_pad * k->k4 * 64))) ||
-                !(k->tap_w0 = wpk_malloc(sizeof(int64_t) * (size_t)g->kernel[1])) ||
-                !(k->tap_w1 = wpk_malloc(sizeof(int64_t) * (size_t)g->kernel[1]));
+                (!k->direct && !(k->col = wpk_malloc((size_t)(k->k * k->plane_out))));
     }
     if (nomem) {
         destroy(self, k);
@@ -214,82 +211,40 @@ static wpk_status create(const kernel_provider *self, wpk_context *ctx, const ir
                          "kernel", n->name, n->op_type);
     }
     pack_constants(k, n, in);
-    if (!k->depthwise)
-        for (int64_t j = 0; j < g->kernel[1]; j++)
-            sp_tap_range(g->out[1], g->stride[1], j * g->dil[1] - g->pad0[1], g->in[1],
-                         &k->tap_w0[j], &k->tap_w1[j]);
     *out_k = k;
     return WPK_OK;
 }
 
 /* ---- run ---- */
 
-/* Where a gather starts: output row oh, column ow of the block's first position. */
-typedef struct out_pos {
-    int64_t oh, ow;
-} out_pos;
-
-/* n positions of row (c, i, j) of image xb's im2col matrix from position p on, into dst: the
- * input pixel under tap (c, i, j) for each, x's zero point (the real 0) in the padding. One
- * run per output row the positions cross, each a copy between two fills. */
-static void gather_row(const lib_kernel *k, const uint8_t *xb, int64_t c, int64_t i, int64_t j,
-                       out_pos p, int64_t n, uint8_t *dst) {
+/* Row r of the im2col matrix of image xb: the input pixel under tap (c, i, j) for every
+ * output position, x's zero point (the real 0) where the tap falls in the padding. */
+static void im2col_row(const lib_kernel *k, const uint8_t *xb, int64_t r, uint8_t *dst) {
     const sp_geom *g = &k->g;
+    int64_t kh = g->kernel[0], kw = g->kernel[1];
+    int64_t c = r / (kh * kw), i = r / kw % kh, j = r % kw;
     const uint8_t *src = xb + c * k->plane_in;
-    const uint8_t pad = (uint8_t)k->xzp;
-    const int64_t off = j * g->dil[1] - g->pad0[1], w0 = k->tap_w0[j], w1 = k->tap_w1[j];
-    const int64_t sw = g->stride[1];
-    for (int64_t oh = p.oh, ow = p.ow; n > 0; oh++, ow = 0) {
-        int64_t len = g->out[1] - ow < n ? g->out[1] - ow : n;
+    uint8_t pad = (uint8_t)k->xzp;
+    for (int64_t oh = 0; oh < g->out[0]; oh++) {
         int64_t ih = oh * g->stride[0] + i * g->dil[0] - g->pad0[0];
-        int64_t a = ow > w0 ? ow : w0, b = ow + len < w1 ? ow + len : w1;
-        bool inside = ih >= 0 && ih < g->in[0];
-        const uint8_t *srow = src + ih * g->in[1];
-        if (inside && sw == 1 && len == QGEMM_LANES && a == ow && b == ow + len) {
-            memcpy(dst, srow + ow + off, QGEMM_LANES); /* the common case: one 16-byte move */
-        } else if (!inside || a >= b) {
-            for (int64_t w = 0; w < len; w++) dst[w] = pad;
-        } else {
-            /* at most 16 bytes: loops, not library calls */
-            for (int64_t w = ow; w < a; w++) dst[w - ow] = pad;
-            for (int64_t w = a; w < b; w++) dst[w - ow] = srow[w * sw + off];
-            for (int64_t w = b; w < ow + len; w++) dst[w - ow] = pad;
+        uint8_t *d = dst + oh * g->out[1];
+        if (ih < 0 || ih >= g->in[0]) {
+            memset(d, pad, (size_t)g->out[1]);
+            continue;
         }
-        dst += len;
-        n -= len;
+        const uint8_t *s = src + ih * g->in[1];
+        int64_t w0, w1, off = j * g->dil[1] - g->pad0[1];
+        sp_tap_range(g->out[1], g->stride[1], off, g->in[1], &w0, &w1);
+        if (w0 > 0) memset(d, pad, (size_t)w0);
+        if (g->stride[1] == 1)
+            memcpy(d + w0, s + w0 + off, (size_t)(w1 - w0));
+        else
+            for (int64_t ow = w0; ow < w1; ow++) d[ow] = s[ow * g->stride[1] + off];
+        if (w1 < g->out[1]) memset(d + w1, pad, (size_t)(g->out[1] - w1));
     }
 }
 
-/* Column block b of the GEMM's right operand gathered from image xb (not direct convs). */
-static void gather_block(const lib_kernel *k, const uint8_t *xb, int64_t b) {
-    static const uint8_t zeros[QGEMM_LANES];
-    uint8_t *out = k->packed + b * k->k4 * 64;
-    const int64_t col = b * QGEMM_LANES;
-    const int64_t n = k->plane_out - col < QGEMM_LANES ? k->plane_out - col : QGEMM_LANES;
-    const int64_t kh = k->g.kernel[0], kw = k->g.kernel[1];
-    const out_pos p = {col / k->g.out[1], col % k->g.out[1]};
-    uint8_t rows[4][QGEMM_LANES];
-    memset(rows, 0, sizeof rows); /* the lanes past n stay 0 */
-    int64_t c = 0, i = 0, j = 0; /* row kg * 4 + t of the matrix, as (channel, tap row, col) */
-    for (int64_t kg = 0; kg < k->k4; kg++) {
-        const uint8_t *r[4];
-        for (int t = 0; t < 4; t++) {
-            if (kg * 4 + t >= k->k || n <= 0) {
-                r[t] = zeros; /* its weights are 0 / its columns are not stored */
-                continue;
-            }
-            gather_row(k, xb, c, i, j, p, n, rows[t]);
-            r[t] = rows[t];
-            if (++j == kw) {
-                j = 0;
-                if (++i == kh) i = 0, c++;
-            }
-        }
-        qgemm_pack_group(out + kg * 64, r, k->x_signed ? 0x80 : 0);
-    }
-}
-
-/* Column block b of the GEMM's right operand, from x's planes (direct convs). */
+/* Column block b of the GEMM's right operand, from the rows (im2col's, or x's planes). */
 static void pack_block(const lib_kernel *k, const uint8_t *rows, int64_t b) {
     static const uint8_t zeros[QGEMM_LANES];
     uint8_t *out = k->packed + b * k->k4 * 64;
@@ -320,17 +275,20 @@ static void share(int64_t count, int t, int nt, int64_t *lo, int64_t *hi) {
     *hi = count * (t + 1) / nt;
 }
 
-/* Thread t's part (of nt) of one image: gathering and packing, then the GEMM's output tiles,
- * with a barrier between the steps when the team has more than one thread. */
+/* Thread t's part (of nt) of one image: gathering, packing, then the GEMM's output tiles, with
+ * a barrier between the steps when the team has more than one thread. */
 static void gemm_image(const lib_kernel *k, const uint8_t *xb, uint8_t *yb, int t, int nt) {
     int64_t lo, hi;
-    share(k->blocks_pad, t, nt, &lo, &hi);
-    for (int64_t b = lo; b < hi; b++) {
-        if (k->direct)
-            pack_block(k, xb, b);
-        else
-            gather_block(k, xb, b);
+    const uint8_t *rows = k->direct ? xb : k->col;
+    if (!k->direct) {
+        share(k->k, t, nt, &lo, &hi);
+        for (int64_t r = lo; r < hi; r++) im2col_row(k, xb, r, k->col + r * k->plane_out);
+        if (nt > 1) {
+#pragma omp barrier
+        }
     }
+    share(k->blocks_pad, t, nt, &lo, &hi);
+    for (int64_t b = lo; b < hi; b++) pack_block(k, rows, b);
     if (nt > 1) {
 #pragma omp barrier
     }
