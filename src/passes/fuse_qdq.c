@@ -3,7 +3,9 @@
  * output goes, alone or through a Relu, into a QuantizeLinear become one QLinearConv on the
  * quantized tensors, so the convolution runs in u8/s8 x s8 -> s32 with the bias added in int32
  * and the requantization fused. A Relu between Conv and QuantizeLinear makes a wpk::QLinearConv
- * with activation "Relu": the clamp at y's zero point (the quantized 0).
+ * with activation "Relu": the clamp at y's zero point (the quantized 0). DequantizeLinear(a) and
+ * DequantizeLinear(b) feeding an Add (-> Relu) -> QuantizeLinear, all per tensor (the residual
+ * adds), become one wpk::QLinearAdd on the quantized tensors.
  *
  * Declines (leaves the float path, which the DQ/Q reference kernels run as written) when a
  * scale or zero point is not a constant, x or y is not quantized per tensor, w is not per
@@ -197,12 +199,62 @@ static int fuse_conv(ir_graph *g, int k) {
     return 1;
 }
 
+/* Same static shape. */
+static bool same_shape(const ir_tensor *a, const ir_tensor *b) {
+    if (a->ndim != b->ndim || a->dtype != b->dtype) return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->dims[i] != b->dims[i] || a->dims[i] <= 0) return false;
+    return true;
+}
+
+/* Add node k into a wpk::QLinearAdd: DQ(a) + DQ(b) (-> Relu) -> Q, all per tensor, a and b of
+ * one 8-bit dtype and shape. 1: rewritten, 0: declined, <0: out of memory. */
+static int fuse_add(ir_graph *g, int k) {
+    const ir_node *n = &g->nodes[k];
+    if (n->nin != 2 || n->nout != 1 || n->out[0] < 0) return 0;
+    int da = producer(g, n->in[0], IR_OP_DEQUANTIZE_LINEAR);
+    int db = producer(g, n->in[1], IR_OP_DEQUANTIZE_LINEAR);
+    qnode a, b, y;
+    if (da < 0 || db < 0 || !read_q(g, da, 1, 0, &a) || !read_q(g, db, 1, 0, &b)) return 0;
+    const ir_tensor *ta = &g->values[a.q].t, *tb = &g->values[b.q].t;
+    if (!is_int8(ta->dtype) || !same_shape(ta, tb) || (a.z && a.z->dtype != ta->dtype) ||
+        (b.z && b.z->dtype != tb->dtype))
+        return 0;
+    int c = ir_graph_single_consumer(g, n->out[0]), relu = -1;
+    if (c >= 0 && g->nodes[c].op == IR_OP_RELU) {
+        relu = c;
+        c = ir_graph_single_consumer(g, g->nodes[c].out[0]);
+    }
+    if (c < 0 || g->nodes[c].op != IR_OP_QUANTIZE_LINEAR || g->nodes[c].out[0] < 0 ||
+        !read_q(g, c, 1, 0, &y) || !y.z || !is_int8(y.z->dtype))
+        return 0;
+    wpk_dtype dt = ta->dtype;
+    int azp = a.zp, bzp = b.zp;
+    if (azp < 0 && (azp = zero_of(g, dt, g->nodes[k].name)) < 0) return -1;
+    if (bzp < 0 && (bzp = zero_of(g, dt, g->nodes[k].name)) < 0) return -1;
+    int yout = g->nodes[c].out[0];
+    ir_node *add = &g->nodes[k];
+    if (ir_node_resize(g, add, 8, 1)) return -1;
+    int ins[8] = {a.q, a.scale, azp, b.q, b.scale, bzp, y.scale, y.zp};
+    for (int i = 0; i < 8; i++) add->in[i] = ins[i];
+    add->out[0] = yout;
+    ir_node_set_op(add, IR_OP_QLINEAR_ADD_WPK);
+    if (relu >= 0 && ir_node_set_str(g, add, "activation", "Relu")) return -1;
+    g->nodes[c].dead = true;
+    if (relu >= 0) g->nodes[relu].dead = true;
+    g->values[yout].producer = k;
+    kill_if_unread(g, da);
+    kill_if_unread(g, db);
+    return 1;
+}
+
 wpk_status pass_fuse_qdq(wpk_context *ctx, ir_graph *g, const pass_options *opt, int *changed) {
     (void)opt;
     *changed = 0;
     for (int k = 0; k < g->nnodes; k++) {
-        if (g->nodes[k].dead || g->nodes[k].op != IR_OP_CONV) continue;
-        int r = fuse_conv(g, k);
+        ir_op op = g->nodes[k].dead ? IR_OP_CONV : g->nodes[k].op;
+        if (g->nodes[k].dead || (op != IR_OP_CONV && op != IR_OP_ADD)) continue;
+        int r = op == IR_OP_CONV ? fuse_conv(g, k) : fuse_add(g, k);
         if (r < 0)
             return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory fusing node '%s' with its "
                              "QuantizeLinear/DequantizeLinear", g->nodes[k].name);

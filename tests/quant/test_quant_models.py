@@ -8,8 +8,9 @@ PyTorch under /usr/bin/python3, so the test is skipped, exit 77, where torch is 
   against the float32 model no worse than ONNX Runtime's plus 1e-3.
 - int8: the model quantized by ONNX Runtime's quantize_static (QDQ, per-channel int8 weights,
   uint8 activations, calibrated on 4 random images). wpk's error against the float32 model must
-  be no worse than ONNX Runtime's int8 error times 1.10 plus 0.01 (the margin: the residual
-  Adds run in float between Q/DQ pairs where ORT runs QLinearAdd), and wpk's int8 provider must
+  be no worse than ONNX Runtime's int8 error times 1.10 plus 0.01 (the margin: rounding where
+  the float ops between Q/DQ pairs, pooling and the classifier, run in another order than
+  ORT's), and wpk's int8 provider must
   give its reference kernels' output exactly.
     test_quant_models.py [--models mobilenet_v2,resnet50] [--dir DIR] [--wpk build/wpk]
 """

@@ -10,9 +10,18 @@ reference kernels.
 2. QDQ graphs (DequantizeLinear -> Conv (-> Relu) -> QuantizeLinear, a float bias and a DQ'd
    int32 bias): `wpk optimize` must turn the Conv into a QLinearConv (wpk::QLinearConv with the
    Relu folded), and `wpk run` must match ONNX Runtime within one step.
-3. Bad input: malformed quantization parameters are refused with exit 1 and a message naming the
+3. QuantizeLinear / DequantizeLinear on their own (the qelem provider: AVX-512 and, with
+   WPK_CPU_FLAGS_OFF=avx512f, the portable loop): int8 and uint8, per tensor and per channel
+   along axis 0, 1 and -1, nonzero zero points, odd sizes (vector tails; above and below the
+   size that runs on two threads), values on the .5 boundaries (half to even) and beyond the
+   range (saturation). Both paths must equal the reference kernels byte for byte and ONNX
+   Runtime within one step (Q) or exactly (DQ).
+4. The residual add: DQ(a) + DQ(b) (-> Relu) -> Q must become one wpk::QLinearAdd, equal to the
+   reference kernels (both paths) and within one step of ONNX Runtime.
+5. Bad input: malformed quantization parameters are refused with exit 1 and a message naming the
    node and the input.
 """
+import os
 import argparse
 import subprocess
 import sys
@@ -102,6 +111,139 @@ def wpk_run(wpk, model, x, work, extra=()):
     return np.load(out / "y.npy")
 
 
+def run_feeds(wpk, model, feeds, work, extra=(), env=None):
+    """wpk run of model on the named inputs; its outputs by name."""
+    args = []
+    for name, v in feeds.items():
+        np.save(work / f"{name}.npy", v)
+        args += ["-i", f"{name}={work / (name + '.npy')}"]
+    out = work / "out_feeds"
+    r = subprocess.run([wpk, "run", str(model), *args, "-o", str(out), *extra],
+                       capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        raise RuntimeError(f"wpk run {model.name} {' '.join(extra)} failed: {r.stderr[-1500:]}")
+    return {p.stem: np.load(p) for p in out.glob("*.npy")}
+
+
+PORTABLE = dict(os.environ, WPK_CPU_FLAGS_OFF="avx512f")
+
+
+def qdq_single_model(op, shape, qt, per_axis, rng):
+    """QuantizeLinear (float x -> y) or DequantizeLinear (8-bit x -> float y), per tensor or
+    per channel along per_axis (None: per tensor)."""
+    n = 1 if per_axis is None else shape[per_axis]
+    scale = (rng.random(n, dtype=np.float32) * 0.05 + 0.01).astype(np.float32)
+    lo, hi = (-20, 20) if qt == TensorProto.INT8 else (90, 160)
+    zp = rng.integers(lo, hi, size=n).astype(np_type(qt))
+    if per_axis is None:
+        scale, zp = scale.reshape(()), zp.reshape(())
+    inits = [numpy_helper.from_array(scale, "s"), numpy_helper.from_array(zp, "z")]
+    attrs = {} if per_axis is None else {"axis": per_axis - len(shape) if per_axis == len(shape)
+                                         - 1 else per_axis}
+    node = helper.make_node(op, ["x", "s", "z"], ["y"], **attrs)
+    xt, yt = (TensorProto.FLOAT, qt) if op == "QuantizeLinear" else (qt, TensorProto.FLOAT)
+    g = helper.make_graph([node], "qdq1", [helper.make_tensor_value_info("x", xt, shape)],
+                          [helper.make_tensor_value_info("y", yt, None)], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), scale
+
+
+def qadd_model(shape, qt, relu, rng):
+    """Float a, b -> Q -> DQ each, Add (-> Relu) -> Q -> DQ: the residual block of a QDQ graph."""
+    zt = np_type(qt)
+    lo, hi = (-10, 10) if qt == TensorProto.INT8 else (100, 150)
+    inits = [numpy_helper.from_array(np.array(0.021, np.float32), "as"),
+             numpy_helper.from_array(np.array(rng.integers(lo, hi), zt), "az"),
+             numpy_helper.from_array(np.array(0.034, np.float32), "bs"),
+             numpy_helper.from_array(np.array(rng.integers(lo, hi), zt), "bz"),
+             numpy_helper.from_array(np.array(0.047, np.float32), "cs"),
+             numpy_helper.from_array(np.array(rng.integers(lo, hi), zt), "cz")]
+    nodes = [helper.make_node("QuantizeLinear", ["a", "as", "az"], ["aq"]),
+             helper.make_node("DequantizeLinear", ["aq", "as", "az"], ["ad"]),
+             helper.make_node("QuantizeLinear", ["b", "bs", "bz"], ["bq"]),
+             helper.make_node("DequantizeLinear", ["bq", "bs", "bz"], ["bd"]),
+             helper.make_node("Add", ["ad", "bd"], ["s"])]
+    last = "s"
+    if relu:
+        nodes.append(helper.make_node("Relu", ["s"], ["r"]))
+        last = "r"
+    nodes += [helper.make_node("QuantizeLinear", [last, "cs", "cz"], ["cq"]),
+              helper.make_node("DequantizeLinear", ["cq", "cs", "cz"], ["y"])]
+    vi = [helper.make_tensor_value_info(v, TensorProto.FLOAT, shape) for v in ("a", "b")]
+    g = helper.make_graph(nodes, "qadd", vi, [helper.make_tensor_value_info("y", 1, None)],
+                          inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def check_elementwise(wpk, rng, work, failures):
+    """Parts 3 and 4 of the module's docstring."""
+    U8, S8 = TensorProto.UINT8, TensorProto.INT8
+    # (op, shape, dtype, axis of the per-channel parameters or None)
+    cases = [("QuantizeLinear", [1, 37, 29, 31], U8, None),   # two threads, odd tail
+             ("QuantizeLinear", [1, 37, 29, 31], S8, 1),
+             ("QuantizeLinear", [3, 5, 7], S8, 0),
+             ("QuantizeLinear", [2, 6, 41], U8, 2),             # axis -1: runs of one element
+             ("DequantizeLinear", [1, 37, 29, 31], U8, None),
+             ("DequantizeLinear", [1, 37, 29, 31], S8, 1),
+             ("DequantizeLinear", [5, 3, 9], U8, 0),
+             ("DequantizeLinear", [2, 6, 41], S8, 2)]
+    for i, (op, shape, qt, axis) in enumerate(cases):
+        model, scale = qdq_single_model(op, shape, qt, axis, rng)
+        path = work / f"qdq1_{i}.onnx"
+        onnx.save(model, path)
+        if op == "QuantizeLinear":
+            # multiples of half a step land on .5 ties; some values saturate either way
+            steps = rng.integers(-700, 700, size=shape).astype(np.float32) * 0.5
+            bshape = [1] * len(shape)
+            if axis is not None:
+                bshape[axis] = shape[axis]
+            x = (steps * scale.reshape(bshape)).astype(np.float32)
+        else:
+            lo, hi = (0, 256) if qt == U8 else (-128, 128)
+            x = rng.integers(lo, hi, size=shape).astype(np_type(qt))
+        got = run_feeds(wpk, path, {"x": x}, work)["y"]
+        portable = run_feeds(wpk, path, {"x": x}, work, env=PORTABLE)["y"]
+        ref = run_feeds(wpk, path, {"x": x}, work, ["--provider", "ref"])["y"]
+        want = ort_run(path, x)
+        same = np.array_equal(got, ref) and np.array_equal(portable, ref)
+        diff = float(np.abs(got.astype(np.float64) - want.astype(np.float64)).max())
+        limit = 1 if op == "QuantizeLinear" else 0
+        if not same:
+            failures.append(f"{op} {shape} {qt} axis={axis}: qelem (avx512 / portable) differs "
+                            f"from the reference kernel")
+        if diff > limit:
+            failures.append(f"{op} {shape} {qt} axis={axis}: {diff} from ONNX Runtime")
+        print(f"{op} {shape} dtype={qt} axis={axis}: equal to ref {same}, vs ORT {diff}",
+              flush=True)
+    for i, (shape, qt, relu) in enumerate([([1, 64, 28, 28], U8, True),
+                                           ([1, 24, 13, 11], U8, False),
+                                           ([1, 37, 29, 31], S8, True),
+                                           ([2, 5, 3], S8, False)]):
+        path = work / f"qadd{i}.onnx"
+        onnx.save(qadd_model(shape, qt, relu, rng), path)
+        opt = work / "qadd_opt.onnx"
+        r = subprocess.run([wpk, "optimize", str(path), "-o", str(opt)], capture_output=True,
+                           text=True)
+        ops = [(n.domain, n.op_type) for n in onnx.load(opt).graph.node] \
+            if r.returncode == 0 else []
+        if ("wpk", "QLinearAdd") not in ops or ("", "Add") in ops or ("", "Relu") in ops:
+            failures.append(f"qadd {shape} relu={relu}: not rewritten: {ops} {r.stderr[-500:]}")
+        feeds = {v: (rng.standard_normal(shape) * 1.5).astype(np.float32) for v in ("a", "b")}
+        got = run_feeds(wpk, path, feeds, work)["y"]
+        portable = run_feeds(wpk, path, feeds, work, env=PORTABLE)["y"]
+        ref = run_feeds(wpk, path, feeds, work, ["--provider", "ref"])["y"]
+        s = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        want = s.run(None, feeds)[0]
+        steps = float(np.abs(got - want).max()) / 0.047
+        same = np.array_equal(got, ref) and np.array_equal(portable, ref)
+        if not same:
+            failures.append(f"qadd {shape} relu={relu}: qelem (avx512 / portable) differs from "
+                            f"the reference kernel")
+        if steps > 1.01:
+            failures.append(f"qadd {shape} relu={relu}: {steps:.2f} steps from ORT")
+        print(f"qadd {shape} dtype={qt} relu={relu}: {ops}, equal to ref {same}, "
+              f"max steps vs ORT {steps:.2f}", flush=True)
+
+
 def ort_run(model, x):
     s = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
     return s.run(None, {"x": x})[0]
@@ -122,7 +264,9 @@ def main():
              (12, 12, 15, 3, 1, 1, 1, 12, U8, U8, True),    # depthwise, stride 1
              (12, 12, 15, 3, 2, 1, 1, 12, S8, U8, True),    # depthwise, stride 2, s8 x
              (32, 32, 7, 3, 1, 1, 1, 32, U8, U8, False),    # depthwise, short rows
-             (6, 4, 5, 3, 1, 1, 1, 2, U8, U8, True)]        # grouped: the reference kernel
+             (6, 4, 5, 3, 1, 1, 1, 2, U8, U8, True),        # grouped: the reference kernel
+             (8, 16, 40, 3, 1, 1, 1, 1, U8, U8, True),      # wide rows: blocks inside one row
+             (16, 24, 15, 1, 2, 0, 1, 1, U8, U8, False)]    # 1x1 stride 2: im2col
     with tempfile.TemporaryDirectory(prefix="wpk-quant-ops.") as tmp:
         work = Path(tmp)
         for i, spec in enumerate(convs):
@@ -168,6 +312,31 @@ def main():
                     failures.append(f"qdq relu={relu} bias={bias}: {steps:.2f} steps from ORT")
                 print(f"qdq relu={relu} bias={bias}: {ops}, max steps vs ORT {steps:.2f}",
                       flush=True)
+        check_elementwise(args.wpk, rng, work, failures)
+        # bad wpk::QLinearAdd: a per-channel output scale
+        bad_add = qadd_model([1, 4, 3, 3], U8, False, rng)
+        bad_add.opset_import.append(helper.make_opsetid("wpk", 1))
+        del bad_add.graph.node[:]
+        bad_add.graph.node.extend([
+            helper.make_node("QuantizeLinear", ["a", "as", "az"], ["aq"]),
+            helper.make_node("QuantizeLinear", ["b", "bs", "bz"], ["bq"]),
+            helper.make_node("QLinearAdd", ["aq", "as", "az", "bq", "bs", "bz", "cs4", "cz"],
+                             ["cq"], domain="wpk", name="bad_add"),
+            helper.make_node("DequantizeLinear", ["cq", "cs", "cz"], ["y"])])
+        bad_add.graph.initializer.append(
+            numpy_helper.from_array(np.full(4, 0.1, np.float32), "cs4"))
+        path = work / "bad_add.onnx"
+        onnx.save(bad_add, path)
+        for v in ("a", "b"):
+            np.save(work / f"{v}.npy", np.zeros((1, 4, 3, 3), np.float32))
+        r = subprocess.run([args.wpk, "run", str(path), "-i", f"a={work / 'a.npy'}", "-i",
+                            f"b={work / 'b.npy'}", "-o", str(work / "o")], capture_output=True,
+                           text=True)
+        if r.returncode != 1 or "bad_add" not in r.stderr or "C's scale" not in r.stderr:
+            failures.append(f"bad QLinearAdd scale: exit {r.returncode}, "
+                            f"{r.stderr.strip()[-300:]}")
+        else:
+            print(f"bad QLinearAdd scale refused: {r.stderr.strip().splitlines()[-1]}")
         # bad zero point: per-channel shape on a per-tensor input
         bad = qlinear_conv_model(rng, 4, 4, 5, 3, 1, 1, 1, 1, U8, U8, True, relu_op=False)
         for init in bad.graph.initializer:

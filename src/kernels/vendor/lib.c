@@ -18,6 +18,7 @@ extern const kernel_provider lib_openblas;
 #endif
 extern const kernel_provider lib_packed_gemm;
 extern const kernel_provider lib_int8; /* wpk's own int8 convolutions (qconv.c) */
+extern const kernel_provider lib_qelem; /* int8 Q, DQ and QLinearAdd (qelementwise.c) */
 
 static const kernel_provider *const providers[] = {
 #ifdef WPK_HAVE_ONEDNN
@@ -28,6 +29,7 @@ static const kernel_provider *const providers[] = {
 #endif
     &lib_packed_gemm,
     &lib_int8,
+    &lib_qelem,
     NULL,
 };
 
