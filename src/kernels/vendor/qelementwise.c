@@ -233,6 +233,8 @@ static bool layout(const ir_node *n, const ir_tensor *x, const ir_tensor *s, int
 static bool supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in,
                      ir_tensor *const *out) {
     (void)self;
+    bool q = n->op == IR_OP_QUANTIZE_LINEAR, dq = n->op == IR_OP_DEQUANTIZE_LINEAR;
+    if ((!q && !dq && n->op != IR_OP_QLINEAR_ADD_WPK) || n->nin < 2) return false;
     if (!out || n->nout != 1 || !out[0] || !in[0]) return false;
     for (int i = 0; i < in[0]->ndim; i++)
         if (in[0]->dims[i] < 0) return false;
@@ -245,8 +247,7 @@ static bool supports(const kernel_provider *self, const ir_node *n, ir_tensor *c
                params_ok(in[4], in[5], 1, in[0]->dtype) &&
                params_ok(in[6], in[7], 1, out[0]->dtype);
     }
-    bool q = n->op == IR_OP_QUANTIZE_LINEAR, dq = n->op == IR_OP_DEQUANTIZE_LINEAR;
-    if ((!q && !dq) || n->nin < 2 || constant(in[0])) return false;
+    if (constant(in[0])) return false;
     const ir_tensor *z = n->nin > 2 ? in[2] : NULL;
     if (q && (in[0]->dtype != WPK_DTYPE_FLOAT32 || !quant_is_int8(out[0]->dtype)))
         return false;
