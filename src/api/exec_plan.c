@@ -13,6 +13,7 @@
 #include "kernels/step_runners.h"
 #include "kernels/vendor/lib_runners.h"
 #include "passes/pass.h"
+#include "compile/cuda_choice.h"
 #include "compile/cuda_program.h"
 
 void exec_plan_free(exec_plan *p) {
@@ -142,11 +143,20 @@ wpk_status exec_plan_create_at(wpk_context *ctx, const ir_graph *src, const ir_t
 
 /* ---- the CUDA backend ---- */
 
-wpk_status exec_plan_compile_cuda(wpk_context *ctx, exec_plan *p) {
+wpk_status exec_plan_compile_cuda(wpk_context *ctx, exec_plan *p, tune_db *db) {
     if (!p->is_static)
         return wpk_error(ctx, WPK_ERR_UNSUPPORTED, "the CUDA backend needs every shape static "
                          "at these input shapes");
-    return tune_cuda_runner_create(ctx, p->g, &p->mem, NULL, true, &p->cuda);
+    rt_cuda_info info;
+    wpk_status st = rt_cuda_probe(ctx, 0, &info);
+    if (st) return st;
+    cuda_choice c;
+    cuda_choice_init(&c, db, &info);
+    tune_cuda_program_options opt = tune_cuda_program_default_options();
+    opt.sm = 0; /* the device's own */
+    opt.choose = cuda_choice_pick;
+    opt.choose_user = &c;
+    return tune_cuda_runner_create(ctx, p->g, &p->mem, &opt, true, &p->cuda);
 }
 
 #define CUDA_MAX_IO 64

@@ -60,10 +60,12 @@ void exec_plan_free(exec_plan *p);
 wpk_status exec_plan_compile_cpu(wpk_context *ctx, exec_plan *p, int threads);
 
 /* The CUDA backend (compile/cuda_program.h): the static plan's nodes as CUDA
- * kernels placed on device 0, run by exec_plan_run (inputs copied in, outputs back into the
- * plan's host workspace). WPK_ERR_UNSUPPORTED for a plan that is not static, without a device
- * ("CUDA unavailable: <reason>") or for nodes without a CUDA kernel (named). */
-wpk_status exec_plan_compile_cuda(wpk_context *ctx, exec_plan *p);
+ * kernels placed on device 0, each at the config the records db (borrowed, may be NULL) hold
+ * for this GPU (compile/cuda_choice.h), else its template's default, run by exec_plan_run
+ * (inputs copied in, outputs back into the plan's host workspace). WPK_ERR_UNSUPPORTED for a
+ * plan that is not static, without a device ("CUDA unavailable: <reason>") or for nodes
+ * without a CUDA kernel (named). */
+wpk_status exec_plan_compile_cuda(wpk_context *ctx, exec_plan *p, tune_db *db);
 
 /* Compile a static plan for the cpu backend with opt (threads, provider, records): as
  * exec_plan_compile_cpu. */

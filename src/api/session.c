@@ -268,8 +268,12 @@ static wpk_status find_plan(wpk_session *s, exec_plan **out) {
         }
         tune_db_close(db);
     }
-    if (st == WPK_OK && s->params.backend == WPK_BACKEND_CUDA)
-        st = exec_plan_compile_cuda(s->ctx, p);
+    if (st == WPK_OK && s->params.backend == WPK_BACKEND_CUDA) {
+        tune_db *db = NULL;
+        st = exec_plan_records_open(s->ctx, s->params.records, &db);
+        if (st == WPK_OK) st = exec_plan_compile_cuda(s->ctx, p, db);
+        tune_db_close(db);
+    }
     if (st == WPK_OK && s->params.profile) st = exec_plan_enable_profile(s->ctx, p, s->threads);
     if (st) {
         exec_plan_free(p);
