@@ -22,8 +22,8 @@ void exec_plan_free(exec_plan *p) {
     cpu_plan_free(p->plan);
     cpu_program_free(p->cpu);
     wpk_free(p->in_bind);
+    if (!p->cuda) wpk_free(p->profile); /* the CUDA runner's own otherwise */
     tune_cuda_runner_free(p->cuda);
-    wpk_free(p->profile);
     memory_plan_free(&p->mem);
     ir_exec_free(&p->exec);
     wpk_free(p->vals);
@@ -221,6 +221,12 @@ wpk_status exec_plan_compile(wpk_context *ctx, exec_plan *p, const cpu_options *
 
 wpk_status exec_plan_enable_profile(wpk_context *ctx, exec_plan *p, int threads) {
     if (p->profile) return WPK_OK;
+    if (p->cuda) {
+        const wpk_node_profile *entries;
+        wpk_status st = tune_cuda_runner_profile(p->cuda, &entries, &p->nprofile);
+        if (st == WPK_OK) p->profile = (wpk_node_profile *)entries;
+        return st;
+    }
     if (!p->is_static)
         return wpk_error(ctx, WPK_ERR_UNSUPPORTED, "the graph's shapes depend on data computed "
                          "while it runs (it runs on the dynamic interpreter): no per-node "
@@ -238,6 +244,7 @@ wpk_status exec_plan_enable_profile(wpk_context *ctx, exec_plan *p, int threads)
     p->profile = wpk_calloc((size_t)pl->nsteps + 1, sizeof *p->profile);
     if (!p->profile) return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory for a profile");
     rt_plan_profile_entries(pl, p->profile);
+    p->nprofile = p->g->nnodes;
     return WPK_OK;
 }
 

@@ -33,8 +33,10 @@ typedef struct exec_plan {
     bool *in_bind;      /* per graph input: x reads it where the caller keeps it (no other
                            value shares its bytes and it is no output), else it is copied */
     struct tune_cuda_runner *cuda; /* the CUDA backend: the plan on the GPU, or NULL */
-    wpk_node_profile *profile; /* per node, when profiling: what it runs (strings borrowed
-                                  from plan) and its time in the last run */
+    wpk_node_profile *profile; /* per node (on the CUDA backend: per step), when profiling:
+                                  what it runs (strings borrowed from plan) and its time in
+                                  the last run; nprofile entries (owned unless cuda's) */
+    int nprofile;
 } exec_plan;
 
 /* Specialize src (borrowed; must outlive the plan) to the input types in shapes[i], one per

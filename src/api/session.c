@@ -343,7 +343,7 @@ wpk_status wpk_session_profile(wpk_session *s, const wpk_node_profile **out, int
     if (!s->last || !s->last->profile)
         return wpk_error(s->ctx, WPK_ERR_INVALID_ARG, "the session has not run");
     *out = s->last->profile;
-    *n = s->last->g->nnodes;
+    *n = s->last->nprofile;
     return WPK_OK;
 }
 
