@@ -69,13 +69,16 @@ static wpk_status graph_bytes(wpk_context *ctx, const ir_graph *g, const char *p
     return WPK_OK;
 }
 
-/* The model's graph optimized at level, as a session optimizes its copy. */
-static wpk_status optimized(wpk_context *ctx, const wpk_model *model, int level, ir_graph **out) {
+/* The model's graph optimized at level, as a session (on the CUDA backend with cuda) optimizes
+ * its copy. */
+static wpk_status optimized(wpk_context *ctx, const wpk_model *model, int level, bool cuda,
+                            ir_graph **out) {
     *out = ir_graph_clone(model->g);
     if (!*out) return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory compiling the model");
     pass_options opt = pass_default_options();
     opt.level = level;
-    opt.vector_floats = target_vector_floats();
+    /* the blocked layout (NCHWc) is the CPU kernels'; the CUDA templates read NCHW */
+    opt.vector_floats = cuda ? 0 : target_vector_floats();
     return passes_run(ctx, *out, &opt);
 }
 
@@ -395,7 +398,7 @@ wpk_status wpk_compile(wpk_context *ctx, const wpk_model *model, const wpk_compi
     if ((st = cpu_precision_check(ctx, cp.precision, cuda, &reduced))) return st;
     /* fusion groups are found before the blocked layout, which the plan then runs itself */
     bool fusion = cp.fusion_search != WPK_FUSION_NONE;
-    st = optimized(ctx, model, fusion && cp.opt_level > 2 ? 2 : cp.opt_level, &g);
+    st = optimized(ctx, model, fusion && cp.opt_level > 2 ? 2 : cp.opt_level, cuda, &g);
     if (st == WPK_OK && fusion)
         st = fusion_plan_apply(ctx, g, cp.opt_level, &cp, records, cp.fusion_report);
     if (st == WPK_OK) st = graph_bytes(ctx, g, path, &bytes, &len);

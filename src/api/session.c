@@ -60,7 +60,8 @@ static wpk_status optimize(wpk_context *ctx, wpk_session *s) {
     if (!s->g) return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory creating a session");
     pass_options opt = pass_default_options();
     opt.level = s->params.opt_level;
-    opt.vector_floats = target_vector_floats();
+    /* the blocked layout (NCHWc) is the CPU kernels'; the CUDA templates read NCHW */
+    opt.vector_floats = s->params.backend == WPK_BACKEND_CUDA ? 0 : target_vector_floats();
     wpk_status st = passes_run(ctx, s->g, &opt);
     if (st == WPK_OK && s->g->ninputs != s->model->g->ninputs)
         st = wpk_error(ctx, WPK_ERR_INTERNAL, "optimization changed the graph's inputs");

@@ -27,13 +27,15 @@ static void owner_free(void *p) {
     wpk_free(o);
 }
 
-/* The graph at opt_level, as wpk_session_create makes it. */
-static wpk_status optimize(wpk_context *ctx, const wpk_model *model, int level, ir_graph **out) {
+/* The graph at opt_level, as wpk_session_create makes it (for the CUDA backend with cuda). */
+static wpk_status optimize(wpk_context *ctx, const wpk_model *model, int level, bool cuda,
+                           ir_graph **out) {
     ir_graph *g = ir_graph_clone(model->g);
     if (!g) return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory optimizing the model");
     pass_options opt = pass_default_options();
     opt.level = level;
-    opt.vector_floats = target_vector_floats();
+    /* the blocked layout (NCHWc) is the CPU kernels'; the CUDA templates read NCHW */
+    opt.vector_floats = cuda ? 0 : target_vector_floats();
     wpk_status st = passes_run(ctx, g, &opt);
     if (st == WPK_OK && g->ninputs != model->g->ninputs)
         st = wpk_error(ctx, WPK_ERR_INTERNAL, "optimization changed the graph's inputs");
@@ -73,7 +75,7 @@ static void add_alternatives(tune_taskset *set, int p, ir_tensor *vals) {
 
 /* The set's owner: model optimized at opt_level and specialized at batch 1 (own->plan). */
 static wpk_status specialize(wpk_context *ctx, const wpk_model *model, int opt_level,
-                             tune_taskset *out, task_owner **owner) {
+                             bool cuda, tune_taskset *out, task_owner **owner) {
     memset(out, 0, sizeof *out);
     *owner = NULL;
     if (opt_level < 0 || opt_level > 3)
@@ -86,7 +88,7 @@ static wpk_status specialize(wpk_context *ctx, const wpk_model *model, int opt_l
     out->owner = own;
     out->owner_free = owner_free;
     *owner = own;
-    st = optimize(ctx, model, opt_level, &own->optimized);
+    st = optimize(ctx, model, opt_level, cuda, &own->optimized);
     /* batch 1: the input types with symbolic dims bound to 1, as the model's inference has
        them */
     ir_tensor *shapes = NULL;
@@ -107,7 +109,7 @@ static wpk_status specialize(wpk_context *ctx, const wpk_model *model, int opt_l
 wpk_status api_tune_tasks_extract(wpk_context *ctx, const wpk_model *model, int opt_level,
                                   bool alternatives, tune_taskset *out) {
     task_owner *own = NULL;
-    wpk_status st = specialize(ctx, model, opt_level, out, &own);
+    wpk_status st = specialize(ctx, model, opt_level, false, out, &own);
     if (!own) return st;
     cpu_tasks ct = {0};
     if (st == WPK_OK) st = cpu_tasks_collect(ctx, own->plan->g, own->plan->vals, &ct);
@@ -148,7 +150,7 @@ wpk_status api_tune_tasks_extract(wpk_context *ctx, const wpk_model *model, int 
 wpk_status api_tune_tasks_extract_cuda(wpk_context *ctx, const wpk_model *model, int opt_level,
                                        tune_taskset *out) {
     task_owner *own = NULL;
-    wpk_status st = specialize(ctx, model, opt_level, out, &own);
+    wpk_status st = specialize(ctx, model, opt_level, true, out, &own);
     if (!own) return st;
     const ir_graph *g = st == WPK_OK ? own->plan->g : NULL;
     if (st == WPK_OK) {
