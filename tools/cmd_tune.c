@@ -205,7 +205,8 @@ static void print_summary(const tune_summary *s, const tune_taskset *ts, const c
                (double)ts->total_flops * 1e-9);
     printf("weights: %.2f MB in the tuned tasks' nodes, %s\n",
            (double)s->constant_bytes / (1 << 20),
-           s->cold ? "more than the last-level cache: timed cold (flushed before each call)"
+           s->cold ? "more than the cache (last level; a GPU's L2): timed cold (flushed before "
+                     "each call)"
                    : "timed warm");
     printf("\n%4s %5s %6s %7s %10s %10s %8s %8s  %-10s %s\n", "task", "nodes", "FLOPs", "trials",
            "default", "best", "oneDNN", "speed-up", "fastest", "workload");
