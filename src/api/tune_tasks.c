@@ -8,6 +8,8 @@
 #include "api/model.h"
 #include "base/alloc.h"
 #include "base/context.h"
+#include "base/strbuf.h"
+#include "ir/ops.h"
 #include "base/target.h"
 #include "kernels/graph_tasks.h"
 #include "kernels/templates_cuda.h"
@@ -146,6 +148,7 @@ wpk_status api_tune_tasks_extract(wpk_context *ctx, const wpk_model *model, int 
 /* ---- the CUDA target ---- */
 
 #define MAX_CUDA_ARGS (TUNE_MAX_ARGS * 8)
+#define MAX_LISTED 8
 
 wpk_status api_tune_tasks_extract_cuda(wpk_context *ctx, const wpk_model *model, int opt_level,
                                        tune_taskset *out) {
@@ -153,6 +156,8 @@ wpk_status api_tune_tasks_extract_cuda(wpk_context *ctx, const wpk_model *model,
     wpk_status st = specialize(ctx, model, opt_level, true, out, &own);
     if (!own) return st;
     const ir_graph *g = st == WPK_OK ? own->plan->g : NULL;
+    strbuf names = {0};
+    int missing = 0; /* nodes that compute without a CUDA template */
     if (st == WPK_OK) {
         out->tasks = wpk_calloc((size_t)g->nnodes + 1, sizeof *out->tasks);
         if (!out->tasks) st = wpk_error(ctx, WPK_ERR_NOMEM, "out of memory extracting tasks");
@@ -166,6 +171,9 @@ wpk_status api_tune_tasks_extract_cuda(wpk_context *ctx, const wpk_model *model,
         for (int i = 0; i < n->nout; i++)
             outs[i] = n->out[i] >= 0 ? &g->values[n->out[i]].t : NULL;
         const kernel_provider *t = kernel_provider_cuda_for(n, in, outs);
+        bool view = ir_op_get(n->op)->ref == op_copy_ref || n->op == IR_OP_DROPOUT;
+        if (!t && !view && missing++ < MAX_LISTED)
+            sb_printf(&names, "%s'%s' (%s)", missing > 1 ? ", " : "", n->name, n->op_type);
         if (!t) continue;
         tune_task task;
         tune_task_init(&task, t, n, in, outs);
@@ -182,6 +190,11 @@ wpk_status api_tune_tasks_extract_cuda(wpk_context *ctx, const wpk_model *model,
         out->total_flops += task.flops;
         out->kernel_nodes++;
     }
+    if (missing > MAX_LISTED) sb_printf(&names, " and %d more", missing - MAX_LISTED);
+    if (st == WPK_OK && missing)
+        wpk_log(ctx, WPK_LOG_WARN, "%d node%s without a CUDA template, not tuned: %s", missing,
+                missing == 1 ? "" : "s", names.s ? names.s : "");
+    sb_free(&names);
     if (st == WPK_OK) {
         out->nodes = g->nnodes;
         for (int i = 0; i < out->ntasks; i++)

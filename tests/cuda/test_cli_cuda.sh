@@ -120,6 +120,10 @@ WPK_CUDA_DRIVER_LIBRARY="$mock" "$wpk" run "$model" --target cuda -o "$tmp/out6"
 rc=$?
 cat "$tmp/stdout" >>"$tmp/err"
 check "run --target cuda, mock driver" 0 $rc "$tmp/err" "output y: [1, 2, 8, 8] float32"
+WPK_CUDA_DRIVER_LIBRARY="$mock" "$wpk" tune tests/fuzz/corpus/legacy_ops.onnx --target cuda \
+    --db "$tmp/cuda.db" --trials 1 >"$tmp/stdout" 2>"$tmp/err"
+check "tune --target cuda: nodes without a CUDA template named" 0 $? "$tmp/err" \
+    "2 nodes without a CUDA template, not tuned: 'pad' (Pad), 'split' (Split)"
 "$wpk" tune "$model" --target gpu 2>"$tmp/err"
 check "tune: unknown target" 1 $? "$tmp/err" "--target needs cpu or cuda, not 'gpu'"
 
