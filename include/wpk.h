@@ -131,9 +131,11 @@ typedef struct wpk_session_params {
                        sleep); a program embedding wpk should set it too, or OMP_WAIT_POLICY */
     int opt_level;  /* graph optimization level of the session's copy (wpk_optimize_params.level);
                        default 3 */
-    const char *records;  /* CPU: the tuning records database the choices come from; NULL: the
-                             default one ($WPK_CACHE_DIR or ~/.cache/wpk/records.db) when it
-                             exists; "": none (every node at its default) */
+    const char *records;  /* CPU and CUDA (the records of this machine's CPU or GPU, from
+                             `wpk tune [--target cuda]`): the database the choices come from;
+                             NULL: the default one ($WPK_CACHE_DIR or
+                             ~/.cache/wpk/records.db) when it exists; "": none (every node
+                             at its default) */
     const char *provider; /* CPU: "auto" (NULL: the fastest measured per node), or every node
                              that can on one: "generated", "onednn", "openblas", "ref" */
     int profile;          /* nonzero: time every node of each run (wpk_session_profile) */
@@ -179,8 +181,8 @@ typedef struct wpk_compile_params {
     wpk_backend target;   /* what the plan runs on (default WPK_BACKEND_CPU): the cpu, or
                              WPK_BACKEND_CUDA: CUDA device 0, probed first (WPK_ERR_UNSUPPORTED
                              "CUDA unavailable: <reason>" without one), every node a CUDA kernel
-                             at its template's default (no records are read: strict is
-                             refused) built for the device's SM, the plan keyed by the GPU's
+                             at the config the records hold for this GPU, else its template's
+                             default, built for the device's SM, the plan keyed by the GPU's
                              fingerprint (name, SM version, driver version); WPK_BACKEND_REF is
                              WPK_ERR_INVALID_ARG */
     int check_speed;      /* CPU, nonzero (the default): when the records chose anything, the

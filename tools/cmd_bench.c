@@ -22,6 +22,7 @@
 #include "base/strbuf.h"
 #include "base/target.h"
 #include "kernels/vendor/lib.h"
+#include "runtime/cuda/cuda_rt.h"
 #include "tune/measure.h"
 #include "base/target_fingerprint.h"
 #include "wpk.h"
@@ -32,7 +33,7 @@ static const char USAGE[] =
     "usage: wpk bench MODEL|PLAN.wpk [--batch N] [--threads N] [--iters N] [--warmup N]\n"
     "                 [--provider auto|generated|onednn|openblas|packed|ref] [--db FILE]\n"
     "                 [-O LEVEL] [--json] [--profile TRACE.json] [--top N] [--seed S]\n"
-    "                 [--save DIR] [--precision fp32|bf16]\n"
+    "                 [--save DIR] [--precision fp32|bf16] [--target cpu|cuda]\n"
     "  latency of --iters timed runs (min, median, p90, p99, mean; throughput = batch / median)\n"
     "  on seeded random inputs, then the per-node time of a separate profiled pass (median of\n"
     "  up to 10 runs), so profiling does not skew the latency\n"
@@ -49,6 +50,10 @@ static const char USAGE[] =
     "  -O LEVEL       graph optimization (MODEL only; default 3, as wpk tune records at)\n"
     "  --precision P  fp32 (default) or bf16: convs on AVX-512 BF16, f32 accumulation\n"
     "                 (MODEL only)\n"
+    "  --target T     cpu (default) or cuda: the model on this machine's GPU (MODEL only: a\n"
+    "                 plan runs on its own target), its kernels from `wpk tune --target cuda`'s\n"
+    "                 records; the timed runs replay a CUDA Graph, the profiled ones time each\n"
+    "                 step with CUDA events (inputs copied in and outputs out in both)\n"
     "  --json         one JSON object: latency_ms, throughput, samples, the nodes, provenance\n"
     "  --profile F    write the profiled runs as a Chrome/Perfetto trace (JSON, ts/dur in us)\n"
     "  --top N        nodes in the text table (default 25; 0: all)\n"
@@ -59,7 +64,7 @@ static const char USAGE[] =
 
 typedef struct bench_opts {
     const char *model, *db, *provider, *json_trace, *save, *precision;
-    bool plan, json, batch_given;
+    bool plan, json, batch_given, cuda;
     long batch, threads, iters, warmup, top;
     int opt_level;
     long seed;
@@ -202,6 +207,13 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
             model_only = true;
             model_only_flag = "-O";
             if (!a[2]) i++;
+        } else if (!strcmp(a, "--target")) {
+            if (!val || (strcmp(val, "cpu") && strcmp(val, "cuda")))
+                return usage_fail("--target needs cpu or cuda, not '%s'", val ? val : "");
+            o->cuda = !strcmp(val, "cuda");
+            model_only = true;
+            model_only_flag = a;
+            i++;
         } else if (!strcmp(a, "--json")) {
             o->json = true;
         } else if (!strcmp(a, "--profile")) {
@@ -472,10 +484,17 @@ static int by_time_desc(const void *a, const void *b) {
     return x->order - y->order;
 }
 
-static void collect_provenance(provenance *p, int threads) {
+static void collect_provenance(provenance *p, int threads, bool cuda) {
     provenance_init(p);
     provenance_set(p, "compiler", "%s", tune_toolchain());
     provenance_set(p, "target", "%s", target_fingerprint());
+    rt_cuda_info gpu;
+    if (cuda && rt_cuda_probe(NULL, 0, &gpu) == WPK_OK) {
+        char fp[700];
+        tune_cuda_target(&gpu, fp, sizeof fp);
+        provenance_set(p, "gpu", "%s (%d SMs, %.1f GiB)", fp, gpu.sm_count,
+                       (double)gpu.memory_bytes / (1 << 30));
+    }
     provenance_set(p, "threads", "%d", threads);
     const char *wait = getenv("OMP_WAIT_POLICY");
     const char *spin = getenv("GOMP_SPINCOUNT");
@@ -491,8 +510,8 @@ static void collect_provenance(provenance *p, int threads) {
 }
 
 static void print_text(const bench_opts *o, const bench_result *r, const provenance *prov) {
-    printf("%s: %s, batch %ld, threads %d", o->model, o->plan ? "plan" : "model", o->batch,
-           r->threads_used);
+    printf("%s: %s, batch %ld, threads %d%s", o->model, o->plan ? "plan" : "model", o->batch,
+           r->threads_used, o->cuda ? ", target cuda" : "");
     if (!o->plan)
         printf(", -O%d, provider %s, records %s", o->opt_level, o->provider ? o->provider : "auto",
                o->db ? o->db : "default");
@@ -709,7 +728,7 @@ static wpk_status write_trace(wpk_context *ctx, const char *path, const bench_re
 static wpk_status open_session(wpk_context *ctx, const bench_opts *o, const wpk_model *m,
                                bool profile, wpk_session **out) {
     wpk_session_params p = wpk_session_default_params();
-    p.backend = WPK_BACKEND_CPU;
+    p.backend = o->cuda ? WPK_BACKEND_CUDA : WPK_BACKEND_CPU;
     p.threads = (int)o->threads;
     p.opt_level = o->opt_level;
     p.records = o->db;
@@ -765,7 +784,7 @@ int cmd_bench(int argc, char **argv) {
     if (st == WPK_OK && o.json_trace) st = write_trace(ctx, o.json_trace, &r);
     if (st == WPK_OK) {
         provenance prov;
-        collect_provenance(&prov, r.threads_used);
+        collect_provenance(&prov, r.threads_used, o.cuda);
         if (o.json) {
             char *text = report_json(&o, &r, &prov, timed, m);
             if (text) {

@@ -19,6 +19,8 @@
 #endif
 #include "base/target_fingerprint.h"
 #include "api/tune_tasks.h"
+#include "codegen/cuda/cg_cuda.h"
+#include "runtime/cuda/cuda_rt.h"
 #include "tune/tuner.h"
 #include "wpk.h"
 
@@ -29,7 +31,7 @@ static const char USAGE[] =
     "                [--db FILE] [--parallel auto|N] [--seed S] [-O LEVEL] [--batch N]\n"
     "                [--report DIR] [--timeout SECONDS] [--clock auto|wall|cpu]\n"
     "                [--import FILE] [--export FILE] [--no-alternatives] [-v]\n"
-    "                [--mpi [--lease SECONDS]]\n"
+    "                [--mpi [--lease SECONDS]] [--target cpu|cuda]\n"
     "  MODEL...       one or more models: a workload several pose is one task, tuned once\n"
     "  --trials N     records per task, counting those already stored (default 64 without\n"
     "                 --time); re-running continues where it stopped and a finished job\n"
@@ -54,6 +56,10 @@ static const char USAGE[] =
     "  --no-alternatives  tune only each workload's primary template; by default every other\n"
     "                 implementation of it is measured too (Winograd, oneDNN, OpenBLAS), so\n"
     "                 that `wpk compile` and `wpk run` choose the fastest per node\n"
+    "  --target       cpu (default): this machine's CPU; cuda: its GPU (device 0): the CUDA\n"
+    "                 templates' kernels built by NVRTC in the build workers, each timed with\n"
+    "                 CUDA events in a child process of its own, records keyed by the GPU\n"
+    "                 (name, SM, driver, NVRTC), which `wpk compile|run --target cuda` read\n"
     "  --mpi          tune on the processes of `mpirun -n N wpk tune ... --mpi`: rank 0 runs\n"
     "                 the strategies and writes the database, every rank (0 included) builds\n"
     "                 and measures candidates; a rank whose CPU differs from rank 0's is left\n"
@@ -199,7 +205,8 @@ static void print_summary(const tune_summary *s, const tune_taskset *ts, const c
                (double)ts->total_flops * 1e-9);
     printf("weights: %.2f MB in the tuned tasks' nodes, %s\n",
            (double)s->constant_bytes / (1 << 20),
-           s->cold ? "more than the last-level cache: timed cold (flushed before each call)"
+           s->cold ? "more than the cache (last level; a GPU's L2): timed cold (flushed before "
+                     "each call)"
                    : "timed warm");
     printf("\n%4s %5s %6s %7s %10s %10s %8s %8s  %-10s %s\n", "task", "nodes", "FLOPs", "trials",
            "default", "best", "oneDNN", "speed-up", "fastest", "workload");
@@ -272,7 +279,7 @@ static void print_summary(const tune_summary *s, const tune_taskset *ts, const c
 
 /* The tasks of models[0..n) as one set (a workload several pose is one task). */
 static wpk_status load_tasks(wpk_context *ctx, const char *const *models, int n, int opt_level,
-                             bool alternatives, wpk_model **ms, tune_taskset *out) {
+                             bool alternatives, bool cuda, wpk_model **ms, tune_taskset *out) {
     tune_taskset sets[16];
     memset(sets, 0, sizeof sets);
     wpk_status st = WPK_OK;
@@ -280,7 +287,8 @@ static wpk_status load_tasks(wpk_context *ctx, const char *const *models, int n,
     for (; st == WPK_OK && k < n; k++) {
         st = wpk_model_load(ctx, models[k], &ms[k]);
         if (st == WPK_OK)
-            st = api_tune_tasks_extract(ctx, ms[k], opt_level, alternatives, &sets[k]);
+            st = cuda ? api_tune_tasks_extract_cuda(ctx, ms[k], opt_level, &sets[k])
+                      : api_tune_tasks_extract(ctx, ms[k], opt_level, alternatives, &sets[k]);
         if (st) wpk_error_prefix(ctx, "%s", models[k]);
     }
     if (st == WPK_OK && n == 1) {
@@ -299,7 +307,7 @@ int cmd_tune(int argc, char **argv) {
     int nmodels = 0;
     const char *model = NULL;
     bool verbose = false, trials_given = false, alternatives = true, mpi = false;
-    bool lease_given = false;
+    bool lease_given = false, cuda = false;
     double lease_s = 60;
     const char *clock = "auto";
     for (int i = 2; i < argc; i++) {
@@ -369,6 +377,10 @@ int cmd_tune(int argc, char **argv) {
             verbose = true;
         } else if (!strcmp(a, "--no-alternatives")) {
             alternatives = false;
+        } else if (!strcmp(a, "--target")) {
+            if (!val || (strcmp(val, "cpu") && strcmp(val, "cuda")))
+                return usage_fail("--target needs cpu or cuda, not '%s'", val ? val : "");
+            cuda = !strcmp(val, "cuda"), i++;
         } else if (!strcmp(a, "--mpi")) {
             mpi = true;
         } else if (!strcmp(a, "--lease")) {
@@ -391,6 +403,10 @@ int cmd_tune(int argc, char **argv) {
     if (mpi && !model) return usage_fail("%s", "--mpi needs a model to tune");
     if (!mpi && lease_given) return usage_fail("%s", "--lease is for --mpi");
     if (!model && !import && !export) return usage_fail("%s", "'tune' needs a model file");
+    if (cuda && mpi) return usage_fail("%s", "--mpi tunes the cpu target only");
+    if (cuda && !model) return usage_fail("%s", "--target cuda needs a model to tune");
+    /* kernels on the GPU are timed by its events: the host's clock is not what is measured */
+    if (cuda) clock = "wall";
     if (o.time_s <= 0 && !trials_given) o.trials = 64;
 
     /* the clock: decided once (a re-executed process keeps the decision) */
@@ -426,7 +442,8 @@ int cmd_tune(int argc, char **argv) {
         if (st) return fail_status(st, ctx);
         if (tune_fleet_rank(fleet) != 0) {
             bool refused = false;
-            st = load_tasks(ctx, models, nmodels, (int)opt_level, alternatives, ms, &ts);
+            st = load_tasks(ctx, models, nmodels, (int)opt_level, alternatives, false, ms,
+                            &ts);
             /* rank 0 waits for the hello of a rank that failed before it could say it, and
                cannot go on without a rank whose link to it broke */
             bool stuck = st != WPK_OK;
@@ -441,6 +458,25 @@ int cmd_tune(int argc, char **argv) {
         }
     }
 #endif
+    /* the device is found (or its absence said) before anything else is done */
+    rt_cuda_info gpu;
+    char gpu_target[700], nvrtc[64];
+    if (cuda) {
+        st = tune_cuda_probe(ctx, &gpu);
+        if (st) {
+            rc = fail_status(st, ctx);
+            wpk_context_free(ctx);
+            return rc;
+        }
+        tune_cuda_target(&gpu, gpu_target, sizeof gpu_target);
+        snprintf(nvrtc, sizeof nvrtc, "NVRTC %d.%d for sm_%d", cg_cuda_nvrtc_version() / 1000,
+                 cg_cuda_nvrtc_version() % 1000 / 10, gpu.sm);
+        o.target = gpu_target;
+        o.toolchain = nvrtc;
+        o.measure.device = TUNE_DEVICE_CUDA;
+        o.measure.cuda_sm = gpu.sm;
+        o.measure.cold_bytes = gpu.l2_bytes > 0 ? gpu.l2_bytes : -1;
+    }
     st = tune_db_open(ctx, db_path, &db);
     if (st == WPK_OK && import) {
         int64_t added = 0;
@@ -449,7 +485,7 @@ int cmd_tune(int argc, char **argv) {
                                  added == 1 ? "" : "s", import);
     }
     if (st == WPK_OK && model)
-        st = load_tasks(ctx, models, nmodels, (int)opt_level, alternatives, ms, &ts);
+        st = load_tasks(ctx, models, nmodels, (int)opt_level, alternatives, cuda, ms, &ts);
     bool tty = isatty(STDOUT_FILENO) != 0;
     progress pr = {tty, -1};
     o.progress = on_progress;
@@ -470,7 +506,7 @@ int cmd_tune(int argc, char **argv) {
         if (tty) {
             printf("tuning %d task%s of", ts.ntasks, ts.ntasks == 1 ? "" : "s");
             for (int i = 0; i < nmodels; i++) printf(" %s", models[i]);
-            printf(" on %s", target_fingerprint());
+            printf(" on %s", o.target ? o.target : target_fingerprint());
 #ifdef WPK_HAVE_MPI
             int acc = 1, lost = 0;
             if (fleet) tune_fleet_counts(fleet, &acc, &lost);
@@ -492,7 +528,8 @@ int cmd_tune(int argc, char **argv) {
 #endif
         /* what was done is worth showing even when the job stopped on an error */
         if (sum.ntasks)
-            print_summary(&sum, &ts, o.measure.clock == TUNE_CLOCK_CPU
+            print_summary(&sum, &ts, cuda ? "device time (CUDA events)"
+                                     : o.measure.clock == TUNE_CLOCK_CPU
                                          ? "the busiest thread's CPU time" : "wall time", &o);
         if (report && sum.ntasks) {
             wpk_status rs = tune_report_write(ctx, report, &sum);

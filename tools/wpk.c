@@ -23,6 +23,7 @@ static void usage(FILE *f) {
           "  info MODEL [--graph]          inputs/outputs, op histogram, parameters, FLOPs,\n"
           "                                unsupported ops; --graph prints the graph IR\n"
           "  run  MODEL [-i NAME=FILE.npy]... [-o OUTDIR] [--backend cpu|ref|cuda] [--threads N]\n"
+          "             [--target cpu|cuda]\n"
           "             [--seed S] [--iters N] [-O LEVEL] [--db FILE] [--provider P] [-v]\n"
           "             [--precision fp32|bf16]\n"
           "  run  --plan MODEL.wpk [-i NAME=FILE.npy]... [-o OUTDIR] [--threads N] [--iters N]\n"
@@ -49,7 +50,8 @@ static void usage(FILE *f) {
           "                                the all-defaults one (and generated-only when it uses\n"
           "                                a library) and the fastest is written, said so\n"
           "                                --target cuda: for this machine's GPU (CUDA kernels\n"
-          "                                at their defaults), run where that GPU is;\n"
+          "                                from `wpk tune --target cuda`'s records, else their\n"
+          "                                defaults), run where that GPU is;\n"
           "                                --precision bf16: convs on AVX-512 BF16 (bf16 weights,\n"
           "                                f32 accumulation), the error against fp32 printed\n"
           "                                --fusion-search: choose which pad+conv, dw+pw and\n"
@@ -377,6 +379,11 @@ static int parse_run(int argc, char **argv, run_opts *o) {
             else if (strcmp(val, "cpu") == 0) o->params.backend = WPK_BACKEND_CPU;
             else if (strcmp(val, "cuda") == 0) o->params.backend = WPK_BACKEND_CUDA;
             else return usage_error("unknown backend '%s' (available: cpu, ref, cuda)", val);
+            i++;
+        } else if (strcmp(a, "--target") == 0) {
+            if (!val || (strcmp(val, "cpu") && strcmp(val, "cuda")))
+                return usage_error("--target needs cpu or cuda, not '%s'", val ? val : "");
+            o->params.backend = strcmp(val, "cpu") ? WPK_BACKEND_CUDA : WPK_BACKEND_CPU;
             i++;
         } else if (strcmp(a, "--threads") == 0) {
             if (!val || !parse_int(val, 0, 4096, &v))

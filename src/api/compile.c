@@ -16,6 +16,7 @@
 #include "base/strbuf.h"
 #include "base/target.h"
 #include "compile/choice.h"
+#include "compile/cuda_choice.h"
 #include "compile/cuda_program.h"
 #include "compile/plan_io.h"
 #include "onnx/onnx_export.h"
@@ -68,13 +69,16 @@ static wpk_status graph_bytes(wpk_context *ctx, const ir_graph *g, const char *p
     return WPK_OK;
 }
 
-/* The model's graph optimized at level, as a session optimizes its copy. */
-static wpk_status optimized(wpk_context *ctx, const wpk_model *model, int level, ir_graph **out) {
+/* The model's graph optimized at level, as a session (on the CUDA backend with cuda) optimizes
+ * its copy. */
+static wpk_status optimized(wpk_context *ctx, const wpk_model *model, int level, bool cuda,
+                            ir_graph **out) {
     *out = ir_graph_clone(model->g);
     if (!*out) return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory compiling the model");
     pass_options opt = pass_default_options();
     opt.level = level;
-    opt.vector_floats = target_vector_floats();
+    /* the blocked layout (NCHWc) is the CPU kernels'; the CUDA templates read NCHW */
+    opt.vector_floats = cuda ? 0 : target_vector_floats();
     return passes_run(ctx, *out, &opt);
 }
 
@@ -281,20 +285,57 @@ static wpk_status compile_cpu(wpk_context *ctx, const char *path, const wpk_comp
     return st;
 }
 
+/* The kernel steps of a CUDA plan left at their template's default: logged, and with strict an
+ * error naming them. */
+static wpk_status check_untuned_cuda(wpk_context *ctx, const rt_plan *plan, int strict) {
+    strbuf names = {0};
+    int untuned = 0;
+    for (int k = 0; k < plan->nsteps; k++) {
+        const rt_step *s = &plan->steps[k];
+        if (strcmp(s->runner, "cuda_kernel") || strcmp(s->source, "default")) continue;
+        if (untuned++ < MAX_LISTED)
+            sb_printf(&names, "%s'%s' (%s)", untuned > 1 ? ", " : "", s->node, s->op);
+    }
+    if (untuned > MAX_LISTED) sb_printf(&names, " and %d more", untuned - MAX_LISTED);
+    wpk_status st = WPK_OK;
+    if (untuned && strict)
+        st = wpk_error(ctx, WPK_ERR_INVALID_ARG, "%d node%s without tuning records for this GPU "
+                       "(--strict): %s; run 'wpk tune --target cuda' on the model first",
+                       untuned, untuned == 1 ? "" : "s", names.s ? names.s : "");
+    else if (untuned)
+        wpk_log(ctx, WPK_LOG_WARN, "%d node%s without tuning records for this GPU run their "
+                "template's default config: %s", untuned, untuned == 1 ? "" : "s",
+                names.s ? names.s : "");
+    sb_free(&names);
+    return st;
+}
+
 /* The CUDA target: p's graph and memory plan as a CUDA program for the device's SM (info),
- * written under the GPU's fingerprint. The kernels run their templates' defaults: the CUDA
- * target reads no tuning records yet. */
+ * each kernel at the config the records hold for this GPU (compile/cuda_choice.h) or its
+ * template's default, written under the GPU's fingerprint. */
 static wpk_status write_cuda_plan(wpk_context *ctx, const char *path, const wpk_compile_params *cp,
                                   const char *records, const rt_cuda_info *info,
                                   const exec_plan *p) {
     if (!p->is_static)
         return wpk_error(ctx, WPK_ERR_UNSUPPORTED, "the graph's shapes depend on data computed "
                          "while it runs: it cannot be compiled into a plan");
+    tune_db *db = NULL;
+    wpk_status st = records[0] ? tune_db_open(ctx, records, &db) : WPK_OK;
+    if (st) return st;
+    cuda_choice choice;
+    cuda_choice_init(&choice, db, info);
     tune_cuda_program_options opt = tune_cuda_program_default_options();
     opt.sm = info->sm;
+    opt.choose = cuda_choice_pick;
+    opt.choose_user = &choice;
     tune_cuda_program prog;
-    wpk_status st = tune_cuda_program_build(ctx, p->g, &p->mem, &opt, &prog);
+    st = tune_cuda_program_build(ctx, p->g, &p->mem, &opt, &prog);
+    tune_db_close(db);
     if (st) return st;
+    if ((st = check_untuned_cuda(ctx, &prog.plan, cp->strict))) {
+        tune_cuda_program_free(&prog);
+        return st;
+    }
     /* the program's plan is the target's own; what it was made from is for reports */
     prog.plan.target = RT_TARGET_CUDA;
     prog.plan.opt_level = cp->opt_level;
@@ -333,9 +374,6 @@ wpk_status wpk_compile(wpk_context *ctx, const wpk_model *model, const wpk_compi
                          "exhaustive, all", cp.fusion_search);
     if (cuda && cp.fusion_search != WPK_FUSION_NONE)
         return wpk_error(ctx, WPK_ERR_INVALID_ARG, "the fusion search plans the cpu target only");
-    if (cuda && cp.strict)
-        return wpk_error(ctx, WPK_ERR_INVALID_ARG, "strict: the CUDA target reads no tuning "
-                         "records yet, so every node would run its template's default");
     wpk_status st = wpk_model_check_supported(ctx, model);
     if (st) return st;
     /* no device is said at once, before any work; the plan is built for the one found */
@@ -360,7 +398,7 @@ wpk_status wpk_compile(wpk_context *ctx, const wpk_model *model, const wpk_compi
     if ((st = cpu_precision_check(ctx, cp.precision, cuda, &reduced))) return st;
     /* fusion groups are found before the blocked layout, which the plan then runs itself */
     bool fusion = cp.fusion_search != WPK_FUSION_NONE;
-    st = optimized(ctx, model, fusion && cp.opt_level > 2 ? 2 : cp.opt_level, &g);
+    st = optimized(ctx, model, fusion && cp.opt_level > 2 ? 2 : cp.opt_level, cuda, &g);
     if (st == WPK_OK && fusion)
         st = fusion_plan_apply(ctx, g, cp.opt_level, &cp, records, cp.fusion_report);
     if (st == WPK_OK) st = graph_bytes(ctx, g, path, &bytes, &len);

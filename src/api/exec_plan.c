@@ -13,6 +13,7 @@
 #include "kernels/step_runners.h"
 #include "kernels/vendor/lib_runners.h"
 #include "passes/pass.h"
+#include "compile/cuda_choice.h"
 #include "compile/cuda_program.h"
 
 void exec_plan_free(exec_plan *p) {
@@ -21,8 +22,8 @@ void exec_plan_free(exec_plan *p) {
     cpu_plan_free(p->plan);
     cpu_program_free(p->cpu);
     wpk_free(p->in_bind);
+    if (!p->cuda) wpk_free(p->profile); /* the CUDA runner's own otherwise */
     tune_cuda_runner_free(p->cuda);
-    wpk_free(p->profile);
     memory_plan_free(&p->mem);
     ir_exec_free(&p->exec);
     wpk_free(p->vals);
@@ -142,11 +143,20 @@ wpk_status exec_plan_create_at(wpk_context *ctx, const ir_graph *src, const ir_t
 
 /* ---- the CUDA backend ---- */
 
-wpk_status exec_plan_compile_cuda(wpk_context *ctx, exec_plan *p) {
+wpk_status exec_plan_compile_cuda(wpk_context *ctx, exec_plan *p, tune_db *db) {
     if (!p->is_static)
         return wpk_error(ctx, WPK_ERR_UNSUPPORTED, "the CUDA backend needs every shape static "
                          "at these input shapes");
-    return tune_cuda_runner_create(ctx, p->g, &p->mem, NULL, true, &p->cuda);
+    rt_cuda_info info;
+    wpk_status st = rt_cuda_probe(ctx, 0, &info);
+    if (st) return st;
+    cuda_choice c;
+    cuda_choice_init(&c, db, &info);
+    tune_cuda_program_options opt = tune_cuda_program_default_options();
+    opt.sm = 0; /* the device's own */
+    opt.choose = cuda_choice_pick;
+    opt.choose_user = &c;
+    return tune_cuda_runner_create(ctx, p->g, &p->mem, &opt, true, &p->cuda);
 }
 
 #define CUDA_MAX_IO 64
@@ -211,6 +221,12 @@ wpk_status exec_plan_compile(wpk_context *ctx, exec_plan *p, const cpu_options *
 
 wpk_status exec_plan_enable_profile(wpk_context *ctx, exec_plan *p, int threads) {
     if (p->profile) return WPK_OK;
+    if (p->cuda) {
+        const wpk_node_profile *entries;
+        wpk_status st = tune_cuda_runner_profile(p->cuda, &entries, &p->nprofile);
+        if (st == WPK_OK) p->profile = (wpk_node_profile *)entries;
+        return st;
+    }
     if (!p->is_static)
         return wpk_error(ctx, WPK_ERR_UNSUPPORTED, "the graph's shapes depend on data computed "
                          "while it runs (it runs on the dynamic interpreter): no per-node "
@@ -228,6 +244,7 @@ wpk_status exec_plan_enable_profile(wpk_context *ctx, exec_plan *p, int threads)
     p->profile = wpk_calloc((size_t)pl->nsteps + 1, sizeof *p->profile);
     if (!p->profile) return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory for a profile");
     rt_plan_profile_entries(pl, p->profile);
+    p->nprofile = p->g->nnodes;
     return WPK_OK;
 }
 

@@ -33,8 +33,10 @@ typedef struct exec_plan {
     bool *in_bind;      /* per graph input: x reads it where the caller keeps it (no other
                            value shares its bytes and it is no output), else it is copied */
     struct tune_cuda_runner *cuda; /* the CUDA backend: the plan on the GPU, or NULL */
-    wpk_node_profile *profile; /* per node, when profiling: what it runs (strings borrowed
-                                  from plan) and its time in the last run */
+    wpk_node_profile *profile; /* per node (on the CUDA backend: per step), when profiling:
+                                  what it runs (strings borrowed from plan) and its time in
+                                  the last run; nprofile entries (owned unless cuda's) */
+    int nprofile;
 } exec_plan;
 
 /* Specialize src (borrowed; must outlive the plan) to the input types in shapes[i], one per
@@ -60,10 +62,12 @@ void exec_plan_free(exec_plan *p);
 wpk_status exec_plan_compile_cpu(wpk_context *ctx, exec_plan *p, int threads);
 
 /* The CUDA backend (compile/cuda_program.h): the static plan's nodes as CUDA
- * kernels placed on device 0, run by exec_plan_run (inputs copied in, outputs back into the
- * plan's host workspace). WPK_ERR_UNSUPPORTED for a plan that is not static, without a device
- * ("CUDA unavailable: <reason>") or for nodes without a CUDA kernel (named). */
-wpk_status exec_plan_compile_cuda(wpk_context *ctx, exec_plan *p);
+ * kernels placed on device 0, each at the config the records db (borrowed, may be NULL) hold
+ * for this GPU (compile/cuda_choice.h), else its template's default, run by exec_plan_run
+ * (inputs copied in, outputs back into the plan's host workspace). WPK_ERR_UNSUPPORTED for a
+ * plan that is not static, without a device ("CUDA unavailable: <reason>") or for nodes
+ * without a CUDA kernel (named). */
+wpk_status exec_plan_compile_cuda(wpk_context *ctx, exec_plan *p, tune_db *db);
 
 /* Compile a static plan for the cpu backend with opt (threads, provider, records): as
  * exec_plan_compile_cpu. */

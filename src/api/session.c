@@ -60,7 +60,8 @@ static wpk_status optimize(wpk_context *ctx, wpk_session *s) {
     if (!s->g) return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory creating a session");
     pass_options opt = pass_default_options();
     opt.level = s->params.opt_level;
-    opt.vector_floats = target_vector_floats();
+    /* the blocked layout (NCHWc) is the CPU kernels'; the CUDA templates read NCHW */
+    opt.vector_floats = s->params.backend == WPK_BACKEND_CUDA ? 0 : target_vector_floats();
     wpk_status st = passes_run(ctx, s->g, &opt);
     if (st == WPK_OK && s->g->ninputs != s->model->g->ninputs)
         st = wpk_error(ctx, WPK_ERR_INTERNAL, "optimization changed the graph's inputs");
@@ -268,8 +269,12 @@ static wpk_status find_plan(wpk_session *s, exec_plan **out) {
         }
         tune_db_close(db);
     }
-    if (st == WPK_OK && s->params.backend == WPK_BACKEND_CUDA)
-        st = exec_plan_compile_cuda(s->ctx, p);
+    if (st == WPK_OK && s->params.backend == WPK_BACKEND_CUDA) {
+        tune_db *db = NULL;
+        st = exec_plan_records_open(s->ctx, s->params.records, &db);
+        if (st == WPK_OK) st = exec_plan_compile_cuda(s->ctx, p, db);
+        tune_db_close(db);
+    }
     if (st == WPK_OK && s->params.profile) st = exec_plan_enable_profile(s->ctx, p, s->threads);
     if (st) {
         exec_plan_free(p);
@@ -339,7 +344,7 @@ wpk_status wpk_session_profile(wpk_session *s, const wpk_node_profile **out, int
     if (!s->last || !s->last->profile)
         return wpk_error(s->ctx, WPK_ERR_INVALID_ARG, "the session has not run");
     *out = s->last->profile;
-    *n = s->last->g->nnodes;
+    *n = s->last->nprofile;
     return WPK_OK;
 }
 

@@ -19,4 +19,12 @@
 wpk_status api_tune_tasks_extract(wpk_context *ctx, const wpk_model *model, int opt_level,
                                   bool alternatives, tune_taskset *out);
 
+/* The tasks of model for the CUDA target, from the same specialized graph: per distinct
+ * workload of the nodes that have a CUDA template (kernel_provider_cuda_for, as the CUDA
+ * program picks it) one task with that template, keyed as the program looks its records up.
+ * Nodes without a CUDA template are no task (the CUDA compile names them). Errors as
+ * api_tune_tasks_extract's. */
+wpk_status api_tune_tasks_extract_cuda(wpk_context *ctx, const wpk_model *model, int opt_level,
+                                       tune_taskset *out);
+
 #endif

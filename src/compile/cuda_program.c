@@ -401,6 +401,7 @@ struct tune_cuda_runner {
     tune_cuda_program prog;
     rt_backend *be;
     rt_exec *x;
+    wpk_node_profile *profile; /* per step, once profiling */
 };
 
 wpk_status tune_cuda_runner_create(wpk_context *ctx, const ir_graph *g, const memory_plan *mem,
@@ -437,6 +438,8 @@ wpk_status tune_cuda_runner_run(tune_cuda_runner *r, const void *const *inputs,
         st = rt_exec_upload(r->x, r->ctx, t, inputs[i], rt_tensor_bytes(&pl->tensors[t]));
     }
     if (!st) st = rt_exec_run(r->x, r->ctx);
+    const double *ms = r->profile ? rt_exec_step_ms(r->x) : NULL;
+    for (int k = 0; ms && k < pl->nsteps; k++) r->profile[k].ms = ms[k];
     for (int i = 0; i < pl->noutputs && !st; i++) {
         int t = pl->outputs[i].tensor;
         st = rt_exec_download(r->x, r->ctx, t, outputs[i], rt_tensor_bytes(&pl->tensors[t]));
@@ -452,8 +455,24 @@ const char *tune_cuda_runner_describe(const tune_cuda_runner *r, char *buf, size
     return buf;
 }
 
+wpk_status tune_cuda_runner_profile(tune_cuda_runner *r, const wpk_node_profile **entries,
+                                    int *n) {
+    const rt_plan *pl = &r->prog.plan;
+    if (!r->profile) {
+        wpk_status st = rt_exec_profile(r->x, r->ctx);
+        if (st) return st;
+        r->profile = wpk_calloc((size_t)pl->nsteps + 1, sizeof *r->profile);
+        if (!r->profile) return wpk_error(r->ctx, WPK_ERR_NOMEM, "out of memory for a profile");
+        rt_plan_profile_entries(pl, r->profile);
+    }
+    *entries = r->profile;
+    *n = pl->nsteps;
+    return WPK_OK;
+}
+
 void tune_cuda_runner_free(tune_cuda_runner *r) {
     if (!r) return;
+    wpk_free(r->profile);
     rt_exec_free(r->x);
     rt_cuda_backend_free(r->be);
     tune_cuda_program_free(&r->prog);

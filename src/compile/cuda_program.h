@@ -65,6 +65,11 @@ wpk_status tune_cuda_runner_create(wpk_context *ctx, const ir_graph *g, const me
                                    tune_cuda_runner **out);
 wpk_status tune_cuda_runner_run(tune_cuda_runner *r, const void *const *inputs,
                                 void *const *outputs);
+/* Time every step of the later runs (the backend then launches them one by one between CUDA
+ * events instead of replaying a graph): *entries (r's, valid until it is freed) holds per step
+ * of the plan what it runs and, after each run, its time (ms); *n the steps. WPK_ERR_NOMEM. */
+wpk_status tune_cuda_runner_profile(tune_cuda_runner *r, const wpk_node_profile **entries,
+                                    int *n);
 /* "NVIDIA H100 80GB HBM3 (sm_90, driver 13000), 7 kernels, CUDA Graph" into buf. */
 const char *tune_cuda_runner_describe(const tune_cuda_runner *r, char *buf, size_t cap);
 void tune_cuda_runner_free(tune_cuda_runner *r);

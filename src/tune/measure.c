@@ -29,6 +29,7 @@
 #include "base/target.h"
 #include "codegen/c/cg_c.h"
 #include "tune/measure_impl.h"
+#include "codegen/cuda/cg_cuda.h"
 
 double tune_now(void) {
     struct timespec ts;
@@ -492,10 +493,14 @@ wpk_status tune_measurer_create(wpk_context *ctx, const tune_task *task,
     tune_parallelism_init(&m->own_parallel, 1, m->params.threads);
     m->par = m->params.parallel ? m->params.parallel : &m->own_parallel;
     task->tmpl->space(task->tmpl, task, &m->space);
+    bool cuda = m->params.device == TUNE_DEVICE_CUDA;
+    /* a CUDA context maps the device's memory into the process: no address-space cap */
+    if (cuda) m->params.mem_cap_bytes = 0;
     tune_toolchain();
     wpk_status st = prepare_inputs(m);
     if (st == WPK_OK) st = compute_reference(m);
-    if (st == WPK_OK) {
+    if (st == WPK_OK && cuda) st = cg_cuda_nvrtc_available(ctx);
+    if (st == WPK_OK && !cuda) {
         /* a compiler is there, and its identity is known before any child asks (children
            inherit it instead of each running `cc --version`) */
         cg_module *probe = NULL;

@@ -70,6 +70,11 @@ void tune_parallelism_init(tune_parallelism *p, int fixed, int kernel_threads);
  * OMP_WAIT_POLICY=passive, where waiting threads sleep instead of spinning). */
 typedef enum tune_clock { TUNE_CLOCK_WALL = 0, TUNE_CLOCK_CPU } tune_clock;
 
+/* Where candidates run: the host (C + OpenMP kernels of the cpu templates), or CUDA device 0
+ * (the CUDA templates' kernels compiled by NVRTC in the build workers, timed with CUDA events
+ * in the run children: measure_cuda.c). */
+typedef enum tune_device { TUNE_DEVICE_CPU = 0, TUNE_DEVICE_CUDA } tune_device;
+
 typedef struct tune_measure_params {
     tune_parallelism *parallel; /* borrowed, must outlive the measurer; NULL: one build worker,
                                    measurements alone */
@@ -96,6 +101,11 @@ typedef struct tune_measure_params {
     tune_clock clock;
     double tolerance;          /* check: max |out - ref| <= tolerance * max |ref| */
     uint64_t seed;             /* of the random inputs */
+    tune_device device;
+    int cuda_sm;               /* the device's SM version (device CUDA; 0: 90) */
+    /* time candidates without comparing their outputs with the reference kernel's: only for
+       a device that computes nothing (the tests' mock CUDA driver) */
+    bool skip_check;
     /* Tests: rewrite a candidate's C source (config text, source) in the build worker before
      * it is compiled, to make kernels that crash, hang, compute garbage or do not compile. */
     void (*edit_source)(void *user, const char *config, strbuf *source);
@@ -177,5 +187,16 @@ double tune_spread(const double *v, int n);
 /* The compiler and flags kernels are built with ("gcc (Debian 12.2.0-14) 12.2.0 -O3
  * -march=native ..."), for the records. Computed once; static string. */
 const char *tune_toolchain(void);
+
+/* ---- device CUDA ---- */
+struct rt_cuda_info;
+/* Device 0's facts (name, SM, driver version, L2 bytes) read in a child process, so that this
+ * one never initializes CUDA (its measurement children could not use the device after a
+ * fork), and NVRTC loaded. WPK_ERR_UNSUPPORTED "CUDA unavailable: <reason>" (no libcuda, no
+ * device, ...) or naming NVRTC; WPK_ERR_IO when no process can be made. */
+wpk_status tune_cuda_probe(wpk_context *ctx, struct rt_cuda_info *info);
+/* What CUDA records are keyed by: the GPU's fingerprint (target_cuda_fingerprint: name, SM,
+ * driver) and the NVRTC version the kernels were compiled with (NVRTC loaded). */
+void tune_cuda_target(const struct rt_cuda_info *info, char *buf, size_t cap);
 
 #endif

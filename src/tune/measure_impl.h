@@ -49,6 +49,7 @@ typedef struct tune_build_msg {
     int64_t pack_numel[TUNE_MAX_ARGS];
     double seconds;
     int64_t msg_len, src_len;
+    int64_t launch[7];   /* a CUDA kernel's grid[3], block[3], dynamic shared bytes */
 } tune_build_msg;
 
 /* Run child -> parent: this, nsamples doubles, msg_len bytes of message. */
@@ -158,5 +159,13 @@ void tune_job_finish_run(tune_measurer *m, tune_job *j);
 void tune_build_child(tune_measurer *m, void *job, int fd);
 void tune_run_child(tune_measurer *m, void *job, int fd);
 void tune_reference_child(tune_measurer *m, void *unused, int fd);
+/* The same for device CUDA (measure_cuda.c): the build answers with the module image (PTX or
+ * cubin) as its source and the launch dims; the run child opens the device itself. */
+void tune_build_child_cuda(tune_measurer *m, void *job, int fd);
+void tune_run_child_cuda(tune_measurer *m, void *job, int fd);
+
+/* max |got - want| / max |want| over n floats (a NaN where want has none: infinite), the
+ * index of the worst element in *worst (-1: none). */
+double tune_rel_error(const float *got, const float *want, int64_t n, int64_t *worst);
 
 #endif

@@ -65,6 +65,7 @@ typedef struct job {
     double start;
     wpk_status db_status;     /* the first failure to store a record: stops the job */
     char toolchain[600];      /* for the records: compiler, flags, clock */
+    const char *target;       /* the records' fingerprint */
     int64_t measured;
     double run_s;             /* wall time of this run's run children, for estimates */
     tune_rl_policy *policy;   /* "rl": shared by every task, saved at the end */
@@ -246,7 +247,7 @@ static wpk_status load_prior(job *J, tstate *t, tune_strategy_params *sp, prior_
     P->wl = wpk_malloc(sizeof *P->wl * MAX_PRIOR);
     double *tmp = wpk_malloc(sizeof *tmp * MAX_PRIOR);
     wpk_status st = P->x && P->sec && P->wl && tmp
-                        ? tune_db_each(J->db, target_fingerprint(), NULL, on_prior, P)
+                        ? tune_db_each(J->db, J->target, NULL, on_prior, P)
                         : wpk_error(J->ctx, WPK_ERR_NOMEM, "out of memory reading prior records");
     /* each workload's median success, then every success over it */
     uint64_t *keys = st == WPK_OK ? wpk_malloc(sizeof *keys * MAX_PRIOR) : NULL;
@@ -336,7 +337,7 @@ static wpk_status load_prior_configs(job *J, tstate *t, tune_strategy_params *sp
     prior_best *B = wpk_calloc(1, sizeof *B);
     if (!B) return wpk_error(J->ctx, WPK_ERR_NOMEM, "out of memory reading prior records");
     B->t = t;
-    wpk_status st = tune_db_each(J->db, target_fingerprint(), NULL, on_prior_best, B);
+    wpk_status st = tune_db_each(J->db, J->target, NULL, on_prior_best, B);
     int n = 0;
     if (st == WPK_OK && B->n) {
         t->prior_cfgs = wpk_malloc(sizeof *t->prior_cfgs * (size_t)B->n * PRIOR_PER_WORKLOAD);
@@ -367,7 +368,7 @@ static tune_featurizer *featurizer_of(job *J, tstate *t) {
 
 static wpk_status task_setup(job *J, tstate *t) {
     const tune_task *task = &t->mt->task;
-    const char *target = target_fingerprint();
+    const char *target = J->target;
     task->tmpl->space(task->tmpl, task, &t->space);
     if (J->opt->start) {
         wpk_status st = tune_config_parse(J->ctx, &t->space, J->opt->start, &t->def);
@@ -472,7 +473,7 @@ static void on_result(void *user, int i, const tune_config *cfg, const tune_meas
         }
     if (J->db_status) return;
     tune_record rec = {
-        .target = r->target ? r->target : target_fingerprint(), .workload = t->mt->task.key,
+        .target = r->target ? r->target : J->target, .workload = t->mt->task.key,
         .template_name = t->mt->task.tmpl->name, .config = text, .status = r->status,
         .samples = r->samples, .nsamples = r->nsamples, .median = r->median,
         .toolchain = r->toolchain ? r->toolchain : J->toolchain, .time = (int64_t)time(NULL)};
@@ -503,7 +504,7 @@ static void on_result(void *user, int i, const tune_config *cfg, const tune_meas
 static int give(void *user, tune_config *out, int max) {
     tstate *t = user;
     job *J = t->job;
-    const char *target = target_fingerprint();
+    const char *target = J->target;
     int k = 0;
     double gain;
     if (!t->sum->flattened && tune_task_flat(t->sum->curve, t->sum->ncurve, J->opt->flat_trials,
@@ -669,7 +670,7 @@ static wpk_status finals_prepare(job *J, tstate *t, finals *f) {
         T->f.max = J->opt->top < 1 ? 1 : J->opt->top > TUNE_MAX_BATCH - 1 ? TUNE_MAX_BATCH - 1
                                                                             : J->opt->top;
         T->skip = t->def_text;
-        st = tune_db_each(J->db, target_fingerprint(), t->mt->task.key, pick, T);
+        st = tune_db_each(J->db, J->target, t->mt->task.key, pick, T);
     }
     if (st == WPK_OK) {
         f->cfgs[f->n] = t->def;
@@ -712,7 +713,7 @@ static wpk_status finals_store(job *J, finals *f) {
         for (int i = 0; fin && i < n; i++)
             if (r[i].status == TUNE_OK)
                 fin[nf++] = (tune_record){
-                    .target = r[i].target ? r[i].target : target_fingerprint(),
+                    .target = r[i].target ? r[i].target : J->target,
                     .workload = t->mt->task.key,
                     .template_name = t->mt->task.tmpl->name, .config = f->texts[i],
                     .status = TUNE_OK, .samples = r[i].samples, .nsamples = r[i].nsamples,
@@ -993,7 +994,9 @@ wpk_status tune_run(wpk_context *ctx, tune_db *db, const tune_model_task *tasks,
                          "time");
     snprintf(out->strategy, sizeof out->strategy, "%s", o.strategy);
     job J = {.ctx = ctx, .db = db, .opt = &o, .out = out, .n = ntasks, .start = now_s()};
-    snprintf(J.toolchain, sizeof J.toolchain, "%s%s", tune_toolchain(),
+    J.target = o.target ? o.target : target_fingerprint();
+    snprintf(J.toolchain, sizeof J.toolchain, "%s%s",
+             o.toolchain ? o.toolchain : tune_toolchain(),
              o.measure.clock == TUNE_CLOCK_CPU ? "; timed by the busiest thread's CPU time" : "");
     int threads = o.measure.threads;
     tune_parallelism_init(&J.par, o.parallel, threads);

@@ -84,6 +84,10 @@ typedef struct tune_options {
                                  benchmark's search from a poor start) */
     tune_measure_params measure;  /* timing, timeouts, caps (.parallel is the tuner's) */
     const tune_runner *runner;    /* borrowed; NULL: every candidate measured here */
+    /* The fingerprint the records are keyed by and the toolchain they name (borrowed; NULL:
+       this CPU's, target_fingerprint, and the C compiler's): a GPU's for measure.device CUDA */
+    const char *target;
+    const char *toolchain;
     /* "rl": where its policy is loaded from and saved to after the run (rl_policy.h); NULL:
        next to the records database ("<db>.rl-policy") */
     const char *rl_policy;

@@ -3,7 +3,7 @@
  * keyed by the GPU's fingerprint; wpk_plan_load runs it on the cuda backend (inputs up,
  * outputs down: the mock computes nothing, so only shapes and statuses are checked); the same
  * body under another GPU's fingerprint is refused naming both GPUs; a cpu plan still loads on
- * the cpu backend; a bad target and --strict with CUDA are refused.
+ * the cpu backend; a bad target is refused, and --strict without records names the node.
  *   test_cuda_plan MOCK_LIBCUDA */
 #include <stdlib.h>
 #include <unistd.h>
@@ -84,7 +84,8 @@ int main(int argc, char **argv) {
     CHECK_ERR(ctx, wpk_compile(ctx, m, &cp, gpu), WPK_ERR_INVALID_ARG, "target 0");
     cp.target = WPK_BACKEND_CUDA;
     cp.strict = 1;
-    CHECK_ERR(ctx, wpk_compile(ctx, m, &cp, gpu), WPK_ERR_INVALID_ARG, "no tuning records");
+    CHECK_ERR(ctx, wpk_compile(ctx, m, &cp, gpu), WPK_ERR_INVALID_ARG,
+              "without tuning records for this GPU (--strict): 'conv'");
     CHECK(access(gpu, F_OK) != 0);
     cp.strict = 0;
 
