@@ -240,8 +240,8 @@ typedef struct wpk_compile_report {
     int kept;             /* index into plans of the plan written */
     double precision_rel_l2; /* reduced precision: relative L2 error of output 0 against the
                                 fp32 model (-1: not measured) */
-    double precision_fp32_share; /* bf16: the share of the bf16 convs' multiply-adds kept fp32
-                                    (wpk_session_params.bf16_fp32_share of the plan) */
+    double precision_fp32_share; /* bf16: the share of the bf16 convs' multiply-adds the plan
+                                    keeps fp32 (its bf16_fp32_share rounded down to whole convs) */
     int precision_fp32_convs;    /* bf16: how many convolutions that share keeps fp32 */
     char precision_fp32_names[512]; /* bf16: their node names, ", "-separated ("..." when cut) */
 } wpk_compile_report;

@@ -731,7 +731,7 @@ static int cmd_compile(int argc, char **argv) {
             printf("precision %s: relative L2 error against fp32 %.3g (output 0, seeded random "
                    "inputs)\n", p.precision, report.precision_rel_l2);
         if (report.precision_rel_l2 >= 0)
-            printf("precision %s: %d conv(s) kept fp32 (%.0f%% of the bf16 convs' multiply-adds, "
+            printf("precision %s: %d conv(s) kept fp32 (%.1f%% of the bf16 convs' multiply-adds, "
                    "tolerance %g)%s%s\n", p.precision, report.precision_fp32_convs,
                    100 * report.precision_fp32_share, p.precision_tolerance,
                    report.precision_fp32_convs ? ": " : "", report.precision_fp32_names);

@@ -240,13 +240,14 @@ static int report_fp32_convs(wpk_context *ctx, const exec_plan *p, double share,
                              wpk_compile_report *report) {
     bool *keep = wpk_calloc((size_t)p->g->nnodes + 1, sizeof *keep);
     if (!keep) return 0;
-    int kept = share > 0 ? cpu_bf16_fp32_nodes(p->g, p->vals, share, keep) : 0;
+    int kept = share > 0 ? cpu_bf16_fp32_nodes(p->g, p->vals, share, keep, &share) : 0;
     strbuf names = {0};
     for (int k = 0; k < p->g->nnodes; k++)
         if (keep[k]) sb_printf(&names, "%s%s", names.len ? ", " : "", p->g->nodes[k].name);
-    wpk_log(ctx, WPK_LOG_INFO, "precision bf16: %d conv(s) kept fp32 (%.0f%% of the bf16 convs' "
+    wpk_log(ctx, WPK_LOG_INFO, "precision bf16: %d conv(s) kept fp32 (%.1f%% of the bf16 convs' "
             "multiply-adds), error %.3g%s%s", kept, 100 * share, err, kept ? ": " : "",
             names.s && !names.oom ? names.s : "");
+    if (report) report->precision_fp32_share = kept ? share : 0;
     if (report && names.s && !names.oom) {
         size_t room = sizeof report->precision_fp32_names;
         snprintf(report->precision_fp32_names, room, "%s", names.s);

@@ -8,7 +8,6 @@
 
 #include "base/alloc.h"
 #include "base/strbuf.h"
-#include "ir/flops.h"
 #include "kernels/conv_bf16.h"
 #include "kernels/cpu_kernel.h"
 #include "kernels/graph_tasks.h"
@@ -389,10 +388,12 @@ static bool known(const ir_node *n, ir_tensor *const *in, ir_tensor *const *out)
     return true;
 }
 
-int cpu_bf16_fp32_nodes(const ir_graph *g, const ir_tensor *vals, double share, bool *keep) {
+int cpu_bf16_fp32_nodes(const ir_graph *g, const ir_tensor *vals, double share, bool *keep,
+                        double *kept_share) {
     const kernel_provider *bf16 = conv_bf16_provider();
     ir_tensor *in[MAX_NODE_ARGS], *outs[MAX_NODE_ARGS];
-    double total = 0;
+    double total = 0, kept_macs = 0;
+    if (kept_share) *kept_share = 0;
     for (int pass = 0, kept = 0; pass < 2; pass++) {
         double sum = 0;
         for (int k = 0; k < g->nnodes; k++) {
@@ -401,14 +402,18 @@ int cpu_bf16_fp32_nodes(const ir_graph *g, const ir_tensor *vals, double share, 
             if (n->nin > MAX_NODE_ARGS || n->nout > MAX_NODE_ARGS) continue;
             cpu_node_tensors(n, (ir_tensor *)vals, in, outs);
             if (!known(n, in, outs) || !bf16->supports(bf16, n, in, outs)) continue;
-            sum += (double)ir_node_flops(n, in, outs);
+            sum += (double)conv_bf16_macs(n, in, outs);
             /* a share that reaches a node's end keeps it; rounding must not drop it */
             if (pass == 1 && share > 0 && sum <= share * total * (1 + 1e-9)) {
                 keep[k] = true;
                 kept++;
+                kept_macs = sum;
             }
         }
-        if (pass == 1) return kept;
+        if (pass == 1) {
+            if (kept_share && total > 0) *kept_share = kept_macs / total;
+            return kept;
+        }
         total = sum;
     }
     return 0;
@@ -425,7 +430,7 @@ wpk_status cpu_choose(wpk_context *ctx, const ir_graph *g, const ir_tensor *vals
     out->choices = wpk_calloc(2 * (size_t)g->nnodes + 1, sizeof *out->choices);
     bool *keep = wpk_calloc((size_t)g->nnodes + 1, sizeof *keep);
     if (keep && opt->bf16 && opt->bf16_fp32_share > 0)
-        cpu_bf16_fp32_nodes(g, vals, opt->bf16_fp32_share, keep);
+        cpu_bf16_fp32_nodes(g, vals, opt->bf16_fp32_share, keep, NULL);
     if (!out->node_choice || !out->choices || !keep) {
         wpk_free(keep);
         cpu_choices_free(out);
