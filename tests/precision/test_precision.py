@@ -235,17 +235,39 @@ def part_resnet18(exe, out_dir):
         check(e <= 1e-2, "resnet18 bf16 plan vs ONNX Runtime rel L2 %.4f <= 1e-2" % e)
 
 
-def torch_bf16_error(onnx_dir):
+def torch_module_name(onnx_node):
+    """The module an exported conv came from: '/layer1/layer1.0/downsample/downsample.0/Conv'
+    -> 'layer1.0.downsample.0' (the exporter names scopes by module path, each scope's name
+    the child's own or its dotted path from the parent)."""
+    name = ""
+    for part in onnx_node.strip("/").split("/")[:-1]:
+        last = name.rsplit(".", 1)[-1] if name else ""
+        if not name:
+            name = part
+        elif part.startswith(name + "."):
+            name = part
+        elif last and part.startswith(last + "."):
+            name = name[:len(name) - len(last)] + part
+        else:
+            name += "." + part
+    return name
+
+
+def torch_bf16_error(onnx_dir, fp32_nodes=(), calibrated=True):
     """PyTorch's fp32 vs bf16-rounded run of the exported model's network on the input wpk
     compile uses is not reproducible here (wpk seeds its own), so the oracle is the error on
-    a seeded uniform input of the same distribution."""
+    a seeded uniform input of the same distribution. fp32_nodes: ONNX conv nodes that stay
+    fp32 besides the stem (as wpk compile names those it keeps). calibrated: BatchNorm
+    statistics as export_models.py sets them, else torchvision's initial ones."""
+    keep = ["conv1"] + [torch_module_name(n) for n in fp32_nodes]
     code = r'''
 import sys, torch, torchvision
 sys.path.insert(0, %r)
 from export_models import calibrate_batchnorm
 torch.manual_seed(0)
 m = torchvision.models.resnet50(weights=None)
-calibrate_batchnorm(m)
+if %r: calibrate_batchnorm(m)
+m.eval()
 bf = lambda t: t.to(torch.bfloat16).float()
 errs = []
 with torch.no_grad():
@@ -255,7 +277,7 @@ with torch.no_grad():
         y = m(x)
         hooks, saved = [], {}
         for name, mod in m.named_modules():
-            if isinstance(mod, torch.nn.Conv2d) and name != "conv1":
+            if isinstance(mod, torch.nn.Conv2d) and name not in %r:
                 saved[name] = mod.weight.data.clone()
                 mod.weight.data = bf(mod.weight.data)
                 hooks.append(mod.register_forward_pre_hook(lambda mod, inp: (bf(inp[0]),)))
@@ -265,7 +287,7 @@ with torch.no_grad():
             if name in saved: mod.weight.data = saved[name]
         errs.append(float((y2 - y).norm() / y.norm()))
 print(max(errs))
-''' % os.path.join(ROOT, "tests", "torchvision")
+''' % (os.path.join(ROOT, "tests", "torchvision"), calibrated, keep)
     r = subprocess.run(["/usr/bin/python3", "-c", code], capture_output=True, text=True)
     if r.returncode:
         raise RuntimeError(r.stderr[-500:])
@@ -292,8 +314,11 @@ def part_resnet50(exe, out_dir):
     if not m:
         return
     err = float(m.group(1))
-    oracle = torch_bf16_error(out_dir)
-    print("wpk bf16 vs fp32 rel L2 %.4f; PyTorch with the same bf16 rounding %.4f" % (err, oracle))
+    kept = re.search(r"kept fp32 \([^)]*\): (.*)", r.stdout)
+    names = kept.group(1).split(", ") if kept else []
+    oracle = torch_bf16_error(out_dir, names)
+    print("wpk bf16 vs fp32 rel L2 %.4f (%d conv(s) kept fp32); PyTorch with the same bf16 "
+          "rounding and the same convs fp32 %.4f" % (err, len(names), oracle))
     check(err <= 1.25 * oracle, "wpk's bf16 error %.4f within 1.25x PyTorch's %.4f" %
           (err, oracle))
     if oracle <= 1e-2:
