@@ -2,15 +2,18 @@
 """--precision bf16 against wpk's own fp32 on resnet50: speed and error, one command.
 
     python3 bench/precision.py [--build build] [--dir /tmp/wpk-precision] [--threads 2]
-        [--rounds 5] [--iters 10] [--db ''] [--out bench/results/precision.md]
+        [--rounds 5] [--iters 10] [--db ''] [--out bench/results/precision.md] [--uncalibrated]
 
-Exports torchvision's resnet50 (random weights, as tests/torchvision does) unless --dir holds
-it, compiles an fp32 and a bf16 plan (batch 1, the same records: --db, default none, so both
-run their untuned defaults), then times them taking turns (--rounds rounds of `wpk bench
---iters N` each, so a slow spell of the machine hits both), and measures the error: the bf16
-plan's output against the fp32 plan's and against ONNX Runtime on one seeded input, and what
-PyTorch's own bf16 rounding of the same convs costs on that model (the floor any bf16 kernel
-has). Prints a table and writes it, with provenance and the raw samples, to --out."""
+Exports torchvision's resnet50 (random weights, seed 0, BatchNorm calibrated, as
+tests/torchvision does; --uncalibrated: BatchNorm at its initial statistics) unless --dir
+holds it, compiles an fp32 and a bf16 plan (batch 1, the same records: --db, default none, so
+both run their untuned defaults; bf16 at compile's default tolerance, so it keeps the leading
+convs fp32 that its measured search chooses), then times them taking turns (--rounds rounds of
+`wpk bench --iters N` each, so a slow spell of the machine hits both), and measures the error:
+the bf16 plan's output against the fp32 plan's and against ONNX Runtime on one seeded input,
+and what PyTorch's own bf16 rounding of the same convs costs on that model (the floor any bf16
+kernel has), with only the stem fp32 and with the convs wpk kept fp32. Prints a table and
+writes it, with provenance and the raw samples, to --out."""
 
 import argparse
 import json
@@ -54,6 +57,21 @@ def rel_l2(a, b):
     return float(np.linalg.norm(a - b) / np.linalg.norm(b))
 
 
+def export_uncalibrated(path):
+    """resnet50 as export_models.py makes it, without its BatchNorm calibration."""
+    if os.path.exists(path):
+        return
+    code = ("import torch, torchvision\n"
+            "torch.manual_seed(0)\n"
+            "m = torchvision.models.resnet50(weights=None).eval()\n"
+            "with torch.no_grad():\n"
+            "    torch.onnx.export(m, torch.randn(1, 3, 224, 224), %r, opset_version=13,\n"
+            "                      input_names=['input'], output_names=['logits'],\n"
+            "                      do_constant_folding=True)\n" % (path + ".tmp"))
+    sh(["/usr/bin/python3", "-c", code])
+    os.replace(path + ".tmp", path)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", default=os.path.join(REPO, "build"))
@@ -62,21 +80,34 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--db", default="", help="records both plans are chosen from ('' none)")
-    ap.add_argument("--out", default=os.path.join(REPO, "bench", "results", "precision.md"))
+    ap.add_argument("--out", default=None,
+                    help="default bench/results/precision.md (precision_uncalibrated.md)")
+    ap.add_argument("--uncalibrated", action="store_true",
+                    help="BatchNorm at torchvision's initial statistics (mean 0, var 1)")
     args = ap.parse_args()
+    if args.out is None:
+        args.out = os.path.join(REPO, "bench", "results", "precision%s.md" %
+                                ("_uncalibrated" if args.uncalibrated else ""))
     wpk = os.path.join(args.build, "wpk")
     os.makedirs(args.dir, exist_ok=True)
     start = time.time()
-    sh(["/usr/bin/python3", os.path.join(REPO, "tests", "torchvision", "export_models.py"),
-        args.dir, "--models", "resnet50"])
-    model = os.path.join(args.dir, "resnet50.onnx")
+    if args.uncalibrated:
+        model = os.path.join(args.dir, "resnet50_uncalibrated.onnx")
+        export_uncalibrated(model)
+    else:
+        sh(["/usr/bin/python3", os.path.join(REPO, "tests", "torchvision", "export_models.py"),
+            args.dir, "--models", "resnet50"])
+        model = os.path.join(args.dir, "resnet50.onnx")
     plans, compile_out = {}, {}
     for prec in ("fp32", "bf16"):
-        plans[prec] = os.path.join(args.dir, "resnet50_%s.wpk" % prec)
+        plans[prec] = os.path.join(args.dir, "%s_%s.wpk" % (
+            os.path.basename(model)[:-5], prec))
         r = sh([wpk, "compile", model, "-o", plans[prec], "--threads", str(args.threads),
                 "--db", args.db, "--precision", prec, "--no-speed-check"])
         compile_out[prec] = r.stdout
     printed = [l for l in compile_out["bf16"].splitlines() if l.startswith("precision bf16")]
+    kept = [l.split("): ", 1)[1].split(", ") for l in printed if "kept fp32" in l and "): " in l]
+    kept = kept[0] if kept else []
 
     # error on one seeded input: both plans, ONNX Runtime, PyTorch's bf16 rounding
     x = np.random.default_rng(7).uniform(-1, 1, (1, 3, 224, 224)).astype(np.float32)
@@ -92,7 +123,8 @@ def main():
     err_bf16 = rel_l2(outs["bf16"], outs["fp32"])
     err_fp32_ort = rel_l2(outs["fp32"], ref)
     top1_same = int(np.argmax(outs["bf16"]) == np.argmax(outs["fp32"]))
-    floor = torch_bf16_error(args.dir)
+    floor = torch_bf16_error(args.dir, calibrated=not args.uncalibrated)
+    floor_kept = torch_bf16_error(args.dir, kept, not args.uncalibrated) if kept else floor
 
     # speed, taking turns
     samples = {"fp32": [], "bf16": []}
@@ -113,10 +145,13 @@ def main():
     dirty = sh(["git", "-C", REPO, "status", "--porcelain", "--untracked-files=no"]).stdout.strip()
     cc = sh([os.environ.get("CC", "cc"), "--version"]).stdout.splitlines()[0]
     lines = [
-        "# --precision bf16 vs fp32: resnet50, batch 1, %d threads" % args.threads,
+        "# --precision bf16 vs fp32: resnet50 (random weights, seed 0, BatchNorm %s), batch 1, "
+        "%d threads" % ("at its initial statistics" if args.uncalibrated else "calibrated",
+                        args.threads),
         "",
-        "Written by `python3 bench/precision.py --threads %d --rounds %d --iters %d --db '%s'` "
+        "Written by `python3 bench/precision.py --threads %d --rounds %d --iters %d --db '%s'%s` "
         "on %s (took %.0f s)." % (args.threads, args.rounds, args.iters, args.db,
+                                  " --uncalibrated" if args.uncalibrated else "",
                                   datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                                   time.time() - start),
         "",
@@ -130,9 +165,9 @@ def main():
         "",
         "Error: wpk fp32 vs ONNX Runtime %.2e. PyTorch's fp32 vs the same model with every conv "
         "but the stem on bf16 weights and inputs (f32 accumulation), worst of 3 seeded inputs: "
-        "%.3g -- the floor of bf16 rounding on this random-weight resnet50. `wpk compile "
-        "--precision bf16` printed: `%s`." % (err_fp32_ort, floor,
-                                             printed[0] if printed else "(nothing)"),
+        "%.3g -- the floor of bf16 rounding on this random-weight resnet50; with the convs wpk "
+        "kept fp32 fp32 too: %.3g. `wpk compile --precision bf16` printed: `%s`." % (
+            err_fp32_ort, floor, floor_kept, "`; `".join(printed) if printed else "(nothing)"),
         "",
         "Provenance: commit %s%s; kernels %s, -O3 -march=native (the bf16 convs under "
         "target(\"avx512bf16,avx512f\")); CPU %s, %d logical cpus; onnxruntime %s, numpy %s, "

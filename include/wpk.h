@@ -144,6 +144,11 @@ typedef struct wpk_session_params {
                               weights and inputs and f32 accumulation, WPK_ERR_UNSUPPORTED
                               naming the flag on a CPU without avx512_bf16; "tf32" (CUDA tensor
                               cores) is WPK_ERR_UNSUPPORTED: not built into a target yet */
+    double bf16_fp32_share; /* with "bf16": the leading convolutions (execution order) that
+                               would run on bf16 stay fp32 while their multiply-adds are within
+                               this share (0..1) of all those convolutions' (0: none). Rounding
+                               in the first layers is what the rest of a deep network amplifies
+                               most; wpk_compile chooses it by measurement */
 } wpk_session_params;
 
 wpk_session_params wpk_session_default_params(void);
@@ -194,6 +199,11 @@ typedef struct wpk_compile_params {
     const char *precision; /* as wpk_session_params.precision; other than fp32, the plan's
                               error against the fp32 model is measured (report, and an INFO
                               line) on seeded random inputs */
+    double precision_tolerance; /* "bf16": the relative L2 error against fp32 aimed for
+                                   (default 1e-2; 0: no search). Above it, leading convs stay
+                                   fp32 in steps up to WPK_BF16_MAX_FP32_SHARE of the bf16
+                                   convs' multiply-adds; the first step within it is kept, else
+                                   the one with the least error */
     int fusion_search;    /* CPU, a wpk_fusion_search: which fusion groups beyond epilogues fuse
                              (pad+conv, dw+pw, conv+pool) and each layer's team size; the
                              choice is written into the plan. Default WPK_FUSION_NONE */
@@ -232,7 +242,15 @@ typedef struct wpk_compile_report {
     int kept;             /* index into plans of the plan written */
     double precision_rel_l2; /* reduced precision: relative L2 error of output 0 against the
                                 fp32 model (-1: not measured) */
+    double precision_fp32_share; /* bf16: the share of the bf16 convs' multiply-adds the plan
+                                    keeps fp32 (its bf16_fp32_share rounded down to whole convs) */
+    int precision_fp32_convs;    /* bf16: how many convolutions that share keeps fp32 */
+    char precision_fp32_names[512]; /* bf16: their node names, ", "-separated ("..." when cut) */
 } wpk_compile_report;
+
+/* The largest wpk_session_params.bf16_fp32_share wpk_compile tries: a tenth of the bf16
+ * convs' work in fp32 costs about a tenth of bf16's gain on ResNet-50. */
+#define WPK_BF16_MAX_FP32_SHARE 0.1
 
 wpk_compile_params wpk_compile_default_params(void);
 

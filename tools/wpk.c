@@ -39,7 +39,7 @@ static void usage(FILE *f) {
           "                                compile statistics\n"
           "  compile MODEL -o MODEL.wpk [--db FILE] [-O LEVEL] [--batch N] [--provider P]\n"
           "             [--threads N] [--strict] [--no-speed-check] [--target cpu|cuda]\n"
-          "             [--precision fp32|bf16|tf32]\n"
+          "             [--precision fp32|bf16|tf32] [--precision-tolerance E]\n"
           "             [--fusion-search none|search|exhaustive|all]\n"
           "                                optimize (default -O3), specialize to batch N, choose\n"
           "                                every node's kernel from the records, build, pre-pack\n"
@@ -53,7 +53,9 @@ static void usage(FILE *f) {
           "                                from `wpk tune --target cuda`'s records, else their\n"
           "                                defaults), run where that GPU is;\n"
           "                                --precision bf16: convs on AVX-512 BF16 (bf16 weights,\n"
-          "                                f32 accumulation), the error against fp32 printed\n"
+          "                                f32 accumulation), the error against fp32 printed;\n"
+          "                                above E (1e-2) the leading convs stay fp32, up to\n"
+          "                                10% of the bf16 work, named\n"
           "                                --fusion-search: choose which pad+conv, dw+pw and\n"
           "                                conv+pool groups fuse and each layer's threads, every\n"
           "                                plan timed in the model (search: a few profiled\n"
@@ -662,6 +664,14 @@ static int cmd_compile(int argc, char **argv) {
         } else if (strcmp(a, "--precision") == 0) {
             if (!val) return usage_error("%s needs fp32, bf16 or tf32", a);
             p.precision = argv[++i];
+        } else if (strcmp(a, "--precision-tolerance") == 0) {
+            char *end = NULL;
+            double tol = val ? strtod(val, &end) : -1;
+            if (!val || end == val || *end || !(tol >= 0 && tol <= 1))
+                return usage_error("--precision-tolerance needs a relative error from 0 to 1 "
+                                   "(0: keep every conv bf16), not '%s'", val ? val : "");
+            p.precision_tolerance = tol;
+            i++;
         } else if (strcmp(a, "--strict") == 0) {
             p.strict = 1;
         } else if (strcmp(a, "--no-speed-check") == 0) {
@@ -727,6 +737,11 @@ static int cmd_compile(int argc, char **argv) {
         if (report.precision_rel_l2 >= 0)
             printf("precision %s: relative L2 error against fp32 %.3g (output 0, seeded random "
                    "inputs)\n", p.precision, report.precision_rel_l2);
+        if (report.precision_rel_l2 >= 0)
+            printf("precision %s: %d conv(s) kept fp32 (%.1f%% of the bf16 convs' multiply-adds, "
+                   "tolerance %g)%s%s\n", p.precision, report.precision_fp32_convs,
+                   100 * report.precision_fp32_share, p.precision_tolerance,
+                   report.precision_fp32_convs ? ": " : "", report.precision_fp32_names);
         if (p.fusion_search != WPK_FUSION_NONE)
             printf("fusion search: %d groups, %d layers: fused %d, %d layers on fewer threads; "
                    "%d plans timed in %.0f ms; %.3f ms in the search (unfused %.3f ms)\n",

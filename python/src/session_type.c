@@ -43,16 +43,16 @@ static wpk_backend backend_named(const char *name, int *ok) {
     return WPK_BACKEND_REF;
 }
 
-/* Session(path, is_plan, backend, threads, opt_level, records, provider, profile) */
+/* Session(path, is_plan, backend, threads, opt_level, records, provider, profile, precision) */
 static int session_init(session_object *self, PyObject *args, PyObject *kwargs) {
     static char *kwlist[] = {"path", "is_plan", "backend", "threads", "opt_level", "records",
-                             "provider", "profile", NULL};
+                             "provider", "profile", "precision", NULL};
     PyObject *path_obj = NULL;
     int is_plan = 0, threads = 0, opt_level = -1, profile = 0; /* opt_level < 0: the default */
-    const char *backend = "cpu", *records = NULL, *provider = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|psiizzp", kwlist, PyUnicode_FSConverter,
+    const char *backend = "cpu", *records = NULL, *provider = NULL, *precision = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|psiizzpz", kwlist, PyUnicode_FSConverter,
                                      &path_obj, &is_plan, &backend, &threads, &opt_level,
-                                     &records, &provider, &profile))
+                                     &records, &provider, &profile, &precision))
         return -1;
     if (self->ctx) {
         Py_DECREF(path_obj);
@@ -67,6 +67,7 @@ static int session_init(session_object *self, PyObject *args, PyObject *kwargs) 
     params.records = records;
     params.provider = provider;
     params.profile = profile;
+    params.precision = precision;
     if (!known) {
         Py_DECREF(path_obj);
         PyErr_Format(PyExc_ValueError, "backend must be 'cpu', 'cuda' or 'ref', not '%s'",

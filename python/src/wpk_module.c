@@ -55,15 +55,17 @@ void pywpk_log_to_python(void *user, wpk_log_level level, const char *message) {
 PyObject *pywpk_compile(PyObject *self, PyObject *args, PyObject *kwargs) {
     (void)self;
     static char *kwlist[] = {"model", "output", "target", "records", "opt_level", "batch",
-                             "threads", "provider", "strict", NULL};
+                             "threads", "provider", "strict", "precision",
+                             "precision_tolerance", NULL};
     PyObject *model_obj = NULL, *out_obj = NULL;
     wpk_compile_params p = wpk_compile_default_params();
     const char *target = "cpu";
     int opt_level = -1; /* < 0: the default */
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&O&|sziiizp", kwlist,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&O&|sziiizpzd", kwlist,
                                      PyUnicode_FSConverter, &model_obj, PyUnicode_FSConverter,
                                      &out_obj, &target, &p.records, &opt_level, &p.batch,
-                                     &p.threads, &p.provider, &p.strict))
+                                     &p.threads, &p.provider, &p.strict, &p.precision,
+                                     &p.precision_tolerance))
         return NULL;
     if (opt_level >= 0) p.opt_level = opt_level;
     PyObject *result = NULL;
@@ -107,7 +109,8 @@ static PyObject *module_version(PyObject *self, PyObject *unused) {
 static PyMethodDef module_methods[] = {
     {"compile", (PyCFunction)(void (*)(void))pywpk_compile, METH_VARARGS | METH_KEYWORDS,
      "compile(model, output, target='cpu', records=None, opt_level=-1, batch=1, threads=0, "
-     "provider=None, strict=False): write a compiled plan"},
+     "provider=None, strict=False, precision=None, precision_tolerance=0.01): write a "
+     "compiled plan"},
     {"tune", (PyCFunction)(void (*)(void))pywpk_tune, METH_VARARGS | METH_KEYWORDS,
      "tune(model, db, ...) -> summary dict; forks measurement workers (see wpk.tune)"},
     {"version", module_version, METH_NOARGS, "the library's version string"},

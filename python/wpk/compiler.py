@@ -14,12 +14,15 @@ CLOCKS = ("auto", "wall", "cpu")
 
 
 def compile(model, output, db=None, target="cpu", opt_level=None, batch=1, threads=None,
-            provider=None, strict=False):
+            provider=None, strict=False, precision=None, precision_tolerance=1e-2):
     """Compiles the ONNX model into a plan at output (replaced only once complete); returns
     output. db: the tuning records to choose kernels from (None: the default database when it
     exists; "": none). target "cpu" or "cuda"; opt_level None (wpk's default, which tune uses
     too) or 0..3; batch: the value of every symbolic dim; strict: fail (naming the nodes) when
-    a node has no records. Untuned nodes are logged as warnings through the "wpk" logger.
+    a node has no records; precision None/"fp32" or "bf16" (convs on AVX-512 BF16; while the
+    error against fp32 on seeded inputs is above precision_tolerance, the leading convs stay
+    fp32, up to a tenth of the bf16 work). Untuned nodes are logged as warnings through the
+    "wpk" logger.
     Raises WpkError for what Woodpecker refuses."""
     model = existing_file(model, "model")
     if not isinstance(output, (str, os.PathLike)):
@@ -33,8 +36,15 @@ def compile(model, output, db=None, target="cpu", opt_level=None, batch=1, threa
     _check_int("batch", batch, 1, 1 << 20)
     if threads is not None:
         _check_int("threads", threads, 1, 4096)
+    if precision is not None and not isinstance(precision, str):
+        raise TypeError(f"precision must be a str or None, not {type(precision).__name__}")
+    if isinstance(precision_tolerance, bool) or \
+            not isinstance(precision_tolerance, (int, float)) or \
+            not 0 <= precision_tolerance <= 1:
+        raise ValueError(f"precision_tolerance must be a number from 0 to 1, not "
+                         f"{precision_tolerance!r}")
     _wpk.compile(model, output, target, db, opt_level, batch, threads or 0, provider,
-                 bool(strict))
+                 bool(strict), precision, float(precision_tolerance))
     return output
 
 

@@ -22,7 +22,7 @@ class InferenceSession:
     """Runs an ONNX model (.onnx) or a plan compiled by wpk.compile (.wpk).
 
     InferenceSession(path_or_plan, backend="cpu", threads=None, opt_level=None, db=None,
-                     provider=None)
+                     provider=None, precision=None)
       backend    "cpu" (generated kernels and vendor libraries, as tuned), "cuda" (NVIDIA GPU) or
                  "ref" (the reference kernels); a plan runs on the target it was compiled for
       threads    kernel threads; None: the machine's physical cores
@@ -33,6 +33,8 @@ class InferenceSession:
       provider   "auto" (None), "generated", "onednn", "openblas" or "ref": every node that can
                  runs on that one
       profile    time every node of each run: profile() gives the last run's times
+      precision  None or "fp32" (as the model says); "bf16" (cpu backend, models only): convs
+                 on AVX-512 BF16 with f32 accumulation, WpkError on a CPU without avx512_bf16
       providers  ONNX Runtime's list, for code written for it: the first of
                  "CUDAExecutionProvider" / "CPUExecutionProvider" sets backend
 
@@ -44,7 +46,7 @@ class InferenceSession:
     """
 
     def __init__(self, path_or_plan, backend="cpu", threads=None, opt_level=None, db=None,
-                 provider=None, providers=None, profile=False):
+                 provider=None, providers=None, profile=False, precision=None):
         path = existing_file(path_or_plan, "model")
         if providers is not None:
             backend = _backend_of_providers(providers)
@@ -62,11 +64,13 @@ class InferenceSession:
             db = existing_file(db, "records database")
         if provider is not None and not isinstance(provider, str):
             raise TypeError(f"provider must be a str or None, not {type(provider).__name__}")
+        if precision is not None and not isinstance(precision, str):
+            raise TypeError(f"precision must be a str or None, not {type(precision).__name__}")
         self._path = path
         self._plan = _is_plan(path)
         self._backend = backend
         self._s = _wpk.Session(path, self._plan, backend, threads, opt_level, db, provider,
-                               bool(profile))
+                               bool(profile), precision)
         self._inputs = [node_arg(*d) for d in self._s.inputs()]
         self._outputs = [node_arg(*d) for d in self._s.outputs()]
         self._input_index = {a.name: i for i, a in enumerate(self._inputs)}

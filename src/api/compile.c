@@ -40,6 +40,7 @@ wpk_compile_params wpk_compile_default_params(void) {
     p.batch = 1;
     p.target = WPK_BACKEND_CPU;
     p.check_speed = 1;
+    p.precision_tolerance = 1e-2;
     return p;
 }
 
@@ -145,6 +146,7 @@ typedef struct plan_candidate {
     exec_plan *p;
     double *ms;
     int runs;
+    double bf16_fp32_share; /* wpk_session_params.bf16_fp32_share */
 } plan_candidate;
 
 static wpk_status candidate_open(wpk_context *ctx, const wpk_model *m,
@@ -156,6 +158,7 @@ static wpk_status candidate_open(wpk_context *ctx, const wpk_model *m,
     sp.records = c->records;
     sp.provider = c->provider;
     sp.precision = cp->precision;
+    sp.bf16_fp32_share = c->bf16_fp32_share;
     wpk_status st = wpk_session_create(ctx, m, &sp, &c->s);
     if (st == WPK_OK) st = api_bind_zeros(ctx, c->s, m, cp->batch);
     if (st == WPK_OK) st = session_prepare(c->s, &c->p);
@@ -233,24 +236,69 @@ static int fastest_candidate(const plan_candidate *c, int n) {
     return best;
 }
 
+/* The convs p keeps fp32 at share: an INFO line naming them (TensorRT reports the layers it
+ * left at a higher precision), their names into report (optional), and their count. */
+static int report_fp32_convs(wpk_context *ctx, const exec_plan *p, double share, double err,
+                             wpk_compile_report *report) {
+    bool *keep = wpk_calloc((size_t)p->g->nnodes + 1, sizeof *keep);
+    if (!keep) return 0;
+    int kept = share > 0 ? cpu_bf16_fp32_nodes(p->g, p->vals, share, keep, &share) : 0;
+    strbuf names = {0};
+    for (int k = 0; k < p->g->nnodes; k++)
+        if (keep[k]) sb_printf(&names, "%s%s", names.len ? ", " : "", p->g->nodes[k].name);
+    wpk_log(ctx, WPK_LOG_INFO, "precision bf16: %d conv(s) kept fp32 (%.1f%% of the bf16 convs' "
+            "multiply-adds), error %.3g%s%s", kept, 100 * share, err, kept ? ": " : "",
+            names.s && !names.oom ? names.s : "");
+    if (report) report->precision_fp32_share = kept ? share : 0;
+    if (report && names.s && !names.oom) {
+        size_t room = sizeof report->precision_fp32_names;
+        snprintf(report->precision_fp32_names, room, "%s", names.s);
+        if (names.len >= room) memcpy(report->precision_fp32_names + room - 4, "...", 4);
+    }
+    sb_free(&names);
+    wpk_free(keep);
+    return kept;
+}
+
 /* The cpu target: the plan from the records (chosen), checked in context when the records
- * chose anything, then written. */
+ * chose anything, then written; with bf16, at the share of fp32 convs the measured
+ * search chose. */
 static wpk_status compile_cpu(wpk_context *ctx, const char *path, const wpk_compile_params *cp,
                               const char *records, const wpk_model *m) {
     plan_candidate c[WPK_COMPILE_MAX_PLANS];
     memset(c, 0, sizeof c);
     int n = 1;
-    c[0] = (plan_candidate){.name = "chosen", .records = records, .provider = cp->provider};
-    wpk_status st = candidate_open(ctx, m, cp, &c[0]);
+    bool bf16 = false;
+    double share = 0, err = -1;
+    wpk_status st = WPK_OK;
+    if (cpu_precision_check(ctx, cp->precision, false, &bf16) == WPK_OK && bf16) {
+        api_precision_run r = {m, cp->precision, cp->batch, cp->threads, records, cp->provider};
+        st = api_precision_search(ctx, &r, cp->precision_tolerance, &share, &err);
+        if (st == WPK_OK)
+            wpk_log(ctx, WPK_LOG_INFO, "precision %s: relative L2 error of output 0 against "
+                    "fp32 %.3g (seeded random inputs)", cp->precision, err);
+        if (cp->report) {
+            cp->report->precision_rel_l2 = err;
+            cp->report->precision_fp32_share = share;
+        }
+    }
+    c[0] = (plan_candidate){.name = "chosen", .records = records, .provider = cp->provider,
+                            .bf16_fp32_share = share};
+    if (st == WPK_OK) st = candidate_open(ctx, m, cp, &c[0]);
+    if (st == WPK_OK && bf16) {
+        int kept = report_fp32_convs(ctx, c[0].p, share, err, cp->report);
+        if (cp->report) cp->report->precision_fp32_convs = kept;
+    }
     if (st == WPK_OK) st = check_untuned(ctx, c[0].p, cp->strict);
     bool any = false, library = false;
     if (st == WPK_OK) chosen_kinds(c[0].p, &any, &library);
     if (st == WPK_OK && cp->check_speed && any) {
-        c[n++] = (plan_candidate){.name = "defaults", .records = "", .provider = cp->provider};
+        c[n++] = (plan_candidate){.name = "defaults", .records = "", .provider = cp->provider,
+                                  .bf16_fp32_share = share};
         bool auto_provider = !cp->provider || !strcmp(cp->provider, "auto");
         if (library && auto_provider)
             c[n++] = (plan_candidate){.name = "generated", .records = records,
-                                      .provider = "generated"};
+                                      .provider = "generated", .bf16_fp32_share = share};
         for (int i = 1; st == WPK_OK && i < n; i++) st = candidate_open(ctx, m, cp, &c[i]);
         if (st == WPK_OK) st = time_candidates(ctx, c, n);
     }
@@ -272,16 +320,6 @@ static wpk_status compile_cpu(wpk_context *ctx, const char *path, const wpk_comp
         }
     }
     for (int i = 0; i < n; i++) candidate_close(&c[i]);
-    bool bf16 = false;
-    if (st == WPK_OK && cpu_precision_check(ctx, cp->precision, false, &bf16) == WPK_OK && bf16) {
-        double err = -1;
-        st = api_precision_error(ctx, m, cp->precision, cp->batch, cp->threads, records,
-                                 cp->provider, &err);
-        if (st == WPK_OK)
-            wpk_log(ctx, WPK_LOG_INFO, "precision %s: relative L2 error of output 0 against "
-                    "fp32 %.3g (seeded random inputs)", cp->precision, err);
-        if (cp->report) cp->report->precision_rel_l2 = err;
-    }
     return st;
 }
 

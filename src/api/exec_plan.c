@@ -175,7 +175,7 @@ static wpk_status run_cuda(wpk_context *ctx, exec_plan *p) {
 }
 
 wpk_status exec_plan_compile_cpu(wpk_context *ctx, exec_plan *p, int threads) {
-    cpu_options opt = {threads, NULL, NULL, false, false};
+    cpu_options opt = {threads, NULL, NULL, false, false, 0};
     return exec_plan_compile(ctx, p, &opt);
 }
 
@@ -233,7 +233,7 @@ wpk_status exec_plan_enable_profile(wpk_context *ctx, exec_plan *p, int threads)
                          "profile");
     if (!p->cpu) {
         /* reference kernels through the executor, which times each step */
-        cpu_options ref = {threads, "ref", NULL, false, false};
+        cpu_options ref = {threads, "ref", NULL, false, false, 0};
         wpk_status st = cpu_program_create(ctx, p->g, p->vals, &p->mem, &ref, &p->cpu);
         if (st == WPK_OK) st = make_exec(ctx, p);
         if (st) return st;

@@ -93,6 +93,9 @@ wpk_status wpk_session_create(wpk_context *ctx, const wpk_model *model,
     bool bf16 = false;
     st = cpu_precision_check(ctx, p.precision, p.backend == WPK_BACKEND_CUDA, &bf16);
     if (st) return st;
+    if (!(p.bf16_fp32_share >= 0 && p.bf16_fp32_share <= 1))
+        return wpk_error(ctx, WPK_ERR_INVALID_ARG, "bf16_fp32_share must be within 0 and 1, "
+                         "not %g", p.bf16_fp32_share);
     if (bf16 && p.backend != WPK_BACKEND_CPU)
         return wpk_error(ctx, WPK_ERR_INVALID_ARG, "precision bf16 runs on the cpu backend, not "
                          "the reference one");
@@ -264,7 +267,8 @@ static wpk_status find_plan(wpk_session *s, exec_plan **out) {
         tune_db *db = NULL;
         st = exec_plan_records_open(s->ctx, s->params.records, &db);
         if (st == WPK_OK) {
-            cpu_options opt = {s->threads, s->params.provider, db, false, s->bf16};
+            cpu_options opt = {s->threads, s->params.provider, db, false, s->bf16,
+                               s->params.bf16_fp32_share};
             st = exec_plan_compile(s->ctx, p, &opt);
         }
         tune_db_close(db);

@@ -307,14 +307,16 @@ static const kernel_provider *untuned_conv_library(const ir_node *n, ir_tensor *
     return NULL;
 }
 
-/* Node k's choice into c; false when it runs its reference kernel. */
+/* Node k's choice into c; false when it runs its reference kernel. keep_fp32: a node bf16
+ * would take stays on the fp32 choice. */
 static bool choose_node(wpk_context *ctx, const cpu_choose_options *o, const ir_node *n,
-                        ir_tensor *const *in, ir_tensor *const *out, cpu_choice *c) {
+                        ir_tensor *const *in, ir_tensor *const *out, bool keep_fp32,
+                        cpu_choice *c) {
     const kernel_provider *cand[MAX_CANDIDATES];
     int ncand = kernel_providers_for(n, in, out, cand, MAX_CANDIDATES);
     if (ncand == 0 || (o->provider && !strcmp(o->provider, "ref"))) return false;
     const kernel_provider *bf16 = conv_bf16_provider();
-    if (o->bf16 && bf16->supports(bf16, n, in, out)) {
+    if (o->bf16 && !keep_fp32 && bf16->supports(bf16, n, in, out)) {
         memset(c, 0, sizeof *c);
         c->source = CPU_SOURCE_FORCED;
         tune_task_init(&c->task, bf16, n, in, out);
@@ -386,6 +388,37 @@ static bool known(const ir_node *n, ir_tensor *const *in, ir_tensor *const *out)
     return true;
 }
 
+int cpu_bf16_fp32_nodes(const ir_graph *g, const ir_tensor *vals, double share, bool *keep,
+                        double *kept_share) {
+    const kernel_provider *bf16 = conv_bf16_provider();
+    ir_tensor *in[MAX_NODE_ARGS], *outs[MAX_NODE_ARGS];
+    double total = 0, kept_macs = 0;
+    if (kept_share) *kept_share = 0;
+    for (int pass = 0, kept = 0; pass < 2; pass++) {
+        double sum = 0;
+        for (int k = 0; k < g->nnodes; k++) {
+            const ir_node *n = &g->nodes[k];
+            if (pass == 1) keep[k] = false;
+            if (n->nin > MAX_NODE_ARGS || n->nout > MAX_NODE_ARGS) continue;
+            cpu_node_tensors(n, (ir_tensor *)vals, in, outs);
+            if (!known(n, in, outs) || !bf16->supports(bf16, n, in, outs)) continue;
+            sum += (double)conv_bf16_macs(n, in, outs);
+            /* a share that reaches a node's end keeps it; rounding must not drop it */
+            if (pass == 1 && share > 0 && sum <= share * total * (1 + 1e-9)) {
+                keep[k] = true;
+                kept++;
+                kept_macs = sum;
+            }
+        }
+        if (pass == 1) {
+            if (kept_share && total > 0) *kept_share = kept_macs / total;
+            return kept;
+        }
+        total = sum;
+    }
+    return 0;
+}
+
 wpk_status cpu_choose(wpk_context *ctx, const ir_graph *g, const ir_tensor *vals,
                       const cpu_choose_options *opt, cpu_choices *out) {
     memset(out, 0, sizeof *out);
@@ -395,7 +428,11 @@ wpk_status cpu_choose(wpk_context *ctx, const ir_graph *g, const ir_tensor *vals
     out->node_choice = wpk_calloc((size_t)g->nnodes + 1, sizeof *out->node_choice);
     /* room for a fallback per node besides the first choices (cpu_choices_fall_back) */
     out->choices = wpk_calloc(2 * (size_t)g->nnodes + 1, sizeof *out->choices);
-    if (!out->node_choice || !out->choices) {
+    bool *keep = wpk_calloc((size_t)g->nnodes + 1, sizeof *keep);
+    if (keep && opt->bf16 && opt->bf16_fp32_share > 0)
+        cpu_bf16_fp32_nodes(g, vals, opt->bf16_fp32_share, keep, NULL);
+    if (!out->node_choice || !out->choices || !keep) {
+        wpk_free(keep);
         cpu_choices_free(out);
         return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory choosing kernels");
     }
@@ -408,7 +445,7 @@ wpk_status cpu_choose(wpk_context *ctx, const ir_graph *g, const ir_tensor *vals
         cpu_node_tensors(n, (ir_tensor *)vals, in, outs);
         if (!known(n, in, outs)) continue;
         cpu_choice *c = &out->choices[out->n];
-        if (!choose_node(ctx, opt, n, in, outs, c)) continue;
+        if (!choose_node(ctx, opt, n, in, outs, keep[k], c)) continue;
         int found = -1;
         for (int j = 0; j < out->n && found < 0; j++)
             if (same_choice(&out->choices[j], c)) found = j;
@@ -417,6 +454,7 @@ wpk_status cpu_choose(wpk_context *ctx, const ir_graph *g, const ir_tensor *vals
         out->choices[found].flops += c->task.flops;
         out->node_choice[k] = found;
     }
+    wpk_free(keep);
     return WPK_OK;
 }
 

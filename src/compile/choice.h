@@ -49,7 +49,15 @@ typedef struct cpu_choose_options {
     const char *target;   /* the fingerprint records are looked up for (NULL: this machine's) */
     const char *provider; /* NULL or "auto"; "generated", "ref", or a library's name */
     bool bf16;            /* --precision bf16: nodes isa_bf16 takes run on it (source forced) */
+    double bf16_fp32_share; /* with bf16: those of cpu_bf16_fp32_nodes stay fp32 */
 } cpu_choose_options;
+
+/* The nodes --precision bf16 keeps fp32 at `share`: those isa_bf16 takes, from the first in
+ * execution order, while their multiply-adds so far are within share of all of theirs.
+ * keep[k] (g->nnodes entries) says node k; *kept_share (optional) gets their share of the
+ * multiply-adds; returns how many. g and vals as cpu_choose. */
+int cpu_bf16_fp32_nodes(const ir_graph *g, const ir_tensor *vals, double share, bool *keep,
+                        double *kept_share);
 
 /* Whether `precision` is one a cpu session takes (NULL, "fp32", or "bf16" on a CPU with
  * avx512_bf16); WPK_ERR_UNSUPPORTED naming the missing flag or the target, WPK_ERR_INVALID_ARG

@@ -251,7 +251,7 @@ wpk_status cpu_program_create(wpk_context *ctx, const ir_graph *g, const ir_tens
     cpu_choices ch = {0};
     cpu_kernel **ready = NULL;
     cpu_choose_options co = {opt ? opt->db : NULL, NULL, opt ? opt->provider : NULL,
-                             opt && opt->bf16};
+                             opt && opt->bf16, opt ? opt->bf16_fp32_share : 0};
     wpk_status st = p->steps && aligned ? cpu_choose(ctx, g, vals, &co, &ch)
                                         : wpk_error(ctx, WPK_ERR_NOMEM, "out of memory");
     if (st == WPK_OK) st = make_lib_steps(ctx, p, g, vals, &ch);

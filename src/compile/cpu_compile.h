@@ -46,6 +46,7 @@ typedef struct cpu_options {
     bool require_compiler; /* no C compiler: fail (WPK_ERR_UNSUPPORTED) instead of running the
                               reference kernels */
     bool bf16;            /* cpu_choose_options.bf16 */
+    double bf16_fp32_share; /* cpu_choose_options.bf16_fp32_share */
 } cpu_options;
 
 /* Compile g (borrowed: must outlive the program; nodes in execution order) whose values have

@@ -70,6 +70,12 @@ static wpk_status check(wpk_context *ctx, const ir_node *n, ir_tensor *const *in
     return WPK_OK;
 }
 
+int64_t conv_bf16_macs(const ir_node *n, ir_tensor *const *in, ir_tensor *const *out) {
+    lib_conv c;
+    if (check(NULL, n, in, out, &c)) return 0;
+    return c.n * c.k * c.oh * c.ow * c.cg * c.kh * c.kw;
+}
+
 static bool supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in,
                      ir_tensor *const *out) {
     (void)self;

@@ -13,6 +13,10 @@
  * the CPU has avx512_bf16 (create refuses naming the flag elsewhere). */
 const kernel_provider *conv_bf16_provider(void);
 
+/* Multiply-adds of a node the provider takes (0 for one it does not): batch x output channels
+ * x output pixels x input channels per group x kernel window. */
+int64_t conv_bf16_macs(const ir_node *n, ir_tensor *const *in, ir_tensor *const *out);
+
 /* Whether this CPU runs it (avx512_bf16 in /proc/cpuinfo, not hidden by $WPK_CPU_FLAGS_OFF). */
 bool conv_bf16_cpu_ok(void);
 

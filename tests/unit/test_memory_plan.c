@@ -218,7 +218,7 @@ static void check_exec(const ir_graph *g, const ir_tensor *in, const ir_exec *x,
     exec_plan *p = NULL;
     CHECK_OK(exec_plan_create(ctx, g, in, true, &p));
     if (!p) return;
-    cpu_options ref = {1, "ref", NULL, false, false};
+    cpu_options ref = {1, "ref", NULL, false, false, 0};
     CHECK_OK(exec_plan_compile(ctx, p, &ref));
     CHECK(p->x != NULL);
     ir_tensor *bound = calloc((size_t)g->ninputs + 1, sizeof(ir_tensor));
@@ -385,7 +385,7 @@ static void test_views(void) {
     /* x has a view (vi): the executor copies it rather than reading the caller's bytes */
     ir_tensor in = g->values[x].t;
     exec_plan *ep = NULL;
-    cpu_options ref = {1, "ref", NULL, false, false};
+    cpu_options ref = {1, "ref", NULL, false, false, 0};
     CHECK_OK(exec_plan_create(ctx, g, &in, true, &ep));
     if (ep) CHECK_OK(exec_plan_compile(ctx, ep, &ref));
     CHECK(ep && ep->in_bind && !ep->in_bind[0]);
@@ -466,7 +466,7 @@ static void test_alias_input(void) {
     /* x is only read: the executor reads it where the caller keeps it */
     ir_tensor in = g->values[x].t;
     exec_plan *ep = NULL;
-    cpu_options ref = {1, "ref", NULL, false, false};
+    cpu_options ref = {1, "ref", NULL, false, false, 0};
     CHECK_OK(exec_plan_create(ctx, g, &in, true, &ep));
     if (ep) CHECK_OK(exec_plan_compile(ctx, ep, &ref));
     CHECK(ep && ep->in_bind && ep->in_bind[0]);
