@@ -10,7 +10,8 @@
  * records, and the search-quality table: trials to reach within 5% of the optimum (known by
  * brute force) per strategy over several seeds, where ga, rl, anneal and model must need
  * clearly fewer trials than random; rl and anneal from a start; rl's policy file and its
- * carry-over from one run to the next. WPK_TEST_SEEDS=N runs N seeds. */
+ * carry-over from one run to the next, and a policy pretrained on other workloads beating a
+ * fresh one. WPK_TEST_SEEDS=N runs N seeds. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -915,7 +916,7 @@ static void test_rl_carry_over(wpk_context *ctx) {
 }
 
 /* Transfer through the policy alone: a policy trained by rl on two other workloads of the
- * template (other channel counts and block costs, 300 trials each from nothing, no records
+ * template (other channel counts and block costs, 900 trials each from nothing, no records
  * passed on), saved and loaded, brings rl from a start two knobs off this workload's optimum
  * to within 5% of it faster than a fresh policy, which reaches it too within 80 trials. */
 static void test_rl_pretrained(wpk_context *ctx) {
@@ -929,10 +930,10 @@ static void test_rl_pretrained(wpk_context *ctx) {
     tune_rl_policy *trained = tune_rl_policy_create(ctx);
     for (int w = 0; w < 2; w++) {
         W = others[w];
-        tune_strategy_params p = {.seed = 50 + (uint64_t)w, .budget = 300, .legal = conv_legal,
+        tune_strategy_params p = {.seed = 50 + (uint64_t)w, .budget = 900, .legal = conv_legal,
                                   .featurize = conv_features, .rl_policy = trained};
         tune_strategy *st = tune_strategy_create(ctx, "rl", &s, &p);
-        run r = {&s, 300, 8, 0, NULL, NULL, 0, 0, 0, 0, false, NULL};
+        run r = {&s, 900, 8, 0, NULL, NULL, 0, 0, 0, 0, false, NULL};
         if (st) drive(st, &r);
         tune_strategy_free(st);
     }
