@@ -6,7 +6,8 @@
  *                         [--db tune_resnet18.db] [--only c2,c6] [--min-ms 300]
  *                         [--compare c3,c2] [--compare-trials 80] [--strategies ga,model,...]
  *                         [--seeds 1] [--compare-impl conv2d_winograd] [--prior c6,c9]
- *                         [--compare-start CONFIG]
+ *                         [--compare-start CONFIG] [--pretrain-on c1,c2,...]
+ *                         [--pretrain-trials 40] [--trace 1]
  *                         [--parallel-trials 24] [--parallel-rounds 1] [--parallel-conv c6]
  *                         [--timing auto|cold|warm] [--parallel auto|N]
  *
@@ -39,6 +40,10 @@
  * template's space: random search for --compare-trials trials each, tuned once beforehand):
  * transfer from other workloads (the cost model learns from all of their records, ga breeds
  * its first generation from each conv's fastest configs).
+ * The strategy "rl-pretrained" is rl from a policy trained on --pretrain-on's convs first (rl,
+ * --pretrain-trials trials each, from an empty database; never the compared conv), each run
+ * from a copy of it and without those convs' records: transfer through the policy alone, beside
+ * "rl" from a fresh policy. --trace 1 prints every run's proposals and its own medians.
  * Part "parallel": one fixed job on --parallel-conv (random search, fixed seed: the same
  * configs in the same order) tuned with one build worker and measurements alone, and with the
  * automatic parallelism, each from an empty kernel cache, in --parallel-rounds rounds that
@@ -73,6 +78,8 @@ int conv_resnet18_main(int argc, char **argv);
  * legal space: the share within 5% of the best gives random search's expected proposals
  * without the noise of its picks */
 #define SAMPLE_PER_RUN 12
+/* strategies: the name of rl started from a policy trained on --pretrain-on's convs */
+#define PRETRAINED "rl-pretrained"
 
 /* ---- tasks: a conv node with its tensors ---- */
 
@@ -267,6 +274,9 @@ typedef struct opts {
     const char *compare_start; /* strategies: the config every run starts from; NULL: the
                                   template's default */
     const char *prior;        /* strategies: convs whose records the model and ga start from */
+    const char *pretrain_on;  /* strategies: convs rl's policy is trained on for rl-pretrained */
+    int64_t pretrain_trials;  /* strategies: rl trials per pretraining conv */
+    bool trace;               /* strategies: every run's proposals to stderr */
     const char *timing;       /* tune: "cold", "warm", or "auto" (as the tuner timed) */
     int tune_parallel;        /* tune: build workers, 1 measuring alone; 0 automatic */
     double min_s;
@@ -670,6 +680,56 @@ static void copy_file(const char *from, const char *to) {
     if (!ok) die(to, "cannot copy the prior records");
 }
 
+/* rl's policy trained on --pretrain-on's convs in c's template, rl for --pretrain-trials
+ * trials each from an empty database (seed 99), into `policy`, once per compared conv: the
+ * policy the rl-pretrained runs start from. Their records are not passed on (what carries
+ * over is the policy alone), and the compared conv is refused: a policy that has seen the
+ * measured workload would leak its answer. */
+static void pretrain_policy(const opts *o, wpk_context *ctx, const strat_conv *c,
+                            const char *db_path, const char *policy) {
+    conv_task pt[NCONVS];
+    tune_model_task ts[NCONVS];
+    int n = 0;
+    for (int ci = 0; ci < NCONVS; ci++) {
+        if (!selected(o->pretrain_on, CONVS[ci].name)) continue;
+        if (&CONVS[ci] == c->t.spec)
+            die(CONVS[ci].name, "--pretrain-on names the compared conv (leakage: the policy "
+                "would have been trained on the workload it is measured on)");
+        conv_task_init(&pt[n], &CONVS[ci], false, ctx);
+        if (!conv_task_as(&pt[n], c->mt.task.tmpl, &ts[n]))
+            die(CONVS[ci].name, "--pretrain-on: the compared template does not take this conv");
+        n++;
+    }
+    if (!n) die("--pretrain-on", "names no conv of ResNet-18 (c1..c12)");
+    char cache[256];
+    fresh_cache(cache, sizeof cache, "pretrain");
+    tune_db *db;
+    open_db(db_path, ctx, &db);
+    tune_options to = tuner_options("rl", o->pretrain_trials);
+    to.seed = 99;
+    to.rl_policy = policy;
+    tune_summary sum;
+    double t0 = now();
+    if (tune_run(ctx, db, ts, n, &to, &sum)) die("tune_run", wpk_context_error(ctx));
+    fprintf(stderr, "rl policy pretrained on %d convs (%s), %lld trials each, in %.0f s\n", n,
+            o->pretrain_on, (long long)o->pretrain_trials, now() - t0);
+    tune_summary_free(&sum);
+    tune_db_close(db);
+    fresh_cache(cache, sizeof cache, "pretrain");
+    rmdir(cache);
+    for (int i = 0; i < n; i++) conv_task_free(&pt[i]);
+}
+
+/* A run's proposals in the order measured, with the run's own medians (--trace). */
+static void trace_run(const char *conv, const char *strategy, int seed, const rec_list *L,
+                      const tune_task_summary *ts, double flops) {
+    for (int i = 0; i < L->n; i++)
+        fprintf(stderr, "trace %s %s seed %d #%d%s %s: %s %.1f GFLOP/s\n", conv, strategy,
+                seed, i, ts->curve[i].is_default ? " (default)" : "", L->cfg[i],
+                L->st[i] == TUNE_OK ? "ok" : "failed",
+                L->st[i] == TUNE_OK && L->med[i] > 0 ? flops / L->med[i] * 1e-9 : 0.0);
+}
+
 /* Every strategy --seeds times on each --compare conv, each run from an empty database and
  * an empty kernel cache of its own. Tuning only: it forks, so it runs before this process
  * starts OpenMP threads (strategies_report re-times). */
@@ -700,6 +760,14 @@ static void strategies_tune(const opts *o, wpk_context *ctx, strat_job *J) {
         char prior_db[512];
         temp_db(prior_db, sizeof prior_db, "prior");
         if (nts > 1) prior_tune(o, ctx, tasks, nts, prior_db);
+        char pretrain_db[512], pretrained[600];
+        temp_db(pretrain_db, sizeof pretrain_db, "pretrain");
+        snprintf(pretrained, sizeof pretrained, "%s.rl-policy", pretrain_db);
+        bool want_pretrained = false;
+        for (int s = 0; s < J->ns; s++) want_pretrained |= !strcmp(J->names[s], PRETRAINED);
+        if (want_pretrained && !o->pretrain_on)
+            die(PRETRAINED, "needs --pretrain-on: the convs its policy is trained on");
+        if (want_pretrained) pretrain_policy(o, ctx, c, pretrain_db, pretrained);
         for (int s = 0; s < J->ns; s++)
             for (int r = 0; r < J->nseeds; r++) {
                 char path[512], cache[256], tag[64];
@@ -712,9 +780,16 @@ static void strategies_tune(const opts *o, wpk_context *ctx, strat_job *J) {
                 const bool with_prior =
                     nts > 1 && (!strcmp(J->names[s], "model") || !strcmp(J->names[s], "ga"));
                 if (with_prior) copy_file(prior_db, path);
+                /* rl-pretrained: rl from the pretrained policy, a copy per run so that every
+                   seed starts from the same one */
+                const bool pretrained_run = !strcmp(J->names[s], PRETRAINED);
+                char policy[600];
+                snprintf(policy, sizeof policy, "%s.rl-policy", path);
+                if (pretrained_run) copy_file(pretrained, policy);
                 tune_db *db;
                 open_db(path, ctx, &db);
-                tune_options to = tuner_options(J->names[s], o->compare_trials);
+                tune_options to =
+                    tuner_options(pretrained_run ? "rl" : J->names[s], o->compare_trials);
                 to.seed = 7 + (uint64_t)r;
                 to.start = o->compare_start;
                 tune_summary sum;
@@ -730,6 +805,8 @@ static void strategies_tune(const opts *o, wpk_context *ctx, strat_job *J) {
                 if (tune_db_each(db, target_fingerprint(), ts->key, on_rec, &L))
                     die("records", wpk_context_error(ctx));
                 run_path(c, run, ts, &L, to.top, !strcmp(J->names[s], "random"));
+                if (o->trace) trace_run(CONVS[ci].name, J->names[s], 7 + r, &L, ts,
+                                        flops_of(c->t.spec));
                 free(L.cfg), free(L.st), free(L.med);
                 tune_db_close(db);
                 temp_db(path, sizeof path, tag); /* the database, its journal, rl's policy */
@@ -741,6 +818,7 @@ static void strategies_tune(const opts *o, wpk_context *ctx, strat_job *J) {
                 tune_summary_free(&sum);
             }
         temp_db(prior_db, sizeof prior_db, "prior"); /* removed */
+        temp_db(pretrain_db, sizeof pretrain_db, "pretrain"); /* and the pretrained policy */
         for (int i = 0; i + 1 < nts; i++) conv_task_free(&pt[i]);
     }
     if (saved) setenv("WPK_CACHE_DIR", saved_copy, 1);
@@ -1102,6 +1180,7 @@ int main(int argc, char **argv) {
         execv("/proc/self/exe", argv);
     }
     opts o = {.trials = 48, .compare_trials = 80, .seeds = 1, .parallel_trials = 24,
+              .pretrain_trials = 40,
               .parallel_rounds = 1,
               .parallel_conv = "c6", .strategy = "ga",
               .db = "tune_resnet18.db", .compare = "c3,c2",
@@ -1124,6 +1203,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--compare-impl")) o.compare_impl = v;
         else if (!strcmp(a, "--compare-start")) o.compare_start = v;
         else if (!strcmp(a, "--prior")) o.prior = v;
+        else if (!strcmp(a, "--pretrain-on")) o.pretrain_on = v;
+        else if (!strcmp(a, "--pretrain-trials")) o.pretrain_trials = atoll(v);
+        else if (!strcmp(a, "--trace")) o.trace = strcmp(v, "0") != 0;
         else if (!strcmp(a, "--seeds")) o.seeds = atoll(v);
         else if (!strcmp(a, "--strategies")) o.strategy_list = v;
         else if (!strcmp(a, "--parallel-trials")) o.parallel_trials = atoll(v);

@@ -1,6 +1,6 @@
 /* rl_policy.h -- the "rl" strategy's policy parameters, shared by every workload and kept
  * between runs: one weight vector per (space, knob, knob value), over a state of the workload's
- * features and the config built so far (strategy_rl.c builds the state and samples). Keyed by
+ * features and the config it moves from (strategy_rl.c builds the state and samples). Keyed by
  * the value, not its index, so that workloads whose spaces list different values still share
  * what they learnt about a value. Saved as a versioned text file next to the records database. */
 #ifndef WPK_TUNE_RL_POLICY_H
@@ -12,13 +12,12 @@
 
 #include "wpk_runtime.h"
 
-/* State entries: a bias, the workload's features, the config built so far (one entry per knob
- * position, the choice normalized to [-0.5, 0.5]), and the share of knobs changed from the
- * anchor so far. */
+/* State entries: a bias, the workload's features, and the config the policy moves from (one
+ * entry per knob position, the choice normalized to [-0.5, 0.5]; the knob being chosen 0). */
 #define TUNE_RL_WORKLOAD 32
-#define TUNE_RL_INPUTS (1 + TUNE_RL_WORKLOAD + 16 + 1)
+#define TUNE_RL_INPUTS (1 + TUNE_RL_WORKLOAD + 16)
 /* The file format's version: a file of another version is set aside for a fresh policy. */
-#define TUNE_RL_POLICY_VERSION 1
+#define TUNE_RL_POLICY_VERSION 2
 
 typedef struct tune_rl_policy tune_rl_policy;
 

@@ -1,19 +1,21 @@
 /* strategy_rl.c -- reinforcement learning (Woodpecker-DL's RL search): a stochastic policy that
- * builds a config knob by knob, each choice a softmax over the knob's values whose logits are
- * linear in a state -- the workload's features (the start config's loop-IR features) and the
- * config built so far -- with weights shared by every workload of the same space and kept
- * between runs (rl_policy.h). Trained by REINFORCE on measured speed.
- *
- * Exploration is anchored: each logit also gets a fixed offset that favours the anchor's value
- * (the fastest config so far, else the start) and its neighbours, so that a fresh policy
- * proposes configs about one or two knobs from the anchor and the learnt weights decide which
- * knobs move and where; weights that have learnt a strong preference outvote the offset.
+ * moves from a good config (the anchor: one of the fastest so far, else the start) by changing
+ * one or two knobs. Which knobs move and to which values is the policy's choice: each value of
+ * each knob has a logit linear in a state -- the workload's features (the start config's
+ * loop-IR features) and the anchor's config -- with weights shared by every workload of the
+ * same space and kept between runs (rl_policy.h). A knob is moved with probability ~ exp of
+ * its move score (how much the policy prefers its other values to the anchor's), and goes to
+ * a value with probability ~ exp(logit), the adjacent values favoured while the policy is
+ * flat. A fresh policy thus moves a uniformly chosen knob, mostly to a neighbouring value;
+ * a trained one moves the knobs it has learnt to change, to the values it has learnt.
+ * Trained by REINFORCE (the exact gradient of the sample's log-probability) on measured speed.
  *
  * Reward: log(anchor's seconds / seconds) -- scale-free, positive for an improvement over the
  * config the sample moved from; a failure scores one unit below the slowest success. Advantage:
  * the reward minus a moving baseline, over a moving spread. The other workloads' fastest
  * configs (prior_configs) are proposed first. Configs already measured are never proposed: a
- * sample that was seen is redrawn, then replaced by a random fresh config. */
+ * sample that was seen is redrawn, moving more knobs as redraws fail, then replaced by a
+ * random fresh config. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,19 +30,32 @@
 #define LOGIT_LIMIT 2.0    /* the learnt logits stay within +-this: no choice becomes impossible */
 #define BASELINE_DECAY 0.1 /* weight of a new reward in the moving baseline and spread */
 #define ADVANTAGE_CLIP 3.0
-#define SAMPLE_TRIES 64
-#define MOVED_KNOBS 1.5    /* knobs a fresh policy changes from the anchor, on average */
-#define NEIGHBOUR_WEIGHT 3 /* an adjacent value over any other, among the changes */
+#define SAMPLE_TRIES 48
+#define TRIES_PER_MOVE 12  /* redraws of seen configs after which a sample moves one more knob */
+#define P_ADJACENT 0.6     /* a flat policy's share of the adjacent values in a knob's move */
+#define P_SECOND 0.3       /* a sample moves a second knob */
+#define MAX_MOVES 4
 #define CTX0 (1 + TUNE_RL_WORKLOAD)
 #define TOP_ANCHORS 4
-/* Told results without a new best after which a sample moves one more knob (at most half) */
-#define STALL_STEP 64
+/* Told results without a new best after which a sample moves one more knob */
+#define STALL_STEP 48
 
 typedef struct sampled {
     tune_config c, anchor;
-    bool has_anchor;
-    double anchor_s;       /* the anchor's seconds when sampled (0: unknown) */
+    int moved[MAX_MOVES]; /* the knobs moved, in the order drawn */
+    int nmoved;
+    double anchor_s;      /* the anchor's seconds when sampled (0: unknown) */
 } sampled;
+
+/* One knob's choice at an anchor: the learnt logits, the probabilities of its values when it
+ * moves (0 for the anchor's), and its move score. */
+typedef struct knob_choice {
+    double x[TUNE_RL_INPUTS];   /* the state */
+    double z[TUNE_MAX_VALUES];  /* learnt logits, squashed to +-LOGIT_LIMIT */
+    double dz[TUNE_MAX_VALUES]; /* the squashing's slope at each */
+    double q[TUNE_MAX_VALUES];
+    double score;
+} knob_choice;
 
 typedef struct rl_state {
     tune_rl_policy *policy; /* borrowed from params, or own */
@@ -124,67 +139,83 @@ static bool anchor_of(tune_strategy *s, tune_config *a, double *seconds) {
     return true;
 }
 
-/* The state for the choice of knob position k, given the choices of knobs 0..k-1 in c. */
-static void state_of(const tune_strategy *s, const rl_state *r, const tune_config *c,
-                     const tune_config *anchor, int k, double *x) {
+/* Knob k's choice at `anchor`: the state is a bias, the workload, and the anchor's other
+ * knobs (each choice normalized to [-0.5, 0.5]). */
+static void choice_at(const tune_strategy *s, const rl_state *r, const tune_config *anchor,
+                      int k, knob_choice *d) {
+    double *x = d->x;
     memset(x, 0, sizeof(double) * TUNE_RL_INPUTS);
     x[0] = 1;
     for (int i = 0; i < TUNE_RL_WORKLOAD; i++) x[1 + i] = r->workload[i];
-    int moved = 0;
-    for (int j = 0; j < k; j++) {
+    for (int j = 0; j < s->space->nknobs && CTX0 + j < TUNE_RL_INPUTS; j++) {
         int n = s->space->knobs[j].nvalues;
-        if (n > 1) x[CTX0 + j] = (double)c->choice[j] / (n - 1) - 0.5;
-        moved += anchor && c->choice[j] != anchor->choice[j];
+        if (j != k && n > 1) x[CTX0 + j] = (double)anchor->choice[j] / (n - 1) - 0.5;
     }
-    x[TUNE_RL_INPUTS - 1] = s->nmutable ? (double)moved / s->nmutable : 0;
-}
-
-/* Probabilities of knob k's values in state x, the anchor's offsets included. */
-static void policy(tune_strategy *s, rl_state *r, int k, const double *x,
-                   const tune_config *anchor, double *p) {
     const tune_knob *knob = &s->space->knobs[k];
-    const int n = knob->nvalues;
-    double off[TUNE_MAX_VALUES] = {0};
-    if (anchor) {
-        /* the anchor's value kept with probability 1 - MOVED_KNOBS / knobs (at least 1/2),
-           an adjacent value NEIGHBOUR_WEIGHT times as likely as another among the rest */
-        int a = anchor->choice[k];
-        double moved = MOVED_KNOBS + (double)r->stall / STALL_STEP;
-        double change = moved / (s->nmutable > 0 ? s->nmutable : 1);
-        if (change > 0.5) change = 0.5;
-        double rest = 0;
-        for (int v = 0; v < n; v++)
-            if (v != a) rest += abs(v - a) == 1 ? NEIGHBOUR_WEIGHT : 1;
-        for (int v = 0; v < n; v++)
-            off[v] = v == a ? log((1 - change) / change * rest)
-                            : log(abs(v - a) == 1 ? NEIGHBOUR_WEIGHT : 1);
-    }
-    double mx = -INFINITY, sum = 0;
+    const int n = knob->nvalues, a = anchor->choice[k];
+    int nadj = 0;
+    for (int v = 0; v < n; v++) nadj += abs(v - a) == 1;
+    const int nfar = n - 1 - nadj;
+    double sum = 0;
     for (int v = 0; v < n; v++) {
         const double *w = tune_rl_policy_find(r->policy, r->space_key, knob->name,
                                               knob->values[v]);
-        double z = 0;
-        for (int i = 0; w && i < TUNE_RL_INPUTS; i++) z += w[i] * x[i];
-        /* the learnt part squashed to +-LOGIT_LIMIT: a preference, never a certainty */
-        z = off[v] + LOGIT_LIMIT * tanh(z / LOGIT_LIMIT);
-        p[v] = z;
-        if (z > mx) mx = z;
+        double u = 0;
+        for (int i = 0; w && i < TUNE_RL_INPUTS; i++) u += w[i] * x[i];
+        /* a preference, never a certainty */
+        const double th = tanh(u / LOGIT_LIMIT);
+        d->z[v] = LOGIT_LIMIT * th;
+        d->dz[v] = 1 - th * th;
+        /* the flat policy's move: the adjacent values P_ADJACENT, the others the rest */
+        double base = abs(v - a) == 1 ? (nfar ? P_ADJACENT : 1.0) / nadj
+                                      : (nadj ? 1 - P_ADJACENT : 1.0) / (nfar ? nfar : 1);
+        d->q[v] = v == a ? 0 : base * exp(d->z[v]);
+        sum += d->q[v];
     }
-    for (int v = 0; v < n; v++) sum += p[v] = exp(p[v] - mx);
-    for (int v = 0; v < n; v++) p[v] /= sum;
+    for (int v = 0; v < n; v++) d->q[v] /= sum;
+    /* log E_base[exp z] - z(anchor): 0 for a flat policy, so every knob is as likely to move */
+    d->score = log(sum) - d->z[a];
 }
 
-static void sample(tune_strategy *s, rl_state *r, const tune_config *anchor, tune_config *c) {
-    memset(c, 0, sizeof *c);
-    for (int k = 0; k < s->space->nknobs; k++) {
-        const tune_knob *knob = &s->space->knobs[k];
-        if (knob->nvalues < 2) continue;
-        double x[TUNE_RL_INPUTS], p[TUNE_MAX_VALUES], u = tune_rng_unit(&s->rng);
-        state_of(s, r, c, anchor, k, x);
-        policy(s, r, k, x, anchor, p);
-        int v = 0;
-        while (v < knob->nvalues - 1 && (u -= p[v]) >= 0) v++;
-        c->choice[k] = v;
+/* The choices of every mutable knob at `anchor`. */
+static void choices_at(const tune_strategy *s, const rl_state *r, const tune_config *anchor,
+                       knob_choice *d) {
+    for (int m = 0; m < s->nmutable; m++) choice_at(s, r, anchor, s->mutable_knob[m], &d[m]);
+}
+
+/* Probabilities of moving each mutable knob still available (avail[m]): ~ exp(score). */
+static void move_probs(const tune_strategy *s, const knob_choice *d, const bool *avail,
+                       double *p) {
+    double mx = -INFINITY, sum = 0;
+    for (int m = 0; m < s->nmutable; m++)
+        if (avail[m] && d[m].score > mx) mx = d[m].score;
+    for (int m = 0; m < s->nmutable; m++) sum += p[m] = avail[m] ? exp(d[m].score - mx) : 0;
+    for (int m = 0; m < s->nmutable; m++) p[m] /= sum;
+}
+
+static int draw(tune_strategy *s, const double *p, int n) {
+    double u = tune_rng_unit(&s->rng);
+    int i = 0;
+    while (i < n - 1 && (u -= p[i]) >= 0) i++;
+    while (i > 0 && p[i] == 0) i--; /* rounding past the last nonzero */
+    return i;
+}
+
+/* A sample `moves` knobs away from e->anchor into e->c (d: the choices at the anchor). */
+static void sample(tune_strategy *s, const knob_choice *d, int moves, sampled *e) {
+    bool avail[TUNE_MAX_KNOBS];
+    double p[TUNE_MAX_KNOBS];
+    for (int m = 0; m < s->nmutable; m++) avail[m] = true;
+    if (moves > s->nmutable) moves = s->nmutable;
+    if (moves > MAX_MOVES) moves = MAX_MOVES;
+    e->c = e->anchor;
+    e->nmoved = 0;
+    for (int i = 0; i < moves; i++) {
+        move_probs(s, d, avail, p);
+        const int m = draw(s, p, s->nmutable), k = s->mutable_knob[m];
+        e->c.choice[k] = draw(s, d[m].q, s->space->knobs[k].nvalues);
+        e->moved[e->nmoved++] = m;
+        avail[m] = false;
     }
 }
 
@@ -212,18 +243,23 @@ static int rl_propose(tune_strategy *s, tune_config *out, int max) {
         if (t < 0) return n;
         if (t > 0) out[n++] = *c;
     }
-    sampled e;
-    e.has_anchor = anchor_of(s, &e.anchor, &e.anchor_s);
+    knob_choice d[TUNE_MAX_KNOBS];
     while (n < max) {
+        sampled e;
         bool found = false;
-        for (int t = 0; t < SAMPLE_TRIES && !found; t++) {
-            sample(s, r, e.has_anchor ? &e.anchor : NULL, &e.c);
-            found = tune_strategy_fresh(s, &e.c);
+        if (s->nmutable > 0 && anchor_of(s, &e.anchor, &e.anchor_s)) {
+            choices_at(s, r, &e.anchor, d);
+            /* one knob, sometimes two; more as the search stalls and as redraws hit
+               measured configs */
+            const int moves = 1 + (tune_rng_unit(&s->rng) < P_SECOND) + r->stall / STALL_STEP;
+            for (int t = 0; t < SAMPLE_TRIES && !found; t++) {
+                sample(s, d, moves + t / TRIES_PER_MOVE, &e);
+                found = tune_strategy_fresh(s, &e.c);
+            }
         }
-        /* a policy that keeps drawing measured configs: one step from the anchor, then any
-           (not the policy's choice: nothing to learn from it) */
+        /* nothing to move from, or the policy keeps drawing measured configs: any fresh
+           config (not the policy's choice: nothing to learn from it) */
         const bool drawn = found;
-        if (!found && e.has_anchor) found = tune_strategy_near(s, &e.anchor, &e.c);
         if (!found && !tune_strategy_random_fresh(s, &e.c)) break; /* exhausted */
         if (tune_strategy_take(s, &e.c) <= 0) break;
         out[n++] = e.c;
@@ -232,29 +268,41 @@ static int rl_propose(tune_strategy *s, tune_config *out, int max) {
     return n;
 }
 
-/* REINFORCE on one sample: w(k, a_k) moves along adv x (1 - pi(a_k)) x state, the others
- * along -adv x pi(v) x state. */
+/* REINFORCE on one sample: every logit moves along adv x d log P(sample) / d logit, through
+ * the squashing, onto the weights of its state. P(sample) is the product over its moves of
+ * P(knob | the knobs still available) x q(value | knob). */
 static void learn(tune_strategy *s, rl_state *r, const sampled *e, double adv) {
-    const tune_config *anchor = e->has_anchor ? &e->anchor : NULL;
-    for (int k = 0; k < s->space->nknobs; k++) {
-        const tune_knob *knob = &s->space->knobs[k];
-        if (knob->nvalues < 2) continue;
-        double x[TUNE_RL_INPUTS], p[TUNE_MAX_VALUES];
-        state_of(s, r, &e->c, anchor, k, x);
-        policy(s, r, k, x, anchor, p);
+    knob_choice d[TUNE_MAX_KNOBS];
+    double g[TUNE_MAX_KNOBS][TUNE_MAX_VALUES] = {{0}}, p[TUNE_MAX_KNOBS];
+    bool avail[TUNE_MAX_KNOBS];
+    choices_at(s, r, &e->anchor, d);
+    for (int m = 0; m < s->nmutable; m++) avail[m] = true;
+    for (int i = 0; i < e->nmoved; i++) {
+        move_probs(s, d, avail, p);
+        const int km = e->moved[i];
+        for (int m = 0; m < s->nmutable; m++) {
+            if (!avail[m]) continue;
+            /* d log P(knob) / d score(m), and d score / d z: q for the others, -1 for the
+               anchor's value */
+            const double coef = (m == km) - p[m];
+            const int a = e->anchor.choice[s->mutable_knob[m]];
+            for (int v = 0; v < s->space->knobs[s->mutable_knob[m]].nvalues; v++)
+                g[m][v] += coef * (v == a ? -1.0 : d[m].q[v]);
+        }
+        const int k = s->mutable_knob[km], a = e->anchor.choice[k];
+        for (int v = 0; v < s->space->knobs[k].nvalues; v++)
+            if (v != a) g[km][v] += (v == e->c.choice[k]) - d[km].q[v];
+        avail[km] = false;
+    }
+    for (int m = 0; m < s->nmutable; m++) {
+        const tune_knob *knob = &s->space->knobs[s->mutable_knob[m]];
         for (int v = 0; v < knob->nvalues; v++) {
-            double g = adv * ((v == e->c.choice[k]) - p[v]);
-            const double *wf = tune_rl_policy_find(r->policy, r->space_key, knob->name,
-                                                   knob->values[v]);
-            double z = 0;
-            for (int i = 0; wf && i < TUNE_RL_INPUTS; i++) z += wf[i] * x[i];
-            double th = tanh(z / LOGIT_LIMIT);
-            g *= 1 - th * th; /* through the squashing */
-            if (fabs(g) < 1e-9) continue;
+            const double step = LEARNING_RATE * adv * g[m][v] * d[m].dz[v];
+            if (fabs(step) < 1e-12) continue;
             double *w = tune_rl_policy_weights(r->policy, r->space_key, knob->name,
                                                knob->values[v]);
             for (int i = 0; w && i < TUNE_RL_INPUTS; i++) {
-                w[i] += LEARNING_RATE * g * x[i];
+                w[i] += step * d[m].x[i];
                 if (w[i] > WEIGHT_LIMIT) w[i] = WEIGHT_LIMIT;
                 if (w[i] < -WEIGHT_LIMIT) w[i] = -WEIGHT_LIMIT;
             }

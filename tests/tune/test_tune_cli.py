@@ -191,14 +191,14 @@ def main():
                             "--no-alternatives"], env)
         pol = db6 + ".rl-policy"
         check(rc == 0 and os.path.exists(pol) and
-              open(pol).read().startswith("wpk-rl-policy 1 "), f"rl saves its policy: {err}")
+              open(pol).read().startswith("wpk-rl-policy 2 "), f"rl saves its policy: {err}")
         with open(pol, "w") as f:
-            f.write("wpk-rl-policy 1 50 3\n00ab tile 2 nonsense\n")
+            f.write("wpk-rl-policy 2 49 3\n00ab tile 2 nonsense\n")
         rc, out, err = run([wpk, "tune", model, "--db", db6, "--trials", "12", "--strategy", "rl",
                             "--no-alternatives"], env)
         check(rc == 0 and "rl policy" in err and "malformed" in err and "fresh policy" in err,
               f"a corrupt policy: a warning and a fresh policy: {rc} {err}")
-        check(open(pol).read().startswith("wpk-rl-policy 1 "), "the corrupt policy replaced")
+        check(open(pol).read().startswith("wpk-rl-policy 2 "), "the corrupt policy replaced")
     print("test_tune_cli: " + ("ok" if not failures else f"{len(failures)} FAILED"))
     return 1 if failures else 0
 
