@@ -295,37 +295,23 @@ static void attn_chunk_generic(const attn_job *j, int64_t g, int64_t i0, int64_t
  * dropped. */
 #define AVX512_DV_MAX 64
 
-/* The scores over the first `nv` key vectors of the block (a constant where it is inlined, so
- * the loops unroll into registers); the others stay 0. */
-VEC_TARGET static inline __attribute__((always_inline)) void
-attn_scores_n(const float *kt, const float *const *qrow, int64_t d,
-              __m512 s[ROW_BLOCK][KEY_BLOCK / 16], const int nv) {
+VEC_TARGET static void attn_scores(const attn_job *j, const float *kt, const float *const *qrow,
+                                   __m512 s[ROW_BLOCK][KEY_BLOCK / 16]) {
     for (int x = 0; x < ROW_BLOCK; x++)
         for (int v = 0; v < KEY_BLOCK / 16; v++) s[x][v] = _mm512_setzero_ps();
+    const int64_t d = j->a->d;
     for (int64_t c = 0; c < d; c++) {
         const float *kc = kt + c * KEY_BLOCK;
-        __m512 k[KEY_BLOCK / 16];
-        for (int v = 0; v < nv; v++) k[v] = _mm512_loadu_ps(kc + 16 * v);
+        const __m512 k0 = _mm512_loadu_ps(kc), k1 = _mm512_loadu_ps(kc + 16),
+                     k2 = _mm512_loadu_ps(kc + 32), k3 = _mm512_loadu_ps(kc + 48);
 #pragma GCC unroll 4
         for (int x = 0; x < ROW_BLOCK; x++) {
             const __m512 q = _mm512_set1_ps(qrow[x][c]);
-            for (int v = 0; v < nv; v++) s[x][v] = _mm512_fmadd_ps(q, k[v], s[x][v]);
+            s[x][0] = _mm512_fmadd_ps(q, k0, s[x][0]);
+            s[x][1] = _mm512_fmadd_ps(q, k1, s[x][1]);
+            s[x][2] = _mm512_fmadd_ps(q, k2, s[x][2]);
+            s[x][3] = _mm512_fmadd_ps(q, k3, s[x][3]);
         }
-    }
-}
-
-/* The scores of ROW_BLOCK query rows against a key block of nk keys: only the vectors holding
- * live keys are computed, so a short last block (ViT's 197 = 3 x 64 + 5 keys) costs one vector
- * of FMAs rather than four. */
-VEC_TARGET static void attn_scores(const attn_job *j, const float *kt, const float *const *qrow,
-                                   int64_t nk, __m512 s[ROW_BLOCK][KEY_BLOCK / 16]) {
-    _Static_assert(KEY_BLOCK == 64, "the cases below cover a key block of four vectors");
-    const int64_t d = j->a->d;
-    switch ((nk + 15) / 16) {
-    case 1: attn_scores_n(kt, qrow, d, s, 1); break;
-    case 2: attn_scores_n(kt, qrow, d, s, 2); break;
-    case 3: attn_scores_n(kt, qrow, d, s, 3); break;
-    default: attn_scores_n(kt, qrow, d, s, KEY_BLOCK / 16); break;
     }
 }
 
@@ -363,7 +349,7 @@ VEC_TARGET static void attn_chunk_avx512(const attn_job *j, int64_t g, int64_t i
             for (int x = 0; x < ROW_BLOCK; x++)
                 qrow[x] = j->q + qb + (i0 + ib + (x < nr ? x : nr - 1)) * a->qs[r - 2];
             __m512 s[ROW_BLOCK][KEY_BLOCK / 16];
-            attn_scores(j, kt, qrow, nk, s);
+            attn_scores(j, kt, qrow, s);
             /* per row: scale, mask, the block's max, exp(s - max) into p */
             float p[ROW_BLOCK][KEY_BLOCK], corr[ROW_BLOCK];
             for (int64_t x = 0; x < ROW_BLOCK; x++) {
@@ -396,10 +382,6 @@ VEC_TARGET static void attn_chunk_avx512(const attn_job *j, int64_t g, int64_t i
                 corr[x] = expf(mx[i] - nmax);
                 __m512 vsum = _mm512_setzero_ps();
                 for (int v = 0; v < KEY_BLOCK / 16; v++) {
-                    if (!live[v]) { /* no key here: skip the exponentials */
-                        _mm512_storeu_ps(p[x] + 16 * v, _mm512_setzero_ps());
-                        continue;
-                    }
                     __m512 e = _mm512_maskz_mov_ps(live[v], vec_exp(_mm512_sub_ps(
                                                                 s[x][v], _mm512_set1_ps(nmax))));
                     vsum = _mm512_add_ps(vsum, e);

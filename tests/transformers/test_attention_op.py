@@ -66,7 +66,7 @@ def numeric_cases():
            [n, sk, h, 64], [n, sk, h, 64], [1, h, 1, sk], (bshd, bshd, bshd, bshd), 0.125)
     yield ("3-D, head sizes 48 / 32, plain, no mask", [n * h, sq, 48], [n * h, sk, 48],
            [n * h, sk, 32], None, ([0, 1, 2],) * 4, 0.2)
-    # last key blocks of one and of three vectors (the kernel scores only the live ones)
+    # last key blocks of one and of three vectors
     for keys in (197, 45):
         yield (f"3-D, head size 64, {keys} keys, plain, no mask", [h, 9, 64], [h, keys, 64],
                [h, keys, 64], None, ([0, 1, 2],) * 4, 0.125)
