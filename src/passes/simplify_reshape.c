@@ -1,7 +1,7 @@
 /* simplify_reshape.c -- Transpose/Reshape simplification: a chain of Reshape, Flatten, Squeeze
- * and Unsqueeze becomes one Reshape to the final (known) shape, two Transposes become one,
- * and reshapes to the input's own shape, identity Transposes and Squeeze/Unsqueeze pairs that
- * cancel are removed. */
+ * and Unsqueeze becomes one Reshape to the final (known) shape, two Transposes become one, a
+ * Transpose that moves only dims of 1 becomes a Reshape, and reshapes to the input's own shape,
+ * identity Transposes and Squeeze/Unsqueeze pairs that cancel are removed. */
 #include "passes/pass.h"
 
 #include <stdio.h>
@@ -187,8 +187,23 @@ static bool get_perm(const ir_node *n, int rank, int *perm) {
     return true;
 }
 
+/* Whether Transpose(x, perm) keeps x's bytes in order: the dims longer than 1 keep their order
+ * (a batch-1 model's seq-first/batch-first flips move only dims of 1), and both shapes are
+ * known and free of zeros, so that it can be a Reshape, which the memory plan makes a view. */
+static bool moves_only_unit_dims(const ir_tensor *x, const ir_tensor *y, const int *perm) {
+    if (!pass_shape_known(x) || !pass_shape_known(y) || y->ndim != x->ndim) return false;
+    int last = -1;
+    for (int i = 0; i < x->ndim; i++) {
+        if (y->dims[i] == 0) return false;
+        if (x->dims[perm[i]] == 1) continue;
+        if (perm[i] < last) return false;
+        last = perm[i];
+    }
+    return true;
+}
+
 /* Transpose(Transpose(x, p1), p2) is Transpose(x, p) with p[i] = p1[p2[i]]; an identity
- * permutation is removed. */
+ * permutation is removed, one that moves only dims of 1 becomes a Reshape. */
 static wpk_status transpose(wpk_context *ctx, ir_graph *g, int k, int *changed) {
     ir_node *n = &g->nodes[k];
     int x = n->in[0], y = n->out[0];
@@ -207,7 +222,14 @@ static wpk_status transpose(wpk_context *ctx, ir_graph *g, int k, int *changed) 
     }
     bool identity = true;
     for (int i = 0; i < rank; i++) identity &= perm[i] == i;
-    if (identity && bypass(g, k, x, y)) ++*changed;
+    if (identity && bypass(g, k, x, y)) {
+        ++*changed;
+    } else if (!identity && n->opset >= 5 &&
+               moves_only_unit_dims(&g->values[x].t, &g->values[y].t, perm)) {
+        wpk_status st = to_reshape(ctx, g, k, x);
+        if (st) return st;
+        ++*changed;
+    }
     return WPK_OK;
 }
 

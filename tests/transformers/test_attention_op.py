@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """wpk::Attention on its own: `wpk run` against a NumPy reference (rel L2 <= 1e-5) on sizes that
-cross the kernel's blocks (keys not a multiple of the key block, more query rows than one
-chunk, head sizes apart for Q/K and V, value rows of 32 and 64 floats for the vector kernel),
-stored transposed operands, a broadcast mask, and 3-D cases; and the errors a bad node gets (exit 1, the node, op and attribute named).
+cross the kernel's blocks (keys not a multiple of the key block, its last block one to four
+vectors long, more query rows than one chunk, head sizes apart for Q/K and V, value rows of 32
+and 64 floats for the vector kernel), stored transposed operands, a broadcast mask, and 3-D
+cases; and the errors a bad node gets (exit 1, the node, op and attribute named).
     test_attention_op.py [--wpk PATH]
 """
 import argparse
@@ -65,6 +66,10 @@ def numeric_cases():
            [n, sk, h, 64], [n, sk, h, 64], [1, h, 1, sk], (bshd, bshd, bshd, bshd), 0.125)
     yield ("3-D, head sizes 48 / 32, plain, no mask", [n * h, sq, 48], [n * h, sk, 48],
            [n * h, sk, 32], None, ([0, 1, 2],) * 4, 0.2)
+    # last key blocks of one and of three vectors
+    for keys in (197, 45):
+        yield (f"3-D, head size 64, {keys} keys, plain, no mask", [h, 9, 64], [h, keys, 64],
+               [h, keys, 64], None, ([0, 1, 2],) * 4, 0.125)
 
 
 def main():

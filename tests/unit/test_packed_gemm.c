@@ -1,9 +1,10 @@
 /* test_packed_gemm.c -- the packed AVX-512 GEMM provider (src/kernels/vendor/packed_gemm.c)
- * against a double-precision product computed here: tile remainders in M and N, K over several
- * blocks, MatMul batches folded into M, Gemm's transB / alpha / beta / C row, FusedMatMul's bias,
- * the residual Z and the activations (GELU in its vector form), on one and two threads; a run
- * allocates nothing; what it refuses, it refuses by name; create survives every allocation
- * failing in turn. Skipped (77) on a CPU without AVX-512, where the provider takes nothing. */
+ * against a double-precision product computed here: tile remainders in M and N, K in one block
+ * and over several (sized from L2), MatMul batches folded into M, Gemm's transB / alpha / beta /
+ * C row, FusedMatMul's bias, the residual Z and the activations (GELU in its vector form), on
+ * one and two threads; a run allocates nothing; what it refuses, it refuses by name; create
+ * survives every allocation failing in turn. Skipped (77) on a CPU without AVX-512, where the
+ * provider takes nothing. */
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -52,7 +53,7 @@ static const gcase CASES[] = {
      1, NULL},
     {"one-row matrices (attention projection)", "FusedMatMul", 3, {197, 1, 64}, 96, false, 1,
      false, 1, 1, NULL},
-    {"K over three blocks, bias, residual, gelu", "FusedMatMul", 3, {1, 64, 800}, 200, false, 1,
+    {"K of 800, bias, residual, gelu", "FusedMatMul", 3, {1, 64, 800}, 200, false, 1,
      true, 1, 1, "Gelu"},
     {"gemm transB, alpha, beta, C row", "Gemm", 2, {29, 70}, 50, true, 1, false, 0.5f, 2.0f,
      NULL},
@@ -61,6 +62,10 @@ static const gcase CASES[] = {
      1, "Relu"},
     {"fused matmul sigmoid, one column", "FusedMatMul", 2, {8, 5}, 1, false, 1, false, 1, 1,
      "Sigmoid"},
+    /* A's block over every row and a panel's block share L2: 600 rows split K = 3000 into
+     * several blocks on any L2 under 10 MiB */
+    {"K over L2-sized blocks, bias, residual, gelu", "FusedMatMul", 3, {1, 600, 3000}, 100,
+     false, 1, true, 1, 1, "Gelu"},
 };
 #define NCASES ((int)(sizeof CASES / sizeof CASES[0]))
 

@@ -1,8 +1,8 @@
 /* packed_gemm.c -- wpk's own AVX-512 GEMM as a library provider (lib.h), "packed": Gemm /
  * wpk::FusedGemm / MatMul / wpk::FusedMatMul whose B is a constant matrix. B is packed once at
  * create into column panels of NR floats (zero padded), so a run reads it as one contiguous
- * stream; an 8 x 48 register tile of Y accumulates over K blocks that keep a panel's block and
- * A's rows in cache, and the epilogue (alpha, bias or Gemm's C row, residual Z, activation, in
+ * stream; an 8 x 48 register tile of Y accumulates over K blocks sized so that a panel's block
+ * and A's block stay in L2, and the epilogue (alpha, bias or Gemm's C row, residual Z, activation, in
  * ops/fused.c's order) is applied to the tile as it is stored. The batch of a MatMul whose A has
  * all of Y's batch dims is folded into M: every batch matrix multiplies the same B.
  *
@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/target.h"
 #include "kernels/vendor/lib.h"
 #include "kernels/vendor/lib_node.h"
 #include "ops/op_util.h"
@@ -24,7 +25,8 @@
 #define MAX_IN 4
 #define MR 8               /* rows of the register tile */
 #define NR 48              /* columns of the register tile: three 16-lane vectors */
-#define KC 384             /* K block: a panel's block (72 KiB) stays in L2 with A's rows */
+#define KC_MIN 256         /* shortest K block: below it the tile's loads and stores dominate */
+#define L2_DEFAULT (512 * 1024) /* when /sys does not say */
 #define PARALLEL_MIN_MACS ((int64_t)1 << 18)
 
 struct lib_kernel {
@@ -33,6 +35,7 @@ struct lib_kernel {
     int nin, threads;
     int64_t rows;           /* M with the batch folded in */
     int64_t panels;         /* ceil(N / NR) */
+    int64_t kc;             /* K block, from the L2 size (k_block) */
     int64_t ynumel;
     float *konst[MAX_IN];   /* B packed; Gemm's C as beta * C over N; other constant copies */
     size_t konst_bytes[MAX_IN];
@@ -137,6 +140,20 @@ static void pack_b(const lib_gemm *g, const float *b, float *dst, int64_t panels
         }
 }
 
+/* The K block: A's block (every row) and one panel's block are reused from L2 across panels and
+ * row tiles, so they share three quarters of it; K splits into equal blocks of at most that. One
+ * block where it fits matters most: each further block stores Y's partial sums and reads them
+ * back, a round trip through L3 once Y outgrows L2. */
+static int64_t k_block(int64_t rows, int64_t k) {
+    int64_t l2 = target_cache_bytes(2);
+    if (l2 <= 0) l2 = L2_DEFAULT;
+    int64_t fit = l2 * 3 / 4 / ((int64_t)sizeof(float) * (rows + NR));
+    if (fit < KC_MIN) fit = KC_MIN;
+    if (fit >= k) return k;
+    int64_t blocks = (k + fit - 1) / fit;
+    return (k + blocks - 1) / blocks;
+}
+
 /* Gemm's C, one value or one per column, as beta * C over the N columns. */
 static void c_row(const lib_gemm *g, const float *c, float *dst) {
     for (int64_t j = 0; j < g->n; j++) dst[j] = g->beta * c[g->cn > 1 ? j : 0];
@@ -161,6 +178,7 @@ static wpk_status create(const kernel_provider *self, wpk_context *ctx, const ir
     k->threads = dev->threads;
     k->ynumel = ir_numel(out[0]);
     k->panels = (k->g.n + NR - 1) / NR;
+    k->kc = k_block(k->rows, k->g.k);
     bool nomem = false;
     for (int i = 0; i < n->nin && !nomem; i++) {
         if (!in[i] || !in[i]->data) continue;
@@ -274,10 +292,10 @@ VEC_TARGET static void tile(const gemm_args *t, int64_t i0, int mr,
 
 /* Panels [p0, p1) of Y, every row, K block by K block. */
 static void run_panels(const gemm_args *t, int64_t p0, int64_t p1) {
-    const int64_t rows = t->k->rows, kk = t->k->g.k;
-    for (int64_t k0 = 0; k0 < kk; k0 += KC) {
-        const int64_t kc = kk - k0 < KC ? kk - k0 : KC;
-        const bool first = k0 == 0, last = k0 + KC >= kk;
+    const int64_t rows = t->k->rows, kk = t->k->g.k, block = t->k->kc;
+    for (int64_t k0 = 0; k0 < kk; k0 += block) {
+        const int64_t kc = kk - k0 < block ? kk - k0 : block;
+        const bool first = k0 == 0, last = k0 + block >= kk;
         for (int64_t p = p0; p < p1; p++)
             for (int64_t i0 = 0; i0 < rows; i0 += MR)
                 tile(t, i0, rows - i0 < MR ? (int)(rows - i0) : MR, p, k0, kc, first, last);
