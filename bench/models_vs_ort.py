@@ -332,6 +332,7 @@ class Bench:
                 wpk_samples, ort_samples, ov_samples, rounds = [], [], [], []
                 sess = ov_pair = inputs = wpk_out = ort_out = ov_out = None
                 for _ in range(self.args.rounds):
+                    time.sleep(self.args.settle)
                     with tempfile.TemporaryDirectory(prefix="wpk-bench.") as tmp:
                         save = Path(tmp)
                         rep = self.bench_wpk(name, target, batch, threads, save)
@@ -343,6 +344,7 @@ class Bench:
                     w = rep.get("samples_ms") or [rep["latency_ms"]["median"]]
                     if sess is None:
                         sess = self.ort_session(path, inputs, threads)
+                    time.sleep(self.args.settle)
                     out, o = self.bench_ort(sess, inputs)
                     ort_out = ort_out or out
                     wpk_samples += w
@@ -351,6 +353,7 @@ class Bench:
                     if not self.args.no_openvino:
                         if ov_pair is None:
                             ov_pair = self.ov_model(path, inputs, threads)
+                        time.sleep(self.args.settle)
                         out, v = self.bench_ov(ov_pair, inputs)
                         ov_out = ov_out or out
                         ov_samples += v
@@ -418,7 +421,8 @@ class Bench:
                   f"interop threads 1, inference mode",
                   f"- idle threads: {a.wait} in all three (" + WAIT_NOTES[a.wait] + ")",
                   f"- wpk, ONNX Runtime and OpenVINO take turns: {a.rounds} rounds of {a.iters} "
-                  f"timed runs each (wpk: a `wpk bench` per round, {a.warmup} warm-up runs in "
+                  f"timed runs each, each turn after a {a.settle} s pause "
+                  f"(wpk: a `wpk bench` per round, {a.warmup} warm-up runs in "
                   f"each; the peers: one session each, {a.warmup} warm-up runs first), so all are "
                   f"timed through "
                   f"the same drift of this shared machine's speed; PyTorch: {a.warmup} warm-up "
@@ -511,6 +515,12 @@ def main():
     ap.add_argument("--rounds", type=int, default=5,
                     help="rounds in which wpk and ONNX Runtime take turns (default: %(default)s)")
     ap.add_argument("--warmup", type=int, default=3, help="warm-up runs of each (default: %(default)s)")
+    # Each runtime's idle workers spin a while after its last run (ONNX Runtime's and
+    # OpenVINO's pools, wpk's 10,000 rounds); a turn that starts inside that spin shares the
+    # cores with it, and at 2-3 ms per run that is most of a 5-run turn. So every turn of
+    # every runtime starts after the same pause.
+    ap.add_argument("--settle", type=float, default=0.2,
+                    help="seconds of pause before each runtime's turn (default: %(default)s)")
     # 3: the blocked NCHW16c layout, as ONNX Runtime's NCHWc transformer; measured against -O2
     # (no records, batch 8, 1 thread): MobileNetV2 112 against 202 ms, SqueezeNet 50 against 61
     ap.add_argument("-O", dest="opt", type=int, default=3, choices=range(4),

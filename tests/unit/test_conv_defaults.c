@@ -9,15 +9,17 @@
  * channel blocks, or, a quarter or fewer, takes four rows and whole channel blocks per thread
  * where there are 8 or more), few pixels computed past the image's edge; on AVX-512, channel
  * pairs (2 rows x 7 columns x 2 channel blocks) where the output blocks pair up over a
- * blocked input and a reduction of 64 or more; the input read in place (no padded copy) but
- * by depthwise convs on NCHW input. The tile's rows and columns were measured on AVX-512;
- * with fewer accumulators (AVX2, or WPK_VECTOR_FLOATS=8 or 4 here, as ctest also runs it) a
- * 7-column row no longer fits twice and the template trades waste for rows differently, so
- * there the budget and the other knobs are checked, not the tile's shape.
+ * blocked input and a reduction of 64 or more; the input read in place (no padded copy) but by
+ * depthwise convs on NCHW input; a partial last output block (24, 1000 channels) in a tile of its
+ * own, channel blocks alone in parallel. The tile's rows and columns were measured on AVX-512; with
+ * fewer accumulators (AVX2, or WPK_VECTOR_FLOATS=8 or 4 here, as ctest also runs it) a 7-column row
+ * no longer fits twice and the template trades waste for rows differently, so there the budget and
+ * the other knobs are checked, not the tile's shape.
  * test_conv_templates runs defaults against the reference kernels on small odd shapes; this
  * one covers the sizes that untuned models run. */
 #include <stdlib.h>
 
+#include "base/target.h"
 #include "check.h"
 #include "ir/graph.h"
 #include "loop/lower.h"
@@ -39,6 +41,7 @@ static const shape SHAPES[] = {
     {"mbv2 dw 112 s2", 96, 112, 96, 3, 2, 1, 96},
     {"mbv2 pw 56 project", 96, 56, 24, 1, 1, 0, 1},
     {"mbv2 pw 56 expand", 24, 56, 144, 1, 1, 0, 1},
+    {"mbv2 pw 56 project 144", 144, 56, 24, 1, 1, 0, 1},
     {"mbv2 dw 56", 144, 56, 144, 3, 1, 1, 144},
     {"mbv2 dw 56 s2", 144, 56, 144, 3, 2, 1, 144},
     {"mbv2 pw 28 project", 144, 28, 32, 1, 1, 0, 1},
@@ -185,10 +188,23 @@ static void check_default(wpk_context *ctx, const shape *s, bool blocked) {
         free_node(&nc);
         return;
     }
+    /* a partial last output block (24 or 1000 channels in blocks of 16): one block per tile
+     * and channel blocks alone in the parallel loop, so that loop partitioning peels the
+     * partial block off the full ones -- where the blocks of all images give every core one */
+    const int64_t blocks = blocked ? (g.cout + g.bo - 1) / g.bo : 0;
+    if (blocked && g.cout % g.bo != 0 && g.n * blocks >= target_cores()) {
+        bool peel = oct == 1 && tune_value(&sp, &cfg, "parallel") == 1 &&
+                    owb * ohb <= budget && owb <= g.ow &&
+                    tune_value(&sp, &cfg, "pad_copy") == 0 &&
+                    tune_value(&sp, &cfg, "unroll_kw") == (s->r > 1);
+        if (!peel) fprintf(stderr, "%s: breaks the rule of partial channel blocks\n", what);
+        CHECK(peel);
+        free_node(&nc);
+        return;
+    }
     /* channel pairs: 2 rows x 7 columns (or the image's fewer) x 2 blocks where the blocks
      * pair up over a blocked input and a reduction of 64 or more, but for the four-row 3x3
      * convs of a narrow image; pairs in parallel where there are four tile rows or fewer */
-    const int64_t blocks = blocked ? (g.cout + g.bo - 1) / g.bo : 0;
     const bool four_rule = wide && g.ow <= 7 && g.oh >= 4 && g.oh % 2 == 1 && blocks >= 8;
     if (tune_vector_floats() >= 16 && blocked && g.bo == tune_vector_floats() && !g.depthwise &&
         g.cg >= 16 && reduction >= 64 && blocks % 2 == 0 && g.oh >= 2 &&
