@@ -294,12 +294,18 @@ static void gemm_image(const lib_kernel *k, const uint8_t *xb, uint8_t *yb, int 
     qgemm_args a = {.w = k->w, .a = k->packed, .k4 = k->k4, .m = k->m, .p = k->plane_out,
                     .ldy = k->plane_out, .bias = k->bias, .mult = k->mult, .yzp = k->yzp,
                     .lo = k->lo, .hi = k->hi, .y_signed = k->y_signed, .y = yb};
-    const int64_t tiles_r = k->rows_pad / QGEMM_MR, tiles_b = (k->blocks + QGEMM_NB - 1) / QGEMM_NB;
-    share(tiles_r * tiles_b, t, nt, &lo, &hi);
-    for (int64_t i = lo; i < hi; i++) {
-        int64_t tr = i % tiles_r, tb = i / tiles_r;
-        int64_t b1 = (tb + 1) * QGEMM_NB < k->blocks ? (tb + 1) * QGEMM_NB : k->blocks;
-        qgemm_run(&a, tr * QGEMM_MR, (tr + 1) * QGEMM_MR, tb * QGEMM_NB, b1);
+    /* Tiles in column-tile-major order; a tile's work is its blocks (the last column tile may
+     * be 1 or 2 blocks), and a thread takes the tiles whose first block-row falls in its share
+     * of all rows x blocks, so that narrow tiles do not leave one thread the heavier half. */
+    const int64_t tiles_r = k->rows_pad / QGEMM_MR;
+    share(tiles_r * k->blocks, t, nt, &lo, &hi);
+    for (int64_t b0 = 0; b0 < k->blocks; b0 += QGEMM_NB) {
+        int64_t nb = k->blocks - b0 < QGEMM_NB ? k->blocks - b0 : QGEMM_NB;
+        for (int64_t tr = 0; tr < tiles_r; tr++) {
+            int64_t start = b0 * tiles_r + tr * nb;
+            if (start >= lo && start < hi)
+                qgemm_run(&a, tr * QGEMM_MR, (tr + 1) * QGEMM_MR, b0, b0 + nb);
+        }
     }
 }
 
