@@ -49,7 +49,7 @@ def conv_times(wpk, model, threads, cache):
 
 def commit_of(wpk):
     d = Path(wpk).resolve().parent.parent
-    r = subprocess.run(["git", "-C", str(d), "log", "-1", "--format=%h %s"],
+    r = subprocess.run(["git", "-C", str(d), "describe", "--always", "--dirty"],
                        capture_output=True, text=True)
     return r.stdout.strip() or "unknown"
 
@@ -120,8 +120,8 @@ thread count is the whole model's median latency.
 - before: {builds['before']} ({commit_of(builds['before'])}), {', '.join(impls['before'])}
 - after: {builds['after']} ({commit_of(builds['after'])}), {', '.join(impls['after'])}
 - CPU: {cpu_model()}, {os.cpu_count()} logical CPUs
-- load average before: {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}; after: {load1[0]:.2f}
-  {load1[1]:.2f} {load1[2]:.2f} (a shared machine: the figures are indicative)
+- load average (1, 5, 15 min) before: {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f};
+  after: {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f} (a shared machine: indicative figures)
 """
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(md)

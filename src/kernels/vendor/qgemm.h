@@ -19,7 +19,8 @@
 /* Y[m][p] = clamp(round(float(sum_k W[m][k] * A[k][p] + bias[m]) * mult[m]) + yzp, lo, hi).
  * w: rows_pad x (4 * k4) s8, row-major, rows_pad a multiple of QGEMM_MR (zero rows past m).
  * a: the activations packed as blocks of 16 columns: block b, group g of 4 k's, column l,
- * k within the group t at a[((b * k4 + g) * 16 + l) * 4 + t]. bias, mult: rows_pad values. y: m rows of p bytes (row stride ldy). */
+ * k within the group t at a[((b * k4 + g) * 16 + l) * 4 + t]. bias, mult: rows_pad values.
+ * y: m rows of p bytes (row stride ldy). */
 typedef struct qgemm_args {
     const int8_t *w;
     const uint8_t *a;
@@ -32,10 +33,12 @@ typedef struct qgemm_args {
 } qgemm_args;
 
 /* The tiles of rows [r0, r1) (multiples of QGEMM_MR) and column blocks [b0, b1): QGEMM_NB
- * blocks a tile from b0, the last tile taking what is left. Thread safe: tiles write disjoint parts of y. */
+ * blocks a tile from b0, the last tile taking what is left. Thread safe: tiles write disjoint
+ * parts of y. */
 void qgemm_run(const qgemm_args *g, int64_t r0, int64_t r1, int64_t b0, int64_t b1);
 
-/* Whether qgemm_run uses AVX512-VNNI on this CPU ("vnni") or the portable loop ("portable"). */
+/* Whether qgemm_run uses AVX512-VNNI on this CPU ("vnni") or the portable loop ("portable",
+ * also when $WPK_CPU_FLAGS_OFF names avx512f, avx512bw or avx512_vnni). */
 const char *qgemm_isa(void);
 
 /* Pack 4 rows of 16 bytes (r[t][l]) into one group of a block (out[l * 4 + t]), xor-ing every
