@@ -5,8 +5,9 @@ reference kernels.
 1. QLinearConv nodes with constant weights (so wpk's int8 provider takes them: the VNNI GEMM or
    the depthwise loop) over shapes that reach every edge: uint8 and int8 x and y, per-tensor and
    per-channel weights, padding, stride 2, dilation, 1x1, depthwise, tails of the 16-column
-   blocks and 4-row tiles. wpk's output must equal its reference kernel's (`--provider ref`)
-   byte for byte, and ONNX Runtime's within one quantization step.
+   blocks, GEMM tiles of 1, 2 and 3 blocks (7x7 and smaller planes) and 8-row tiles. wpk's
+   output, on the VNNI path and (WPK_CPU_FLAGS_OFF=avx512f) the portable one, must equal its
+   reference kernel's (`--provider ref`) byte for byte, and ONNX Runtime's within one step.
 2. QDQ graphs (DequantizeLinear -> Conv (-> Relu) -> QuantizeLinear, a float bias and a DQ'd
    int32 bias): `wpk optimize` must turn the Conv into a QLinearConv (wpk::QLinearConv with the
    Relu folded), and `wpk run` must match ONNX Runtime within one step.
@@ -266,7 +267,13 @@ def main():
              (32, 32, 7, 3, 1, 1, 1, 32, U8, U8, False),    # depthwise, short rows
              (6, 4, 5, 3, 1, 1, 1, 2, U8, U8, True),        # grouped: the reference kernel
              (8, 16, 40, 3, 1, 1, 1, 1, U8, U8, True),      # wide rows: blocks inside one row
-             (16, 24, 15, 1, 2, 0, 1, 1, U8, U8, False)]    # 1x1 stride 2: im2col
+             (16, 24, 15, 1, 2, 0, 1, 1, U8, U8, False),    # 1x1 stride 2: im2col
+             # GEMM column tails (16-column blocks; tiles of up to 3 of them):
+             (32, 40, 7, 3, 1, 1, 1, 1, U8, U8, True),      # 7x7: 3 blocks + 1 partial
+             (24, 16, 4, 1, 1, 0, 1, 1, U8, U8, False),     # 16 positions: one full block
+             (8, 20, 5, 3, 1, 1, 1, 1, S8, U8, True),       # 25: a full and a partial block
+             (8, 16, 6, 3, 1, 1, 1, 1, U8, S8, True),       # 36: 2 full + 1 partial, one tile
+             (16, 8, 11, 1, 1, 0, 1, 1, U8, U8, True)]      # 121: tiles of 3, 3, 2 blocks
     with tempfile.TemporaryDirectory(prefix="wpk-quant-ops.") as tmp:
         work = Path(tmp)
         for i, spec in enumerate(convs):
@@ -278,9 +285,12 @@ def main():
             x = rng.integers(lo, hi, size=(1, c, hw, hw)).astype(np_type(xt))
             got = wpk_run(args.wpk, path, x, work)
             ref = wpk_run(args.wpk, path, x, work, ["--provider", "ref"])
-            if not np.array_equal(got, ref):
-                failures.append(f"qconv {spec}: int8 provider differs from the reference kernel "
-                                f"at {int((got != ref).sum())} of {got.size}")
+            portable = run_feeds(args.wpk, path, {"x": x}, work, env=PORTABLE)["y"]
+            for name, out in (("VNNI", got), ("portable", portable)):
+                if not np.array_equal(out, ref):
+                    failures.append(f"qconv {spec}: int8 provider ({name}) differs from the "
+                                    f"reference kernel at {int((out != ref).sum())} of "
+                                    f"{out.size}")
             try:
                 want = ort_run(path, x)
             except ort.capi.onnxruntime_pybind11_state.NotImplemented:
@@ -290,6 +300,7 @@ def main():
             if want is not None and diff > 1:
                 failures.append(f"qconv {spec}: differs from ONNX Runtime by {diff} steps")
             print(f"qconv {i} {spec[:8]}: vs ref equal={np.array_equal(got, ref)}, "
+                  f"portable equal={np.array_equal(portable, ref)}, "
                   f"max steps vs ORT {diff}", flush=True)
         for relu in (False, True):
             for bias in ("none", "float", "dq"):

@@ -26,7 +26,7 @@ enum { X, XS, XZP, W, WS, WZP, YS, YZP, B };
 struct lib_kernel {
     char name[64];
     sp_geom g;
-    int64_t batch, c, m, k, k4, rows_pad, plane_in, plane_out, blocks, blocks_pad;
+    int64_t batch, c, m, k, k4, rows_pad, plane_in, plane_out, blocks;
     bool depthwise, direct, x_signed, y_signed;
     int32_t xzp, yzp, lo, hi;
     int threads;
@@ -34,7 +34,7 @@ struct lib_kernel {
     int32_t *bias;     /* GEMM: bias - (x zero point, as u8) x row sum; depthwise: bias */
     float *mult;       /* x_scale * w_scale[m] / y_scale */
     uint8_t *col;      /* im2col rows: k x plane_out (NULL when direct) */
-    uint8_t *packed;   /* blocks_pad x k4 x 64 */
+    uint8_t *packed;   /* blocks x k4 x 64 */
     uint8_t *pad;      /* depthwise: a padded input plane per thread, pad_h x pad_w */
     int64_t pad_h, pad_w;
 };
@@ -191,7 +191,6 @@ static wpk_status create(const kernel_provider *self, wpk_context *ctx, const ir
     k->threads = dev->threads > 0 ? dev->threads : 1;
     k->rows_pad = k->depthwise ? k->m : round_up(k->m, QGEMM_MR);
     k->blocks = (k->plane_out + QGEMM_LANES - 1) / QGEMM_LANES;
-    k->blocks_pad = round_up(k->blocks, QGEMM_NB);
     /* a stride-2 row load reads one byte past its last lane: 32 bytes of slack */
     k->pad_h = g->in[0] + g->pad0[0] + g->pad1[0];
     k->pad_w = g->in[1] + g->pad0[1] + g->pad1[1] + 32;
@@ -202,7 +201,7 @@ static wpk_status create(const kernel_provider *self, wpk_context *ctx, const ir
                 !(k->pad = wpk_malloc((size_t)(k->pad_h * k->pad_w * k->threads)));
     } else {
         nomem = nomem || !(k->w = wpk_malloc((size_t)(k->rows_pad * k->k4 * 4))) ||
-                !(k->packed = wpk_malloc((size_t)(k->blocks_pad * k->k4 * 64))) ||
+                !(k->packed = wpk_malloc((size_t)(k->blocks * k->k4 * 64))) ||
                 (!k->direct && !(k->col = wpk_malloc((size_t)(k->k * k->plane_out))));
     }
     if (nomem) {
@@ -287,7 +286,7 @@ static void gemm_image(const lib_kernel *k, const uint8_t *xb, uint8_t *yb, int 
 #pragma omp barrier
         }
     }
-    share(k->blocks_pad, t, nt, &lo, &hi);
+    share(k->blocks, t, nt, &lo, &hi);
     for (int64_t b = lo; b < hi; b++) pack_block(k, rows, b);
     if (nt > 1) {
 #pragma omp barrier
@@ -295,11 +294,18 @@ static void gemm_image(const lib_kernel *k, const uint8_t *xb, uint8_t *yb, int 
     qgemm_args a = {.w = k->w, .a = k->packed, .k4 = k->k4, .m = k->m, .p = k->plane_out,
                     .ldy = k->plane_out, .bias = k->bias, .mult = k->mult, .yzp = k->yzp,
                     .lo = k->lo, .hi = k->hi, .y_signed = k->y_signed, .y = yb};
-    const int64_t tiles_r = k->rows_pad / QGEMM_MR, tiles_b = k->blocks_pad / QGEMM_NB;
-    share(tiles_r * tiles_b, t, nt, &lo, &hi);
-    for (int64_t i = lo; i < hi; i++) {
-        int64_t tr = i % tiles_r, tb = i / tiles_r;
-        qgemm_run(&a, tr * QGEMM_MR, (tr + 1) * QGEMM_MR, tb * QGEMM_NB, (tb + 1) * QGEMM_NB);
+    /* Tiles in column-tile-major order; a tile's work is its blocks (the last column tile may
+     * be 1 or 2 blocks), and a thread takes the tiles whose first block-row falls in its share
+     * of all rows x blocks, so that narrow tiles do not leave one thread the heavier half. */
+    const int64_t tiles_r = k->rows_pad / QGEMM_MR;
+    share(tiles_r * k->blocks, t, nt, &lo, &hi);
+    for (int64_t b0 = 0; b0 < k->blocks; b0 += QGEMM_NB) {
+        int64_t nb = k->blocks - b0 < QGEMM_NB ? k->blocks - b0 : QGEMM_NB;
+        for (int64_t tr = 0; tr < tiles_r; tr++) {
+            int64_t start = b0 * tiles_r + tr * nb;
+            if (start >= lo && start < hi)
+                qgemm_run(&a, tr * QGEMM_MR, (tr + 1) * QGEMM_MR, b0, b0 + nb);
+        }
     }
 }
 

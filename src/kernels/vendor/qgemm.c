@@ -1,12 +1,13 @@
 /* qgemm.c -- the int8 GEMM of qgemm.h: a portable tile and, on x86-64 CPUs with AVX512-VNNI,
- * an 8 x 48 register tile of _mm512_dpbusd_epi32 (16 s32 lanes, each the 4-deep dot of u8
- * activations with s8 weights), compiled with a target attribute and chosen by a CPU check at
- * run time, so one binary runs everywhere. */
+ * register tiles of 8 rows x 16, 32 or 48 columns of _mm512_dpbusd_epi32 (16 s32 lanes, each
+ * the 4-deep dot of u8 activations with s8 weights), compiled with a target attribute and chosen
+ * by a CPU check at run time, so one binary runs everywhere. */
 #include "kernels/vendor/qgemm.h"
 
 #include "ops/quant.h"
 
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -59,13 +60,14 @@ static void store_row(const qgemm_args *g, int64_t row, int64_t col, const int32
     }
 }
 
-static void tile_portable(const qgemm_args *g, int64_t r, int64_t b) {
+/* A tile of QGEMM_MR rows and nb (1 to QGEMM_NB) column blocks. */
+static void tile_portable(const qgemm_args *g, int64_t r, int64_t b, int nb) {
     int32_t acc[QGEMM_MR][QGEMM_NB * QGEMM_LANES];
     memset(acc, 0, sizeof acc);
     for (int64_t kg = 0; kg < g->k4; kg++)
         for (int i = 0; i < QGEMM_MR; i++) {
             const int8_t *w = g->w + (r + i) * g->k4 * 4 + kg * 4;
-            for (int j = 0; j < QGEMM_NB; j++) {
+            for (int j = 0; j < nb; j++) {
                 const uint8_t *a = g->a + ((b + j) * g->k4 + kg) * QGEMM_LANES * 4;
                 int32_t *c = acc[i] + j * QGEMM_LANES;
                 for (int l = 0; l < QGEMM_LANES; l++)
@@ -74,7 +76,7 @@ static void tile_portable(const qgemm_args *g, int64_t r, int64_t b) {
             }
         }
     int64_t col = b * QGEMM_LANES, n = g->p - col;
-    if (n > QGEMM_NB * QGEMM_LANES) n = QGEMM_NB * QGEMM_LANES;
+    if (n > nb * QGEMM_LANES) n = nb * QGEMM_LANES;
     for (int i = 0; i < QGEMM_MR && r + i < g->m; i++) {
         for (int64_t l = 0; l < n; l++) acc[i][l] = requant(acc[i][l], g, r + i);
         store_row(g, r + i, col, acc[i], n);
@@ -104,23 +106,25 @@ VNNI_TARGET static inline void finish16(const qgemm_args *g, int64_t r, int64_t 
     }
 }
 
-/* The 8 x 3 tile written out so that its 24 sums stay in registers. */
+/* The 8-row tile written out so that its 8 x nb sums stay in registers; nb is a constant at
+ * every call (tile_vnni_1/2/3), so the blocks past it are compiled away. */
 #define ROW_DECL(i) __m512i c##i##0 = _mm512_setzero_si512(), c##i##1 = c##i##0, c##i##2 = c##i##0
 #define ROW_STEP(i)                                                                          \
     do {                                                                                     \
         __m512i wv = _mm512_set1_epi32(load_i32(w + (i) * ldw));                             \
         c##i##0 = _mm512_dpbusd_epi32(c##i##0, a0, wv);                                      \
-        c##i##1 = _mm512_dpbusd_epi32(c##i##1, a1, wv);                                      \
-        c##i##2 = _mm512_dpbusd_epi32(c##i##2, a2, wv);                                      \
+        if (nb > 1) c##i##1 = _mm512_dpbusd_epi32(c##i##1, a1, wv);                          \
+        if (nb > 2) c##i##2 = _mm512_dpbusd_epi32(c##i##2, a2, wv);                          \
     } while (0)
 #define ROW_FINISH(i)                                                                        \
     do {                                                                                     \
         finish16(g, r + (i), col, c##i##0);                                                  \
-        finish16(g, r + (i), col + QGEMM_LANES, c##i##1);                                    \
-        finish16(g, r + (i), col + 2 * QGEMM_LANES, c##i##2);                                \
+        if (nb > 1) finish16(g, r + (i), col + QGEMM_LANES, c##i##1);                        \
+        if (nb > 2) finish16(g, r + (i), col + 2 * QGEMM_LANES, c##i##2);                    \
     } while (0)
 
-VNNI_TARGET static void tile_vnni(const qgemm_args *g, int64_t r, int64_t b) {
+VNNI_TARGET __attribute__((always_inline)) static inline void
+tile_vnni_nb(const qgemm_args *g, int64_t r, int64_t b, const int nb) {
     ROW_DECL(0);
     ROW_DECL(1);
     ROW_DECL(2);
@@ -132,10 +136,11 @@ VNNI_TARGET static void tile_vnni(const qgemm_args *g, int64_t r, int64_t b) {
     const int64_t ablock = g->k4 * QGEMM_LANES * 4, ldw = g->k4 * 4;
     const uint8_t *a = g->a + b * ablock;
     const int8_t *w = g->w + r * ldw;
+    __m512i a1 = _mm512_setzero_si512(), a2 = a1;
     for (int64_t kg = 0; kg < g->k4; kg++, a += QGEMM_LANES * 4, w += 4) {
         __m512i a0 = _mm512_loadu_si512((const void *)a);
-        __m512i a1 = _mm512_loadu_si512((const void *)(a + ablock));
-        __m512i a2 = _mm512_loadu_si512((const void *)(a + 2 * ablock));
+        if (nb > 1) a1 = _mm512_loadu_si512((const void *)(a + ablock));
+        if (nb > 2) a2 = _mm512_loadu_si512((const void *)(a + 2 * ablock));
         ROW_STEP(0);
         ROW_STEP(1);
         ROW_STEP(2);
@@ -156,7 +161,33 @@ VNNI_TARGET static void tile_vnni(const qgemm_args *g, int64_t r, int64_t b) {
     ROW_FINISH(7);
 }
 
+VNNI_TARGET static void tile_vnni_1(const qgemm_args *g, int64_t r, int64_t b) {
+    tile_vnni_nb(g, r, b, 1);
+}
+VNNI_TARGET static void tile_vnni_2(const qgemm_args *g, int64_t r, int64_t b) {
+    tile_vnni_nb(g, r, b, 2);
+}
+VNNI_TARGET static void tile_vnni_3(const qgemm_args *g, int64_t r, int64_t b) {
+    tile_vnni_nb(g, r, b, 3);
+}
+
+/* Whether $WPK_CPU_FLAGS_OFF (a comma-separated list of /proc/cpuinfo flags) names flag. */
+static bool flag_hidden(const char *flag) {
+    size_t want = strlen(flag);
+    for (const char *p = getenv("WPK_CPU_FLAGS_OFF"); p && *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == want && !strncmp(p, flag, len)) return true;
+        p = end ? end + 1 : NULL;
+    }
+    return false;
+}
+
+/* AVX-512 F and BW with VNNI, unless $WPK_CPU_FLAGS_OFF hides one of them: how the portable
+ * loop is run and tested on a machine that has VNNI. */
 static bool have_vnni(void) {
+    if (flag_hidden("avx512f") || flag_hidden("avx512bw") || flag_hidden("avx512_vnni"))
+        return false;
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512vnni");
@@ -167,25 +198,37 @@ static bool have_vnni(void) { return false; }
 
 typedef void (*tile_fn)(const qgemm_args *g, int64_t r, int64_t b);
 
-static tile_fn chosen;
+/* The VNNI tile of 1, 2 and 3 column blocks (index = blocks); all null on the portable path. */
+static tile_fn vnni_tiles[QGEMM_NB + 1];
 static pthread_once_t chosen_once = PTHREAD_ONCE_INIT;
 
 static void choose(void) {
-    chosen = tile_portable;
 #ifdef QGEMM_X86
-    if (have_vnni()) chosen = tile_vnni;
+    if (have_vnni()) {
+        vnni_tiles[1] = tile_vnni_1;
+        vnni_tiles[2] = tile_vnni_2;
+        vnni_tiles[3] = tile_vnni_3;
+    }
 #endif
 }
 
-static tile_fn pick(void) {
+static const tile_fn *pick(void) {
     pthread_once(&chosen_once, choose);
-    return chosen;
+    return vnni_tiles;
 }
 
-const char *qgemm_isa(void) { return pick() == tile_portable ? "portable" : "vnni"; }
+const char *qgemm_isa(void) { return pick()[1] ? "vnni" : "portable"; }
 
+/* Tiles of QGEMM_NB blocks, the last one of a row of tiles narrower when the blocks run out. */
 void qgemm_run(const qgemm_args *g, int64_t r0, int64_t r1, int64_t b0, int64_t b1) {
-    tile_fn tile = pick();
-    for (int64_t b = b0; b < b1; b += QGEMM_NB)
-        for (int64_t r = r0; r < r1; r += QGEMM_MR) tile(g, r, b);
+    const tile_fn *tiles = pick();
+    for (int64_t b = b0; b < b1; b += QGEMM_NB) {
+        int nb = b1 - b < QGEMM_NB ? (int)(b1 - b) : QGEMM_NB;
+        for (int64_t r = r0; r < r1; r += QGEMM_MR) {
+            if (tiles[nb])
+                tiles[nb](g, r, b);
+            else
+                tile_portable(g, r, b, nb);
+        }
+    }
 }

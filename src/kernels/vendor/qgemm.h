@@ -9,8 +9,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* Rows (output channels) and 16-column blocks (output positions) of one register tile (the
- * AVX512-VNNI tile in qgemm.c is written out for these values). */
+/* Rows (output channels) and, at most, 16-column blocks (output positions) of one register
+ * tile (the AVX512-VNNI tile in qgemm.c is written out for these values; a tile at the end of
+ * the blocks takes 1 or 2 of them, so a plane is padded only to 16 columns). */
 #define QGEMM_MR 8
 #define QGEMM_NB 3
 #define QGEMM_LANES 16
@@ -18,8 +19,8 @@
 /* Y[m][p] = clamp(round(float(sum_k W[m][k] * A[k][p] + bias[m]) * mult[m]) + yzp, lo, hi).
  * w: rows_pad x (4 * k4) s8, row-major, rows_pad a multiple of QGEMM_MR (zero rows past m).
  * a: the activations packed as blocks of 16 columns: block b, group g of 4 k's, column l,
- * k within the group t at a[((b * k4 + g) * 16 + l) * 4 + t]; blocks_pad a multiple of
- * QGEMM_NB. bias, mult: rows_pad values. y: m rows of p bytes (row stride ldy). */
+ * k within the group t at a[((b * k4 + g) * 16 + l) * 4 + t]. bias, mult: rows_pad values.
+ * y: m rows of p bytes (row stride ldy). */
 typedef struct qgemm_args {
     const int8_t *w;
     const uint8_t *a;
@@ -31,11 +32,13 @@ typedef struct qgemm_args {
     void *y;
 } qgemm_args;
 
-/* The tiles of rows [r0, r1) (multiples of QGEMM_MR) and column blocks [b0, b1) (multiples of
- * QGEMM_NB). Thread safe: tiles write disjoint parts of y. */
+/* The tiles of rows [r0, r1) (multiples of QGEMM_MR) and column blocks [b0, b1): QGEMM_NB
+ * blocks a tile from b0, the last tile taking what is left. Thread safe: tiles write disjoint
+ * parts of y. */
 void qgemm_run(const qgemm_args *g, int64_t r0, int64_t r1, int64_t b0, int64_t b1);
 
-/* Whether qgemm_run uses AVX512-VNNI on this CPU ("vnni") or the portable loop ("portable"). */
+/* Whether qgemm_run uses AVX512-VNNI on this CPU ("vnni") or the portable loop ("portable",
+ * also when $WPK_CPU_FLAGS_OFF names avx512f, avx512bw or avx512_vnni). */
 const char *qgemm_isa(void);
 
 /* Pack 4 rows of 16 bytes (r[t][l]) into one group of a block (out[l * 4 + t]), xor-ing every
