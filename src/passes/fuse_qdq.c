@@ -141,6 +141,21 @@ static int zero_of(ir_graph *g, wpk_dtype dt, const char *base) {
     return unique ? ir_graph_add_const(g, unique, &t) : -1;
 }
 
+/* The per-tensor QuantizeLinear with an 8-bit zero point that alone reads value v, directly
+ * or through one Relu (*relu: that Relu's node, else -1): its node, else -1. */
+static int quantized_by(const ir_graph *g, int v, int *relu, qnode *y) {
+    int c = ir_graph_single_consumer(g, v);
+    *relu = -1;
+    if (c >= 0 && g->nodes[c].op == IR_OP_RELU) {
+        *relu = c;
+        c = ir_graph_single_consumer(g, g->nodes[c].out[0]);
+    }
+    if (c < 0 || g->nodes[c].op != IR_OP_QUANTIZE_LINEAR || g->nodes[c].out[0] < 0 ||
+        !read_q(g, c, 1, 0, y) || !y->z || !is_int8(y->z->dtype))
+        return -1;
+    return c;
+}
+
 static void kill_if_unread(ir_graph *g, int k) {
     if (k < 0 || g->nodes[k].dead) return;
     for (int i = 0; i < g->nodes[k].nout; i++)
@@ -164,15 +179,8 @@ static int fuse_conv(ir_graph *g, int k) {
     if (!is_int8(g->values[x.q].t.dtype) || (x.z && x.z->dtype != g->values[x.q].t.dtype) ||
         (w.z && w.z->dtype != wq->dtype))
         return 0;
-    /* Conv -> Q, or Conv -> Relu -> Q */
-    int c = ir_graph_single_consumer(g, n->out[0]), relu = -1;
-    if (c >= 0 && g->nodes[c].op == IR_OP_RELU) {
-        relu = c;
-        c = ir_graph_single_consumer(g, g->nodes[c].out[0]);
-    }
-    if (c < 0 || g->nodes[c].op != IR_OP_QUANTIZE_LINEAR || g->nodes[c].out[0] < 0 ||
-        !read_q(g, c, 1, 0, &y) || !y.z || !is_int8(y.z->dtype))
-        return 0;
+    int relu, c = quantized_by(g, n->out[0], &relu, &y);
+    if (c < 0) return 0;
     int bias = -1;
     if (n->nin > 2 && n->in[2] >= 0) {
         bias = int32_bias(g, g->nodes[k].in[2], m, f32_at(x.s, 0), w.s, g->nodes[k].name);
@@ -220,14 +228,8 @@ static int fuse_add(ir_graph *g, int k) {
     if (!is_int8(ta->dtype) || !same_shape(ta, tb) || (a.z && a.z->dtype != ta->dtype) ||
         (b.z && b.z->dtype != tb->dtype))
         return 0;
-    int c = ir_graph_single_consumer(g, n->out[0]), relu = -1;
-    if (c >= 0 && g->nodes[c].op == IR_OP_RELU) {
-        relu = c;
-        c = ir_graph_single_consumer(g, g->nodes[c].out[0]);
-    }
-    if (c < 0 || g->nodes[c].op != IR_OP_QUANTIZE_LINEAR || g->nodes[c].out[0] < 0 ||
-        !read_q(g, c, 1, 0, &y) || !y.z || !is_int8(y.z->dtype))
-        return 0;
+    int relu, c = quantized_by(g, n->out[0], &relu, &y);
+    if (c < 0) return 0;
     wpk_dtype dt = ta->dtype;
     int azp = a.zp, bzp = b.zp;
     if (azp < 0 && (azp = zero_of(g, dt, g->nodes[k].name)) < 0) return -1;
