@@ -1,10 +1,10 @@
 /* test_packed_gemm.c -- the packed AVX-512 GEMM provider (src/kernels/vendor/packed_gemm.c)
- * against a double-precision product computed here: tile remainders in M and N, K in one block
- * and over several (sized from L2), MatMul batches folded into M, Gemm's transB / alpha / beta /
- * C row, FusedMatMul's bias, the residual Z and the activations (GELU in its vector form), on
- * one and two threads; a run allocates nothing; what it refuses, it refuses by name; create
- * survives every allocation failing in turn. Skipped (77) on a CPU without AVX-512, where the
- * provider takes nothing. */
+ * against a double-precision product computed here: tile remainders in M (every count of rows
+ * past the full tiles) and N, K in one block and over several (sized from L2), MatMul batches
+ * folded into M, Gemm's transB / alpha / beta / C row, FusedMatMul's bias, the residual Z and
+ * the activations (GELU and ReLU in vector form), on one and two threads; a run allocates
+ * nothing; what it refuses, it refuses by name; create survives every allocation failing in
+ * turn. Skipped (77) on a CPU without AVX-512, where the provider takes nothing. */
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -62,6 +62,13 @@ static const gcase CASES[] = {
      1, "Relu"},
     {"fused matmul sigmoid, one column", "FusedMatMul", 2, {8, 5}, 1, false, 1, false, 1, 1,
      "Sigmoid"},
+    /* the M tails not above (a tile's rows are specialized by count): 2, 3, 4 and 6 */
+    {"M tail of 2 rows, relu, four panels", "FusedMatMul", 2, {10, 33}, 150, false, 1, false,
+     1, 1, "Relu"},
+    {"M tail of 3 rows", "MatMul", 3, {1, 3, 20}, 49, false, -1, false, 1, 1, NULL},
+    {"M tail of 4 rows, gemm transB", "Gemm", 2, {12, 40}, 97, true, 1, false, 1, 1, NULL},
+    {"M tail of 6 rows, batch, residual, relu", "FusedMatMul", 3, {2, 15, 64}, 96, false, 1,
+     true, 1, 1, "Relu"},
     /* A's block over every row and a panel's block share L2: 600 rows split K = 3000 into
      * several blocks on any L2 under 10 MiB */
     {"K over L2-sized blocks, bias, residual, gelu", "FusedMatMul", 3, {1, 600, 3000}, 100,

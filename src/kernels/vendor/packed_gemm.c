@@ -213,53 +213,69 @@ typedef struct gemm_args {
     float *y;
 } gemm_args;
 
-/* Row r of a tile (columns j0.. of panel p, masks mask[0..2]) into Y: at the last K block with
- * the epilogue (alpha, the row, Z, then the activation), else the partial sums as they are. */
-VEC_TARGET static void store_row(const gemm_args *t, int64_t row,
-                                                              int64_t j0, const __mmask16 *mask,
-                                                              __m512 s0, __m512 s1, __m512 s2,
-                                                              bool last) {
+#define INLINE VEC_TARGET static inline __attribute__((always_inline))
+
+/* One vector of Y's row (offset `at` into Y and Z, column `col`, lanes `mask`): at the last K
+ * block with the epilogue (alpha, the row, Z, then GELU or ReLU in registers), else the partial
+ * sums as they are. Inlined into the tile: a call per vector, with the sums spilled to pass
+ * them, cost as much as a sixth of the K loop on short K. */
+INLINE void store_vec(const gemm_args *t, int64_t at, int64_t col, __mmask16 mask, __m512 s,
+                      bool last) {
     const lib_gemm *g = &t->k->g;
-    const int64_t n = g->n;
-    float *yr = t->y + row * n + j0;
-    __m512 s[3] = {s0, s1, s2};
-    for (int v = 0; v < 3; v++) {
-        if (last) {
-            if (g->alpha != 1.0f) s[v] = _mm512_mul_ps(s[v], _mm512_set1_ps(g->alpha));
-            if (t->row)
-                s[v] = _mm512_add_ps(s[v], _mm512_maskz_loadu_ps(mask[v], t->row + j0 + 16 * v));
-            if (t->z)
-                s[v] = _mm512_add_ps(s[v], _mm512_maskz_loadu_ps(mask[v],
-                                                                 t->z + row * n + j0 + 16 * v));
-            if (g->act.kind == ACT_GELU) s[v] = vec_gelu(s[v]);
-        }
-        _mm512_mask_storeu_ps(yr + 16 * v, mask[v], s[v]);
+    if (last) {
+        if (g->alpha != 1.0f) s = _mm512_mul_ps(s, _mm512_set1_ps(g->alpha));
+        if (t->row) s = _mm512_add_ps(s, _mm512_maskz_loadu_ps(mask, t->row + col));
+        if (t->z) s = _mm512_add_ps(s, _mm512_maskz_loadu_ps(mask, t->z + at));
+        if (g->act.kind == ACT_GELU) s = vec_gelu(s);
+        else if (g->act.kind == ACT_RELU) s = _mm512_max_ps(s, _mm512_setzero_ps());
     }
-    if (last && g->act.kind != ACT_NONE && g->act.kind != ACT_GELU)
-        act_apply(&g->act, yr, n - j0 < NR ? n - j0 : NR);
+    _mm512_mask_storeu_ps(t->y + at, mask, s);
 }
 
-/* The tile of rows [i0, i0 + mr) (mr <= MR) and panel p over K block [k0, k0 + kc): the sums so
- * far come from Y unless `first`; at the `last` block the epilogue runs on them. Rows past mr
- * repeat the last row's A (their sums are dropped), so one unrolled body serves every tile; the
- * 24 accumulators are named variables so that they stay in registers. */
-VEC_TARGET static void tile(const gemm_args *t, int64_t i0, int mr,
-                                                         int64_t p, int64_t k0, int64_t kc,
-                                                         bool first, bool last) {
+/* Row `row` of a tile (columns j0.., masks mask[0..2]) into Y; activations other than GELU
+ * and ReLU run over the stored row. */
+INLINE void store_row(const gemm_args *t, int64_t row, int64_t j0, const __mmask16 *mask,
+                      __m512 s0, __m512 s1, __m512 s2, bool last) {
     const lib_gemm *g = &t->k->g;
-    const int64_t lda = g->k, n = g->n, j0 = p * NR, left = n - j0;
+    const int64_t n = g->n, at = row * n + j0;
+    store_vec(t, at, j0, mask[0], s0, last);
+    store_vec(t, at + 16, j0 + 16, mask[1], s1, last);
+    store_vec(t, at + 32, j0 + 32, mask[2], s2, last);
+    if (last && g->act.kind != ACT_NONE && g->act.kind != ACT_GELU && g->act.kind != ACT_RELU)
+        act_apply(&g->act, t->y + at, n - j0 < NR ? n - j0 : NR);
+}
+
+/* Where one tile works: rows [i0, i0 + mr) (mr <= MR), panel p, K block [k0, k0 + kc); the
+ * sums so far come from Y unless `first`; at the `last` block the epilogue runs on them. While
+ * it runs it prefetches `pf_lines` cache lines from `pf` into L2: its share of the next block
+ * of B (see run_panels). */
+typedef struct tile_work {
+    int64_t i0, p, k0, kc;
+    bool first, last;
+    const float *pf;
+    int64_t pf_lines;
+} tile_work;
+
+#define LINE_FLOATS 16 /* floats in a 64-byte cache line */
+
+/* The tile's body, inlined with mr a constant so that a short tile (the M tail) computes only
+ * its rows; the 24 accumulators are named variables so that they stay in registers. */
+INLINE void tile_rows(const gemm_args *t, const tile_work *w, const int mr) {
+    const lib_gemm *g = &t->k->g;
+    const int64_t lda = g->k, n = g->n, j0 = w->p * NR, left = n - j0, kc = w->kc;
     const float *ar[MR];
-    for (int r = 0; r < MR; r++) ar[r] = t->a + (i0 + (r < mr ? r : mr - 1)) * lda + k0;
-    const float *bp = t->b + (p * g->k + k0) * NR;
+    for (int r = 0; r < MR; r++) ar[r] = t->a + (w->i0 + (r < mr ? r : mr - 1)) * lda + w->k0;
+    const float *bp = t->b + (w->p * g->k + w->k0) * NR;
     __mmask16 mask[3];
     for (int v = 0; v < 3; v++) {
         int64_t in = left - 16 * v;
         mask[v] = in >= 16 ? 0xffff : in <= 0 ? 0 : (__mmask16)((1u << in) - 1);
     }
+    const bool first = w->first;
 #define ACC_INIT(r)                                                                        \
     __m512 c##r##0 = _mm512_setzero_ps(), c##r##1 = c##r##0, c##r##2 = c##r##0;             \
     if (!first && r < mr) {                                                                \
-        const float *yr = t->y + (i0 + r) * n + j0;                                        \
+        const float *yr = t->y + (w->i0 + r) * n + j0;                                     \
         c##r##0 = _mm512_maskz_loadu_ps(mask[0], yr);                                      \
         c##r##1 = _mm512_maskz_loadu_ps(mask[1], yr + 16);                                 \
         c##r##2 = _mm512_maskz_loadu_ps(mask[2], yr + 32);                                 \
@@ -267,38 +283,82 @@ VEC_TARGET static void tile(const gemm_args *t, int64_t i0, int mr,
     ACC_INIT(0) ACC_INIT(1) ACC_INIT(2) ACC_INIT(3)
     ACC_INIT(4) ACC_INIT(5) ACC_INIT(6) ACC_INIT(7)
 #undef ACC_INIT
+    /* Y's lines are fetched for writing while the K loop runs, not when the stores miss */
+    if (w->last)
+        for (int r = 0; r < mr; r++)
+            for (int v = 0; v < 3 && 16 * v < left; v++)
+                __builtin_prefetch(t->y + (w->i0 + r) * n + j0 + 16 * v, 1, 3);
     const float *a0 = ar[0], *a1 = ar[1], *a2 = ar[2], *a3 = ar[3], *a4 = ar[4], *a5 = ar[5],
                 *a6 = ar[6], *a7 = ar[7];
-    for (int64_t kk = 0; kk < kc; kk++, bp += NR) {
-        const __m512 b0 = _mm512_loadu_ps(bp), b1 = _mm512_loadu_ps(bp + 16),
-                     b2 = _mm512_loadu_ps(bp + 32);
 #define ACC_ROW(r)                                                                         \
-    {                                                                                      \
+    if (r < mr) {                                                                          \
         const __m512 av = _mm512_set1_ps(a##r[kk]);                                        \
         c##r##0 = _mm512_fmadd_ps(av, b0, c##r##0);                                        \
         c##r##1 = _mm512_fmadd_ps(av, b1, c##r##1);                                        \
         c##r##2 = _mm512_fmadd_ps(av, b2, c##r##2);                                        \
     }
-        ACC_ROW(0) ACC_ROW(1) ACC_ROW(2) ACC_ROW(3)
-        ACC_ROW(4) ACC_ROW(5) ACC_ROW(6) ACC_ROW(7)
-#undef ACC_ROW
+#define K_STEP                                                                             \
+    {                                                                                      \
+        const __m512 b0 = _mm512_loadu_ps(bp), b1 = _mm512_loadu_ps(bp + 16),             \
+                     b2 = _mm512_loadu_ps(bp + 32);                                        \
+        ACC_ROW(0) ACC_ROW(1) ACC_ROW(2) ACC_ROW(3)                                         \
+        ACC_ROW(4) ACC_ROW(5) ACC_ROW(6) ACC_ROW(7)                                         \
     }
+    /* a prefetch per K step while the share lasts, then the bare loop */
+    const int64_t with_pf = w->pf_lines < kc ? w->pf_lines : kc;
+    const char *pf = (const char *)w->pf;
+    int64_t kk = 0;
+    for (; kk < with_pf; kk++, bp += NR, pf += 64) {
+        _mm_prefetch(pf, _MM_HINT_T1);
+        K_STEP
+    }
+    for (; kk < kc; kk++, bp += NR) K_STEP
+#undef K_STEP
+#undef ACC_ROW
 #define ACC_STORE(r)                                                                       \
-    if (r < mr) store_row(t, i0 + r, j0, mask, c##r##0, c##r##1, c##r##2, last);
+    if (r < mr) store_row(t, w->i0 + r, j0, mask, c##r##0, c##r##1, c##r##2, w->last);
     ACC_STORE(0) ACC_STORE(1) ACC_STORE(2) ACC_STORE(3)
     ACC_STORE(4) ACC_STORE(5) ACC_STORE(6) ACC_STORE(7)
 #undef ACC_STORE
 }
 
-/* Panels [p0, p1) of Y, every row, K block by K block. */
+VEC_TARGET static void tile(const gemm_args *t, const tile_work *w, int mr) {
+    switch (mr) {
+    case 1: tile_rows(t, w, 1); break;
+    case 2: tile_rows(t, w, 2); break;
+    case 3: tile_rows(t, w, 3); break;
+    case 4: tile_rows(t, w, 4); break;
+    case 5: tile_rows(t, w, 5); break;
+    case 6: tile_rows(t, w, 6); break;
+    case 7: tile_rows(t, w, 7); break;
+    default: tile_rows(t, w, MR); break;
+    }
+}
+
+/* Panels [p0, p1) of Y, every row, K block by K block. Big models' weights do not fit in the
+ * last-level cache, so each block of B comes from memory: the row tiles of one block prefetch
+ * the next block in equal shares, spreading its fetch over the whole block's compute instead
+ * of stalling the next block's first tile on it. */
 static void run_panels(const gemm_args *t, int64_t p0, int64_t p1) {
     const int64_t rows = t->k->rows, kk = t->k->g.k, block = t->k->kc;
+    const int64_t tiles = (rows + MR - 1) / MR;
     for (int64_t k0 = 0; k0 < kk; k0 += block) {
         const int64_t kc = kk - k0 < block ? kk - k0 : block;
-        const bool first = k0 == 0, last = k0 + block >= kk;
-        for (int64_t p = p0; p < p1; p++)
-            for (int64_t i0 = 0; i0 < rows; i0 += MR)
-                tile(t, i0, rows - i0 < MR ? (int)(rows - i0) : MR, p, k0, kc, first, last);
+        for (int64_t p = p0; p < p1; p++) {
+            /* the next block in this loop's order: the next panel, else the next K block */
+            const int64_t np = p + 1 < p1 ? p + 1 : p0, nk0 = p + 1 < p1 ? k0 : k0 + kc;
+            const int64_t nkc = kk - nk0 < block ? kk - nk0 : block;
+            const int64_t lines = nk0 < kk ? nkc * NR / LINE_FLOATS : 0;
+            const int64_t share = (lines + tiles - 1) / tiles;
+            tile_work w = {0, p, k0, kc, k0 == 0, k0 + kc >= kk, NULL, 0};
+            for (int64_t ti = 0; ti < tiles; ti++) {
+                w.i0 = ti * MR;
+                w.pf = t->b + (np * kk + nk0) * NR + ti * share * LINE_FLOATS;
+                w.pf_lines = lines - ti * share < share ? lines - ti * share : share;
+                if (w.pf_lines < 0) w.pf_lines = 0;
+                tile(t, &w, rows - w.i0 < MR ? (int)(rows - w.i0) : MR);
+            }
+        }
     }
 }
 
