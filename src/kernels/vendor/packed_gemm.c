@@ -283,8 +283,9 @@ INLINE void tile_rows(const gemm_args *t, const tile_work *w, const int mr) {
     ACC_INIT(0) ACC_INIT(1) ACC_INIT(2) ACC_INIT(3)
     ACC_INIT(4) ACC_INIT(5) ACC_INIT(6) ACC_INIT(7)
 #undef ACC_INIT
-    /* Y's lines are fetched for writing while the K loop runs, not when the stores miss */
-    if (w->last)
+    /* Y's lines are fetched for writing while the K loop runs, not when the stores miss (a
+     * middle K block has just loaded them) */
+    if (first || w->last)
         for (int r = 0; r < mr; r++)
             for (int v = 0; v < 3 && 16 * v < left; v++)
                 __builtin_prefetch(t->y + (w->i0 + r) * n + j0 + 16 * v, 1, 3);
