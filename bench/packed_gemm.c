@@ -2,8 +2,9 @@
  * (M tokens x K -> N, B constant), with and without its fused epilogue, against this CPU's
  * FMA peak: how close the micro-kernel and its blocking come to what the cores can do.
  *
- *     build/packed_gemm_bench [--threads N] [--reps R] [--m M] [--cold]
+ *     build/packed_gemm_bench [--threads N] [--reps R] [--m M] [--cold] [--provider NAME]
  *
+ * --provider times another library provider on the same nodes (onednn, openblas: the peers).
  * --cold rotates through enough kernels (each with its own packed B) to overflow the last-level
  * cache twice, so B comes from memory as a large model's weights do; without it B stays cached.
  *
@@ -108,14 +109,17 @@ int main(int argc, char **argv) {
     int threads = 1, reps = 30;
     int64_t m = 197;
     bool cold = false;
+    const char *provider = "packed";
     for (int i = 1; i < argc; i++) {
         bool value = i + 1 < argc;
         if (!strcmp(argv[i], "--cold")) cold = true;
         else if (value && !strcmp(argv[i], "--threads")) threads = atoi(argv[++i]);
         else if (value && !strcmp(argv[i], "--reps")) reps = atoi(argv[++i]);
         else if (value && !strcmp(argv[i], "--m")) m = atoll(argv[++i]);
+        else if (value && !strcmp(argv[i], "--provider")) provider = argv[++i];
         else {
-            fprintf(stderr, "usage: %s [--threads N] [--reps R] [--m M] [--cold]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--threads N] [--reps R] [--m M] [--cold] "
+                    "[--provider NAME]\n", argv[0]);
             return 1;
         }
     }
@@ -128,7 +132,11 @@ int main(int argc, char **argv) {
         printf("packed_gemm_bench: this CPU has no AVX-512, the packed GEMM's ISA\n");
         return 77;
     }
-    const kernel_provider *lp = lib_provider_find("packed");
+    const kernel_provider *lp = lib_provider_find(provider);
+    if (!lp) {
+        fprintf(stderr, "no library provider named '%s' in this build\n", provider);
+        return 1;
+    }
     wpk_context *ctx = wpk_context_create();
     printf("%s; M %lld, %d thread%s, B %s, median of %d runs\n", lp->version(lp), (long long)m,
            threads, threads > 1 ? "s" : "", cold ? "from memory" : "cached", reps);
