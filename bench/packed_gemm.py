@@ -7,9 +7,10 @@ the packed GEMM. B comes from memory (`packed_gemm_bench --cold`), as a large mo
                          [--before OLD/packed_gemm_bench] [--out bench/results/packed_gemm.md]
 
 The contenders take turns within each round (a shared machine's speed drifts: each meets a
-different drift); a figure is the median over rounds of each run's median. GFLOP/s per core by
-the process's CPU time (on a loaded machine it is what the cores did; with 2 threads it also
-counts the spin at the end of the parallel loop), and by wall time in the raw samples. Ratio =
+different drift); a figure is the median over rounds of each run's median, in GFLOP/s per core:
+at 1 thread by the process's CPU time (on a loaded machine, what the core did), at more by wall
+time (the CPU time of a multi-threaded process is counted in scheduler ticks, too coarse for a
+4 ms run, and includes the spin at the end of the parallel loop). Ratio =
 packed / the faster peer (above 1: the packed GEMM is faster). Writes the table, provenance and
 raw samples to --out. Exit status: 0 when every run worked.
 """
@@ -31,7 +32,8 @@ def sh(*args):
 
 
 def run_bench(binary, provider, threads, m, reps):
-    """{shape: (wall GFLOP/s, GFLOP/s per core by CPU time)} and the provider's version line."""
+    """{shape: (wall GFLOP/s per core, GFLOP/s per core by CPU time)} and the provider's
+    version line."""
     cmd = [binary, "--cold", "--provider", provider, "--threads", str(threads), "--m", str(m),
            "--reps", str(reps)]
     r = subprocess.run(cmd, capture_output=True, text=True)
@@ -43,7 +45,7 @@ def run_bench(binary, provider, threads, m, reps):
         f = line.split()
         if len(f) < 7:
             continue
-        out[" ".join(f[:-6])] = (float(f[-2]), float(f[-1]))
+        out[" ".join(f[:-6])] = (float(f[-2]) / threads, float(f[-1]))
     return out, lines[0].split(";")[0]
 
 
@@ -85,7 +87,8 @@ def main():
         if key[2] not in shapes:
             shapes.append(key[2])
     names = [c[0] for c in contenders]
-    med = {k: statistics.median(s[1] for s in v) for k, v in samples.items()}
+    med = {k: statistics.median(s[1] if k[0] == 1 else s[0] for s in v)
+           for k, v in samples.items()}
     head = ["threads", "M", "shape"] + [f"{n}" for n in names] + ["packed / faster peer"]
     if args.before:
         head.append("packed / before")
@@ -93,8 +96,9 @@ def main():
              f"`bench/packed_gemm.py --threads {args.threads} --m {args.m} --rounds "
              f"{args.rounds} --reps {args.reps}" + (" --before OLD" if args.before else "")
              + "`: FusedMatMul (bias; GELU where the shape says) with a constant B from memory "
-             "(`packed_gemm_bench --cold`), GFLOP/s per core by CPU time, medians over rounds "
-             "of per-run medians; the contenders take turns in each round.", "",
+             "(`packed_gemm_bench --cold`), GFLOP/s per core (1 thread: by CPU time; 2: by wall "
+             "time), medians over rounds of per-run medians; the contenders take turns in "
+             "each round.", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * 3 + "---:|" * (len(head) - 3)]
     table = []
     for t in threads:
@@ -125,7 +129,7 @@ def main():
               f"after {os.getloadavg()}",
               f"- compiler: {sh('cc', '--version').splitlines()[0]} (the CMake build's flags)",
               "- contenders: " + "; ".join(f"{n}: {v}" for n, v in versions.items()),
-              "", "## Raw samples: [GFLOP/s wall, GFLOP/s per core by CPU time] per run", "",
+              "", "## Raw samples: [GFLOP/s per core by wall time, by CPU time] per run", "",
               "```", json.dumps(raw, indent=0), "```", ""]
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text("\n".join(lines))
