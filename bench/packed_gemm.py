@@ -130,7 +130,7 @@ def main():
               f"- compiler: {sh('cc', '--version').splitlines()[0]} (the CMake build's flags)",
               "- contenders: " + "; ".join(f"{n}: {v}" for n, v in versions.items()),
               "", "## Raw samples: [GFLOP/s per core by wall time, by CPU time] per run", "",
-              "```", json.dumps(raw, indent=0), "```", ""]
+              "```"] + [f"{json.dumps(k)}: {json.dumps(v)}" for k, v in raw.items()] + ["```", ""]
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text("\n".join(lines))
     print(f"wrote {args.out}")

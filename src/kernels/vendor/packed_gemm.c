@@ -2,9 +2,11 @@
  * wpk::FusedGemm / MatMul / wpk::FusedMatMul whose B is a constant matrix. B is packed once at
  * create into column panels of NR floats (zero padded), so a run reads it as one contiguous
  * stream; an 8 x 48 register tile of Y accumulates over K blocks sized so that a panel's block
- * and A's block stay in L2, and the epilogue (alpha, bias or Gemm's C row, residual Z, activation, in
- * ops/fused.c's order) is applied to the tile as it is stored. The batch of a MatMul whose A has
- * all of Y's batch dims is folded into M: every batch matrix multiplies the same B.
+ * and A's block stay in L2, and the epilogue (alpha, bias or Gemm's C row, residual Z,
+ * activation, in ops/fused.c's order) is applied to the tile in registers as it is stored. The
+ * next block of B is prefetched while the current one is used (weights come from memory). The
+ * batch of a MatMul whose A has all of Y's batch dims is folded into M: every batch matrix
+ * multiplies the same B.
  *
  * Threads: a parallel loop over the panels on the kernel's thread count (set around the run and
  * put back), entered only with more than one thread (op_parallel). Memory: B packed, Gemm's C as
@@ -217,8 +219,7 @@ typedef struct gemm_args {
 
 /* One vector of Y's row (offset `at` into Y and Z, column `col`, lanes `mask`): at the last K
  * block with the epilogue (alpha, the row, Z, then GELU or ReLU in registers), else the partial
- * sums as they are. Inlined into the tile: a call per vector, with the sums spilled to pass
- * them, cost as much as a sixth of the K loop on short K. */
+ * sums as they are. Inlined into the tile so that the sums never leave the registers. */
 INLINE void store_vec(const gemm_args *t, int64_t at, int64_t col, __mmask16 mask, __m512 s,
                       bool last) {
     const lib_gemm *g = &t->k->g;
@@ -354,9 +355,10 @@ static void run_panels(const gemm_args *t, int64_t p0, int64_t p1) {
             tile_work w = {0, p, k0, kc, k0 == 0, k0 + kc >= kk, NULL, 0};
             for (int64_t ti = 0; ti < tiles; ti++) {
                 w.i0 = ti * MR;
-                w.pf = t->b + (np * kk + nk0) * NR + ti * share * LINE_FLOATS;
                 w.pf_lines = lines - ti * share < share ? lines - ti * share : share;
                 if (w.pf_lines < 0) w.pf_lines = 0;
+                w.pf = w.pf_lines ? t->b + (np * kk + nk0) * NR + ti * share * LINE_FLOATS
+                                  : NULL;
                 tile(t, &w, rows - w.i0 < MR ? (int)(rows - w.i0) : MR);
             }
         }
