@@ -49,6 +49,24 @@ wpk_status tune_cuda_program_build(wpk_context *ctx, const ir_graph *g, const me
                                    const tune_cuda_program_options *opt, tune_cuda_program *out);
 void tune_cuda_program_free(tune_cuda_program *p);
 
+/* How the program runs node k of g: nothing (dead, or a view the planner gave its input's
+ * buffer; a device copy where it did not), device copies (a Split into contiguous parts, a
+ * Concat of more inputs than concat_cuda takes), a kernel of its CUDA template (*tmpl, when
+ * tmpl is not NULL), or not at all (NONE: the program refuses the graph). */
+typedef enum tune_cuda_node_impl {
+    TUNE_CUDA_NODE_NONE,
+    TUNE_CUDA_NODE_DEAD,
+    TUNE_CUDA_NODE_VIEW,
+    TUNE_CUDA_NODE_COPIES,
+    TUNE_CUDA_NODE_KERNEL,
+} tune_cuda_node_impl;
+tune_cuda_node_impl tune_cuda_node_how(const ir_graph *g, int k, const kernel_provider **tmpl);
+
+/* WPK_OK when every node of g has a way to run (tune_cuda_node_how), else WPK_ERR_UNSUPPORTED
+ * naming every node that has none at once: what tune_cuda_program_build checks first, without
+ * NVRTC or a device. */
+wpk_status tune_cuda_program_check(wpk_context *ctx, const ir_graph *g);
+
 /* ---- the whole backend for a session: device, program, runs ----
  * What a session with backend "cuda" needs, in three calls. create first probes the device
  * (WPK_ERR_UNSUPPORTED "CUDA unavailable: <reason>" before anything is compiled: no libcuda,
