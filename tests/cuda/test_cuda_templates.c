@@ -294,7 +294,8 @@ static const node_case NODE_CASES[] = {
     {"pad edge with a crop", "Pad", "", 13, 2, {T3(2, 5, 6), I64S(6, 0, -1, 3, 0, 2, -2)}, {0},
      {0}, {"mode=edge"}, "pad_cuda", {NULL, NULL, NULL}},
     {"pad wrap over axes (opset 18)", "Pad", "", 18, 4,
-     {T3(2, 5, 6), I64S(2, 5, 3), {0, {-1}, false, 0, false, NULL}, I64S(1, -1)}, {0}, {0}, {"mode=wrap"}, "pad_cuda",
+     {T3(2, 5, 6), I64S(2, 5, 3), {0, {-1}, false, 0, false, NULL}, I64S(1, -1)}, {0}, {0},
+     {"mode=wrap"}, "pad_cuda",
      {NULL, NULL, NULL}},
     /* gather_cuda */
     {"gather a class token (scalar index)", "Gather", "", 13, 2, {T3(2, 7, 40), I64_SCALAR(0)},
