@@ -13,7 +13,9 @@
 #include "base/strbuf.h"
 #include "ir/ops.h"
 #include "loop/lower.h"
+#include "kernels/step_runners.h"
 #include "kernels/templates_cuda.h"
+#include "kernels/vendor/lib_runners.h"
 #include "runtime/cuda/cuda_rt.h"
 #include "runtime/exec.h"
 
@@ -183,6 +185,46 @@ static wpk_status kernel_of(builder *b, const tune_task *t, const tune_space *s,
     return WPK_OK;
 }
 
+/* The node's step on CUDA library `lib` at config: the node and config as its payload, its
+ * inputs then outputs as arguments (-1 where omitted). */
+static wpk_status lib_step(builder *b, int k, const kernel_provider *lib, int config) {
+    const ir_node *n = &b->g->nodes[k];
+    uint8_t *bytes = NULL;
+    size_t len = 0;
+    wpk_status st = step_payload_encode(b->ctx, n, config, &bytes, &len);
+    if (st) return st;
+    uint8_t *payload = arena_alloc(&b->p->plan.mem, len);
+    if (payload) memcpy(payload, bytes, len);
+    wpk_free(bytes);
+    if (!payload) return wpk_error(b->ctx, WPK_ERR_NOMEM, "out of memory building the plan");
+    rt_step *step = new_step(b, n, lib->name);
+    step->payload = payload;
+    step->payload_len = len;
+    step->source = "tuned";
+    char impl[LIB_CONFIG_MAX + 64], names[LIB_MAX_CONFIGS][LIB_CONFIG_MAX];
+    ir_tensor *in[MAX_NODE_ARGS] = {0}, *out[MAX_NODE_ARGS] = {0};
+    for (int i = 0; i < n->nin; i++) in[i] = n->in[i] >= 0 ? &b->g->values[n->in[i]].t : NULL;
+    for (int i = 0; i < n->nout; i++) out[i] = n->out[i] >= 0 ? &b->g->values[n->out[i]].t : NULL;
+    const int nc = lib->configs(lib, n, in, out, names);
+    snprintf(impl, sizeof impl, "%s %s", lib->name, config < nc ? names[config] : "?");
+    char *kept = arena_alloc(&b->p->plan.mem, strlen(impl) + 1);
+    if (!kept) return wpk_error(b->ctx, WPK_ERR_NOMEM, "out of memory building the plan");
+    step->impl = strcpy(kept, impl);
+    int a = 0;
+    for (int i = 0; i < n->nin; i++, a++) {
+        if (n->in[i] < 0) b->args[a] = -1;
+        else if ((st = place(b, n->in[i], n->name, &b->args[a]))) return st;
+    }
+    for (int i = 0; i < n->nout; i++, a++) {
+        if (n->out[i] < 0) b->args[a] = -1;
+        else if ((st = place(b, n->out[i], n->name, &b->args[a]))) return st;
+    }
+    step->nargs = a;
+    b->args += a;
+    b->p->nlib_steps++;
+    return WPK_OK;
+}
+
 /* The node's step: a kernel over its present inputs (the first ninputs) and outputs. */
 static wpk_status kernel_step(builder *b, int k) {
     const ir_graph *g = b->g;
@@ -197,6 +239,10 @@ static wpk_status kernel_step(builder *b, int k) {
     tune_task_init(&task, t, n, in, out);
     tune_space s;
     t->space(t, &task, &s);
+    int lib_config = 0;
+    const kernel_provider *lib =
+        b->opt->choose_lib ? b->opt->choose_lib(b->opt->choose_user, &task, &lib_config) : NULL;
+    if (lib) return lib_step(b, k, lib, lib_config);
     tune_config cfg;
     bool chosen = b->opt->choose && b->opt->choose(b->opt->choose_user, &task, &s, &cfg);
     if (!chosen) t->default_config(t, &task, &s, &cfg);
@@ -412,6 +458,7 @@ wpk_status tune_cuda_program_build(wpk_context *ctx, const ir_graph *g, const me
                          "another graph");
     wpk_status st = tune_cuda_program_check(ctx, g);
     if (st) return st;
+    lib_runners_register(); /* the plan's library steps, when choose_lib picks any */
     st = cg_cuda_nvrtc_available(ctx);
     if (st) return st;
     tune_cuda_program *p = out;
