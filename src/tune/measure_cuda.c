@@ -321,6 +321,10 @@ wpk_status tune_cuda_probe(wpk_context *ctx, rt_cuda_info *info) {
 }
 
 void tune_cuda_target(const rt_cuda_info *info, char *buf, size_t cap) {
+    /* NVRTC's version is known once it is loaded: the same key before and after */
+    wpk_context quiet;
+    memset(&quiet, 0, sizeof quiet);
+    (void)cg_cuda_nvrtc_available(&quiet);
     char gpu[600];
     target_cuda_fingerprint(info->name, info->sm, info->driver_version, gpu, sizeof gpu);
     snprintf(buf, cap, "%s nvrtc %d", gpu, cg_cuda_nvrtc_version());

@@ -15,7 +15,9 @@
  * libraries as candidates of the CUDA target: the choice from a records database (a library
  * where its record beats the template's, the template where not, a library record alone), and
  * a conv chosen as cuDNN's step of a CUDA plan, written and read back, run by rt_exec on the
- * mock device against the reference. What this cannot check -- the real libraries' numerics
+ * mock device against the reference; and through the public API, `wpk compile --target cuda`'s
+ * .wpk with the records favouring cuDNN, loaded and run by wpk_plan_load against the reference
+ * session. What this cannot check -- the real libraries' numerics
  * and speed -- is test_cuda_gpu's part on a GPU. */
 #define _DEFAULT_SOURCE
 
@@ -26,6 +28,7 @@
 
 #include "../unit/check.h"
 #include "api/exec_plan.h"
+#include "api/model.h"
 #include "base/alloc.h"
 #include "base/context.h"
 #include "compile/cuda_choice.h"
@@ -36,6 +39,9 @@
 #include "ir/graph.h"
 #include "ir/ops.h"
 #include "kernels/vendor/cuda_libs.h"
+#include "passes/pass.h"
+#include "runtime/artifact.h"
+#include "wpk.h"
 #include "kernels/vendor/lib.h"
 #include "runtime/cuda/cuda_rt.h"
 #include "test_data.h"
@@ -725,6 +731,91 @@ static void test_plan_step(wpk_context *ctx, rt_cuda *d, const char *target, con
     ir_graph_free(g);
 }
 
+/* The public API's way: records favour cuDNN for conv_relu's conv, wpk_compile writes a .wpk
+ * with a "cudnn" step, wpk_plan_load runs it on the mock device like the reference session. */
+static void test_compiled_plan(wpk_context *ctx, const char *target, const char *dir) {
+    wpk_model *m = NULL;
+    CHECK(wpk_model_load(ctx, "tests/fuzz/corpus/conv_relu.onnx", &m) == WPK_OK);
+    if (!m) return;
+    /* the conv's library key, on the graph the compile specializes for the GPU (batch 1) */
+    ir_graph *g = ir_graph_clone(m->g);
+    pass_options po = pass_default_options();
+    po.level = wpk_compile_default_params().opt_level;
+    po.vector_floats = 0;
+    CHECK(g && passes_run(ctx, g, &po) == WPK_OK);
+    ir_tensor shape = g->values[g->inputs[0]].t;
+    for (int d = 0; d < shape.ndim; d++)
+        if (shape.dims[d] < 1) shape.dims[d] = 1;
+    shape.data = NULL;
+    exec_plan *p = NULL;
+    CHECK(exec_plan_create(ctx, g, &shape, true, &p) == WPK_OK);
+    char db_path[256], path[256];
+    snprintf(db_path, sizeof db_path, "%s/compile.db", dir);
+    snprintf(path, sizeof path, "%s/conv_relu.wpk", dir);
+    tune_db *db = NULL;
+    CHECK(tune_db_open(ctx, db_path, &db) == WPK_OK);
+    int found = 0;
+    for (int k = 0; p && db && k < p->g->nnodes; k++) {
+        const ir_node *n = &p->g->nodes[k];
+        ir_tensor *in[4] = {0}, *out[1] = {&p->g->values[n->out[0]].t};
+        for (int i = 0; i < n->nin && i < 4; i++)
+            in[i] = n->in[i] >= 0 ? &p->g->values[n->in[i]].t : NULL;
+        if (n->dead || n->nin > 4 || !lib_cudnn.supports(&lib_cudnn, n, in, out)) continue;
+        tune_task lt;
+        tune_task_init(&lt, &lib_cudnn, n, in, out);
+        add_record(db, target, &lt, "algo=0", 0.01);
+        found++;
+    }
+    CHECK(found == 1);
+    tune_db_close(db);
+    exec_plan_free(p);
+    ir_graph_free(g);
+    wpk_compile_params cp = wpk_compile_default_params();
+    cp.target = WPK_BACKEND_CUDA;
+    cp.records = db_path;
+    wpk_status st = wpk_compile(ctx, m, &cp, path);
+    if (st) fprintf(stderr, "compile: %s\n", wpk_context_error(ctx));
+    CHECK(st == WPK_OK);
+    /* the plan holds the library's step */
+    uint8_t *file = NULL;
+    byte_reader body;
+    rt_plan back;
+    int libs = 0;
+    if (artifact_read(ctx, path, NULL, &file, &body, NULL, 0) == WPK_OK &&
+        rt_plan_read(ctx, path, &body, &back) == WPK_OK) {
+        for (int i = 0; i < back.nsteps; i++) libs += !strcmp(back.steps[i].runner, "cudnn");
+        rt_plan_free(&back);
+    }
+    wpk_free(file);
+    CHECK(libs == 1);
+    /* it runs as the reference session does */
+    float x[3 * 8 * 8];
+    for (int i = 0; i < 3 * 64; i++) x[i] = (float)((i * 37) % 19) / 9.0f - 1.0f;
+    const int64_t dims[4] = {1, 3, 8, 8};
+    wpk_session_params sp = wpk_session_default_params();
+    sp.backend = WPK_BACKEND_REF;
+    wpk_session *s = NULL;
+    wpk_plan *pl = NULL;
+    wpk_tensor_view want, got;
+    CHECK(wpk_session_create(ctx, m, &sp, &s) == WPK_OK);
+    CHECK(s && wpk_session_set_input(s, "x", WPK_DTYPE_FLOAT32, dims, 4, x) == WPK_OK);
+    CHECK(s && wpk_session_run(s) == WPK_OK && wpk_session_output(s, 0, &want) == WPK_OK);
+    st = wpk_plan_load(ctx, path, NULL, &pl);
+    if (st) fprintf(stderr, "load: %s\n", wpk_context_error(ctx));
+    CHECK(st == WPK_OK);
+    if (pl && s) {
+        CHECK(wpk_plan_set_input(pl, "x", WPK_DTYPE_FLOAT32, dims, 4, x) == WPK_OK);
+        CHECK(wpk_plan_run(pl) == WPK_OK && wpk_plan_output(pl, 0, &got) == WPK_OK);
+        int64_t n = 1;
+        for (int d = 0; d < want.ndim; d++) n *= want.dims[d];
+        CHECK(got.ndim == want.ndim && got.data &&
+              close_all(got.data, want.data, n, "the compiled plan's cuDNN step"));
+    }
+    wpk_plan_free(pl);
+    wpk_session_free(s);
+    wpk_model_free(m);
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr, "usage: %s libwpk_mock_cuda.so libwpk_mock_cudalibs.so\n", argv[0]);
@@ -761,6 +852,7 @@ int main(int argc, char **argv) {
     tune_cuda_target(&info, target, sizeof target);
     test_choice(ctx, target, dir);
     test_plan_step(ctx, d, target, dir);
+    test_compiled_plan(ctx, target, dir);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
