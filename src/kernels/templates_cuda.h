@@ -4,8 +4,9 @@
  * through the loop IR and src/codegen/cuda, with its loops bound to blockIdx / threadIdx.
  *
  *   conv2d_cuda       Conv / wpk::FusedConv (conv2d_cuda.h: Woodpecker-DL's knobs)
- *   dense_cuda        Gemm / wpk::FusedGemm, 2-D MatMul / wpk::FusedMatMul: a tiled GEMM with
- *                     register tiles and shared-memory staging (dense_cuda.c)
+ *   dense_cuda        Gemm / wpk::FusedGemm, MatMul / wpk::FusedMatMul (batch dims folded
+ *                     into rows, or over blockIdx.z): a tiled GEMM with register tiles and
+ *                     shared-memory staging (dense_cuda.c)
  *   pool2d_cuda       MaxPool / AveragePool on NCHW (injective_cuda.c)
  *   global_pool_cuda  GlobalAveragePool / GlobalMaxPool (injective_cuda.c)
  *   elementwise_cuda  the unary activations and math functions, broadcasting Add/Sub/Mul/Div/Pow
