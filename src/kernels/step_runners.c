@@ -10,6 +10,7 @@
 #include "base/alloc.h"
 #include "ir/node_codec.h"
 #include "kernels/provider.h"
+#include "runtime/backend.h"
 #include "runtime/cuda/cuda_rt.h"
 #include "runtime/runner.h"
 
@@ -100,6 +101,10 @@ static wpk_status prepare_on(const rt_runner *self, wpk_context *ctx, const rt_s
         return wpk_error(ctx, WPK_ERR_PARSE, "the plan is damaged: node '%s' runs %s, a CUDA "
                          "library, in a plan for the cpu", env->plan->steps[step].node,
                          self->name);
+    if (cuda && (!env->backend || strcmp(env->backend->iface->name, "cuda")))
+        return wpk_error(ctx, WPK_ERR_UNSUPPORTED, "node '%s' runs %s, a CUDA library, on the "
+                         "%s backend", env->plan->steps[step].node, self->name,
+                         env->backend ? env->backend->iface->name : "(no)");
     node_state *s = wpk_calloc(1, sizeof *s);
     if (!s) return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory loading a step");
     int config = 0;

@@ -714,9 +714,12 @@ static void test_plan_step(wpk_context *ctx, rt_cuda *d, const char *target, con
         rt_cuda_backend_free(be);
         /* the same step in a plan for the cpu is refused, naming it */
         if (have_back) {
-            back.target = RT_TARGET_CPU;
             rt_backend cpu;
             rt_cpu_backend_init(&cpu, 1);
+            CHECK_ERR(ctx, rt_exec_create(ctx, "conv plan", &back, &cpu, false, &ex),
+                      WPK_ERR_UNSUPPORTED, "node 'conv' runs cudnn, a CUDA library, on the cpu "
+                      "backend");
+            back.target = RT_TARGET_CPU;
             CHECK_ERR(ctx, rt_exec_create(ctx, "conv plan", &back, &cpu, false, &ex),
                       WPK_ERR_PARSE, "node 'conv' runs cudnn, a CUDA library, in a plan for the "
                       "cpu");
