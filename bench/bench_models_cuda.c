@@ -8,9 +8,12 @@
  * output, for bench/models_cuda.py to compare with ONNX Runtime's CUDA provider and PyTorch.
  * Prints one JSON object (provenance: commit, GPU, driver, NVRTC, kernels). Exits 77 without a
  * GPU, saying "no CUDA device: <reason>".
+ * --check needs no GPU and compiles nothing: it lists the specialized graph's ops with how the
+ * CUDA program runs each (a template's kernel, device copies, a view) and exits 1 naming every
+ * node that has no way to run.
  *
  *   bench_models_cuda MODEL.onnx [--iters N] [--warmup N] [--no-graph] [--input X.npy]
- *                     [--output Y.npy] [--seed S]
+ *                     [--output Y.npy] [--seed S] [--check]
  */
 #define _DEFAULT_SOURCE
 
@@ -50,10 +53,37 @@ static int fail(wpk_context *ctx, const char *what) {
     return 1;
 }
 
+/* --check: "op how count" per distinct (op, how) of the specialized graph, then the verdict. */
+static int check_kernels(wpk_context *ctx, const ir_graph *g) {
+    enum { MAX_ROWS = 256 };
+    typedef struct op_row {
+        const char *op, *how;
+        int n;
+    } op_row;
+    op_row rows[MAX_ROWS];
+    int nrows = 0;
+    for (int k = 0; k < g->nnodes; k++) {
+        const kernel_provider *t = NULL;
+        const tune_cuda_node_impl how = tune_cuda_node_how(g, k, &t);
+        static const char *const names[] = {"NONE", "dead", "view", "device copies", ""};
+        if (how == TUNE_CUDA_NODE_DEAD) continue;
+        const char *h = how == TUNE_CUDA_NODE_KERNEL ? t->name : names[how];
+        int r = 0;
+        while (r < nrows && (strcmp(rows[r].op, g->nodes[k].op_type) || strcmp(rows[r].how, h)))
+            r++;
+        if (r == nrows && nrows < MAX_ROWS) rows[nrows++] = (op_row){g->nodes[k].op_type, h, 0};
+        if (r < nrows) rows[r].n++;
+    }
+    for (int r = 0; r < nrows; r++) printf("%-28s %-20s %d\n", rows[r].op, rows[r].how, rows[r].n);
+    if (tune_cuda_program_check(ctx, g)) return fail(ctx, "check");
+    printf("every node has a CUDA kernel\n");
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *model_path = NULL, *in_npy = NULL, *out_npy = NULL;
     int iters = 100, warmup = 10;
-    bool graph = true;
+    bool graph = true, check = false;
     unsigned seed = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -61,13 +91,14 @@ int main(int argc, char **argv) {
         if (!strcmp(a, "--iters") && more) iters = atoi(argv[++i]);
         else if (!strcmp(a, "--warmup") && more) warmup = atoi(argv[++i]);
         else if (!strcmp(a, "--no-graph")) graph = false;
+        else if (!strcmp(a, "--check")) check = true;
         else if (!strcmp(a, "--input") && more) in_npy = argv[++i];
         else if (!strcmp(a, "--output") && more) out_npy = argv[++i];
         else if (!strcmp(a, "--seed") && more) seed = (unsigned)strtoul(argv[++i], NULL, 10);
         else if (a[0] != '-' && !model_path) model_path = a;
         else {
             fprintf(stderr, "usage: bench_models_cuda MODEL.onnx [--iters N] [--warmup N] "
-                    "[--no-graph] [--input X.npy] [--output Y.npy] [--seed S]\n");
+                    "[--no-graph] [--input X.npy] [--output Y.npy] [--seed S] [--check]\n");
             return 1;
         }
     }
@@ -77,7 +108,7 @@ int main(int argc, char **argv) {
     }
     wpk_context *ctx = wpk_context_create();
     rt_cuda_info info;
-    if (rt_cuda_probe(ctx, 0, &info)) {
+    if (!check && rt_cuda_probe(ctx, 0, &info)) {
         printf("SKIP: no CUDA device: %s\n",
                wpk_context_error(ctx) + strlen("CUDA unavailable: "));
         wpk_context_free(ctx);
@@ -100,6 +131,14 @@ int main(int argc, char **argv) {
     shape.data = NULL;
     exec_plan *plan = NULL;
     if (exec_plan_create(ctx, g, &shape, true, &plan)) return fail(ctx, "plan");
+    if (check) {
+        int rc = check_kernels(ctx, plan->g);
+        exec_plan_free(plan);
+        ir_graph_free(g);
+        wpk_model_free(model);
+        wpk_context_free(ctx);
+        return rc;
+    }
     double t0 = now_s();
     tune_cuda_runner *r = NULL;
     if (tune_cuda_runner_create(ctx, plan->g, &plan->mem, NULL, graph, &r))

@@ -365,6 +365,7 @@ static wpk_status write_cuda_plan(wpk_context *ctx, const char *path, const wpk_
     tune_cuda_program_options opt = tune_cuda_program_default_options();
     opt.sm = info->sm;
     opt.choose = cuda_choice_pick;
+    opt.choose_lib = cuda_choice_lib;
     opt.choose_user = &choice;
     tune_cuda_program prog;
     st = tune_cuda_program_build(ctx, p->g, &p->mem, &opt, &prog);

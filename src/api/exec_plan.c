@@ -155,6 +155,7 @@ wpk_status exec_plan_compile_cuda(wpk_context *ctx, exec_plan *p, tune_db *db) {
     tune_cuda_program_options opt = tune_cuda_program_default_options();
     opt.sm = 0; /* the device's own */
     opt.choose = cuda_choice_pick;
+    opt.choose_lib = cuda_choice_lib;
     opt.choose_user = &c;
     return tune_cuda_runner_create(ctx, p->g, &p->mem, &opt, true, &p->cuda);
 }

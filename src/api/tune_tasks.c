@@ -13,6 +13,7 @@
 #include "base/target.h"
 #include "kernels/graph_tasks.h"
 #include "kernels/templates_cuda.h"
+#include "kernels/vendor/lib.h"
 #include "passes/pass.h"
 
 /* What a task set's nodes live in: the optimized graph and its batch-1 specialization. */
@@ -66,7 +67,8 @@ static void add_alternatives(tune_taskset *set, int p, ir_tensor *vals) {
         tune_task t;
         tune_task_init(&t, impls[k], pt->node, in, out);
         bool seen = false;
-        for (int j = 0; j < set->ntasks && !seen; j++) seen = !strcmp(set->tasks[j].task.key, t.key);
+        for (int j = 0; j < set->ntasks && !seen; j++)
+            seen = !strcmp(set->tasks[j].task.key, t.key);
         if (seen) continue;
         tune_model_task *a = &set->tasks[set->ntasks++];
         *a = set->tasks[p];
@@ -149,6 +151,28 @@ wpk_status api_tune_tasks_extract(wpk_context *ctx, const wpk_model *model, int 
 
 #define MAX_CUDA_ARGS (TUNE_MAX_ARGS * 8)
 #define MAX_LISTED 8
+#define MAX_CUDA_LIBS 4
+
+/* After primary task p (of node n's template): a task for every CUDA library that takes n
+ * (cuDNN, cuBLAS, cuBLASLt), measured so that the CUDA compile can choose it. */
+static void add_cuda_alternatives(tune_taskset *set, int p, ir_tensor *const *in,
+                                  ir_tensor *const *out) {
+    const ir_node *n = set->tasks[p].task.node;
+    const kernel_provider *const *libs = lib_cuda_providers();
+    for (int k = 0; n->nin <= TUNE_MAX_ARGS && libs[k] && k < MAX_CUDA_LIBS; k++) {
+        if (!libs[k]->supports(libs[k], n, in, out)) continue;
+        tune_task t;
+        tune_task_init(&t, libs[k], n, in, out);
+        bool seen = false;
+        for (int j = 0; j < set->ntasks && !seen; j++)
+            seen = !strcmp(set->tasks[j].task.key, t.key);
+        if (seen) continue;
+        tune_model_task *a = &set->tasks[set->ntasks++];
+        *a = set->tasks[p];
+        a->task = t;
+        a->alt_of = p;
+    }
+}
 
 wpk_status api_tune_tasks_extract_cuda(wpk_context *ctx, const wpk_model *model, int opt_level,
                                        tune_taskset *out) {
@@ -159,7 +183,7 @@ wpk_status api_tune_tasks_extract_cuda(wpk_context *ctx, const wpk_model *model,
     strbuf names = {0};
     int missing = 0; /* nodes that compute without a CUDA template */
     if (st == WPK_OK) {
-        out->tasks = wpk_calloc((size_t)g->nnodes + 1, sizeof *out->tasks);
+        out->tasks = wpk_calloc((size_t)g->nnodes * (1 + MAX_CUDA_LIBS) + 1, sizeof *out->tasks);
         if (!out->tasks) st = wpk_error(ctx, WPK_ERR_NOMEM, "out of memory extracting tasks");
     }
     for (int k = 0; st == WPK_OK && k < g->nnodes; k++) {
@@ -180,13 +204,20 @@ wpk_status api_tune_tasks_extract_cuda(wpk_context *ctx, const wpk_model *model,
         int found = -1;
         for (int j = 0; j < out->ntasks && found < 0; j++)
             if (!strcmp(out->tasks[j].task.key, task.key)) found = j;
-        if (found < 0) {
+        const bool first = found < 0;
+        if (first) {
             found = out->ntasks++;
             out->tasks[found].task = task;
             out->tasks[found].alt_of = -1;
         }
         out->tasks[found].count++;
         out->tasks[found].flops += task.flops;
+        /* the libraries' tasks follow their primary, sharing its counts */
+        for (int j = found + 1; !first && j < out->ntasks && out->tasks[j].alt_of == found; j++) {
+            out->tasks[j].count++;
+            out->tasks[j].flops += task.flops;
+        }
+        if (first) add_cuda_alternatives(out, found, in, outs);
         out->total_flops += task.flops;
         out->kernel_nodes++;
     }

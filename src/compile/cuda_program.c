@@ -5,6 +5,7 @@
  * the runner that runs that plan through rt_exec on a device. */
 #include "compile/cuda_program.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -12,7 +13,9 @@
 #include "base/strbuf.h"
 #include "ir/ops.h"
 #include "loop/lower.h"
+#include "kernels/step_runners.h"
 #include "kernels/templates_cuda.h"
+#include "kernels/vendor/lib_runners.h"
 #include "runtime/cuda/cuda_rt.h"
 #include "runtime/exec.h"
 
@@ -98,15 +101,21 @@ static rt_step *new_step(builder *b, const ir_node *n, const char *runner) {
     return s;
 }
 
-/* A device copy of bytes from value x (at byte offset `at`) into value y. */
-static wpk_status copy_step(builder *b, const ir_node *n, int x, int y, size_t at, size_t bytes) {
+/* A device copy of bytes from value x (at byte offset `at`) into value y (at byte offset
+ * `to`). */
+static wpk_status copy_step(builder *b, const ir_node *n, int x, int y, size_t at, size_t bytes,
+                            size_t to) {
     rt_step *s = new_step(b, n, "cuda_copy");
     s->impl = "device copy";
-    uint8_t *payload = arena_alloc(&b->p->plan.mem, RT_CUDA_COPY_PAYLOAD);
+    const size_t len = to ? RT_CUDA_COPY_TO_PAYLOAD : RT_CUDA_COPY_PAYLOAD;
+    uint8_t *payload = arena_alloc(&b->p->plan.mem, len);
     if (!payload) return wpk_error(b->ctx, WPK_ERR_NOMEM, "out of memory building the plan");
-    rt_cuda_copy_payload(at, bytes, payload);
+    if (to)
+        rt_cuda_copy_to_payload(at, bytes, to, payload);
+    else
+        rt_cuda_copy_payload(at, bytes, payload);
     s->payload = payload;
-    s->payload_len = RT_CUDA_COPY_PAYLOAD;
+    s->payload_len = len;
     wpk_status st = place(b, x, n->name, &b->args[0]);
     if (!st) st = place(b, y, n->name, &b->args[1]);
     s->nargs = 2;
@@ -176,6 +185,46 @@ static wpk_status kernel_of(builder *b, const tune_task *t, const tune_space *s,
     return WPK_OK;
 }
 
+/* The node's step on CUDA library `lib` at config: the node and config as its payload, its
+ * inputs then outputs as arguments (-1 where omitted). */
+static wpk_status lib_step(builder *b, int k, const kernel_provider *lib, int config) {
+    const ir_node *n = &b->g->nodes[k];
+    uint8_t *bytes = NULL;
+    size_t len = 0;
+    wpk_status st = step_payload_encode(b->ctx, n, config, &bytes, &len);
+    if (st) return st;
+    uint8_t *payload = arena_alloc(&b->p->plan.mem, len);
+    if (payload) memcpy(payload, bytes, len);
+    wpk_free(bytes);
+    if (!payload) return wpk_error(b->ctx, WPK_ERR_NOMEM, "out of memory building the plan");
+    rt_step *step = new_step(b, n, lib->name);
+    step->payload = payload;
+    step->payload_len = len;
+    step->source = "tuned";
+    char impl[LIB_CONFIG_MAX + 64], names[LIB_MAX_CONFIGS][LIB_CONFIG_MAX];
+    ir_tensor *in[MAX_NODE_ARGS] = {0}, *out[MAX_NODE_ARGS] = {0};
+    for (int i = 0; i < n->nin; i++) in[i] = n->in[i] >= 0 ? &b->g->values[n->in[i]].t : NULL;
+    for (int i = 0; i < n->nout; i++) out[i] = n->out[i] >= 0 ? &b->g->values[n->out[i]].t : NULL;
+    const int nc = lib->configs(lib, n, in, out, names);
+    snprintf(impl, sizeof impl, "%s %s", lib->name, config < nc ? names[config] : "?");
+    char *kept = arena_alloc(&b->p->plan.mem, strlen(impl) + 1);
+    if (!kept) return wpk_error(b->ctx, WPK_ERR_NOMEM, "out of memory building the plan");
+    step->impl = strcpy(kept, impl);
+    int a = 0;
+    for (int i = 0; i < n->nin; i++, a++) {
+        if (n->in[i] < 0) b->args[a] = -1;
+        else if ((st = place(b, n->in[i], n->name, &b->args[a]))) return st;
+    }
+    for (int i = 0; i < n->nout; i++, a++) {
+        if (n->out[i] < 0) b->args[a] = -1;
+        else if ((st = place(b, n->out[i], n->name, &b->args[a]))) return st;
+    }
+    step->nargs = a;
+    b->args += a;
+    b->p->nlib_steps++;
+    return WPK_OK;
+}
+
 /* The node's step: a kernel over its present inputs (the first ninputs) and outputs. */
 static wpk_status kernel_step(builder *b, int k) {
     const ir_graph *g = b->g;
@@ -190,6 +239,10 @@ static wpk_status kernel_step(builder *b, int k) {
     tune_task_init(&task, t, n, in, out);
     tune_space s;
     t->space(t, &task, &s);
+    int lib_config = 0;
+    const kernel_provider *lib =
+        b->opt->choose_lib ? b->opt->choose_lib(b->opt->choose_user, &task, &lib_config) : NULL;
+    if (lib) return lib_step(b, k, lib, lib_config);
     tune_config cfg;
     bool chosen = b->opt->choose && b->opt->choose(b->opt->choose_user, &task, &s, &cfg);
     if (!chosen) t->default_config(t, &task, &s, &cfg);
@@ -242,7 +295,7 @@ static wpk_status view_step(builder *b, int k) {
         b->p->nview_nodes++;
         return WPK_OK;
     }
-    return copy_step(b, n, x, y, 0, ir_nbytes(&b->g->values[y].t));
+    return copy_step(b, n, x, y, 0, ir_nbytes(&b->g->values[y].t), 0);
 }
 
 /* A Split whose outputs are contiguous ranges of its input (every dimension before the axis is
@@ -263,12 +316,70 @@ static bool contiguous_split(const ir_graph *g, const ir_node *n) {
     return bytes == ir_nbytes(x);
 }
 
+/* A Concat of more inputs than concat_cuda takes, as device copies: per input, per row of
+ * the dims before the axis, its contiguous run into its slice of the output (one copy per
+ * input at batch 1 on the channel axis, DenseNet's case). -1 when it is not such a Concat or
+ * would take more than MAX_CONCAT_COPIES copies; else the rows. */
+#define MAX_CONCAT_COPIES 1024
+static int64_t concat_rows(const ir_graph *g, const ir_node *n) {
+    if (n->op != IR_OP_CONCAT || n->nout != 1 || n->out[0] < 0 || n->nin < 1) return -1;
+    const ir_tensor *y = &g->values[n->out[0]].t;
+    int64_t axis = ir_attr_int(n, "axis", INT64_MIN);
+    if (axis == INT64_MIN || axis < -y->ndim || axis >= y->ndim) return -1;
+    if (axis < 0) axis += y->ndim;
+    int64_t rows = 1, total = 0;
+    for (int d = 0; d < axis; d++) rows *= y->dims[d];
+    for (int i = 0; i < n->nin; i++) {
+        if (n->in[i] < 0) return -1;
+        const ir_tensor *x = &g->values[n->in[i]].t;
+        if (x->dtype != y->dtype || x->ndim != y->ndim) return -1;
+        for (int d = 0; d < y->ndim; d++)
+            if (d != axis && x->dims[d] != y->dims[d]) return -1;
+        total += x->dims[axis];
+    }
+    if (total != y->dims[axis] || rows * n->nin > MAX_CONCAT_COPIES) return -1;
+    return rows;
+}
+
+/* Whether the memory planner put every input of Concat n in its slice of the output already
+ * (their producers wrote them there): nothing is left to copy. */
+static bool concat_in_place(const ir_graph *g, const memory_plan *mem, const ir_node *n) {
+    if (n->op != IR_OP_CONCAT || n->nout != 1 || n->out[0] < 0 || mem->offset[n->out[0]] < 0 ||
+        concat_rows(g, n) != 1)
+        return false;
+    int64_t at = mem->offset[n->out[0]];
+    for (int i = 0; i < n->nin; i++) {
+        if (mem->offset[n->in[i]] != at) return false;
+        at += (int64_t)ir_nbytes(&g->values[n->in[i]].t);
+    }
+    return true;
+}
+
+static wpk_status concat_copies(builder *b, int k) {
+    const ir_graph *g = b->g;
+    const ir_node *n = &g->nodes[k];
+    const ir_tensor *y = &g->values[n->out[0]].t;
+    const int64_t rows = concat_rows(g, n);
+    const size_t row_bytes = rows > 0 ? ir_nbytes(y) / (size_t)rows : 0;
+    size_t at = 0;
+    for (int i = 0; i < n->nin; i++) {
+        const size_t part = ir_nbytes(&g->values[n->in[i]].t) / (size_t)rows;
+        for (int64_t r = 0; r < rows; r++) {
+            wpk_status st = copy_step(b, n, n->in[i], n->out[0], (size_t)r * part, part,
+                                      (size_t)r * row_bytes + at);
+            if (st) return st;
+        }
+        at += part;
+    }
+    return WPK_OK;
+}
+
 static wpk_status split_step(builder *b, int k) {
     const ir_node *n = &b->g->nodes[k];
     size_t at = 0;
     for (int i = 0; i < n->nout; i++) {
         size_t bytes = ir_nbytes(&b->g->values[n->out[i]].t);
-        wpk_status st = copy_step(b, n, n->in[0], n->out[i], at, bytes);
+        wpk_status st = copy_step(b, n, n->in[0], n->out[i], at, bytes, 0);
         if (st) return st;
         at += bytes;
     }
@@ -293,6 +404,50 @@ static void value_tensors(builder *b) {
 
 static bool planned_io(const memory_plan *mem, int v) { return v >= 0 && mem->offset[v] >= 0; }
 
+/* Node n's CUDA template, or NULL. */
+static const kernel_provider *template_of(const ir_graph *g, const ir_node *n) {
+    ir_tensor *in[MAX_NODE_ARGS] = {0}, *o[MAX_NODE_ARGS] = {0};
+    if (n->nin > MAX_NODE_ARGS || n->nout > MAX_NODE_ARGS) return NULL;
+    for (int i = 0; i < n->nin; i++) in[i] = n->in[i] >= 0 ? &g->values[n->in[i]].t : NULL;
+    for (int i = 0; i < n->nout; i++) o[i] = n->out[i] >= 0 ? &g->values[n->out[i]].t : NULL;
+    return kernel_provider_cuda_for(n, in, o);
+}
+
+tune_cuda_node_impl tune_cuda_node_how(const ir_graph *g, int k, const kernel_provider **tmpl) {
+    const ir_node *n = &g->nodes[k];
+    const kernel_provider *t = NULL;
+    tune_cuda_node_impl how = TUNE_CUDA_NODE_NONE;
+    if (n->dead)
+        how = TUNE_CUDA_NODE_DEAD;
+    else if (is_view(n) && n->nin >= 1 && n->in[0] >= 0)
+        how = TUNE_CUDA_NODE_VIEW;
+    else if (contiguous_split(g, n))
+        how = TUNE_CUDA_NODE_COPIES;
+    else if ((t = template_of(g, n)))
+        how = TUNE_CUDA_NODE_KERNEL;
+    else if (concat_rows(g, n) > 0)
+        how = TUNE_CUDA_NODE_COPIES;
+    if (tmpl) *tmpl = t;
+    return how;
+}
+
+wpk_status tune_cuda_program_check(wpk_context *ctx, const ir_graph *g) {
+    strbuf missing = {0};
+    int nmissing = 0;
+    for (int k = 0; k < g->nnodes; k++) {
+        if (tune_cuda_node_how(g, k, NULL) != TUNE_CUDA_NODE_NONE) continue;
+        const ir_node *n = &g->nodes[k];
+        sb_printf(&missing, "%s'%s' (%s)", nmissing ? ", " : "", n->name, n->op_type);
+        nmissing++;
+    }
+    if (!nmissing) return WPK_OK;
+    wpk_status st = wpk_error(ctx, WPK_ERR_UNSUPPORTED, "CUDA backend: no CUDA kernel for %d "
+                              "node%s: %s", nmissing, nmissing > 1 ? "s" : "",
+                              missing.s ? missing.s : "");
+    sb_free(&missing);
+    return st;
+}
+
 wpk_status tune_cuda_program_build(wpk_context *ctx, const ir_graph *g, const memory_plan *mem,
                                    const tune_cuda_program_options *opt, tune_cuda_program *out) {
     memset(out, 0, sizeof *out);
@@ -301,32 +456,10 @@ wpk_status tune_cuda_program_build(wpk_context *ctx, const ir_graph *g, const me
     if (!g || !mem || mem->nvalues != g->nvalues)
         return wpk_error(ctx, WPK_ERR_INVALID_ARG, "CUDA backend: no graph or a memory plan of "
                          "another graph");
-    /* every node that computes needs a CUDA template: name all that have none at once */
-    strbuf missing = {0};
-    int nmissing = 0;
-    for (int k = 0; k < g->nnodes; k++) {
-        const ir_node *n = &g->nodes[k];
-        if (n->dead || (is_view(n) && n->nin >= 1 && n->in[0] >= 0) || contiguous_split(g, n))
-            continue;
-        ir_tensor *in[MAX_NODE_ARGS] = {0}, *o[MAX_NODE_ARGS] = {0};
-        bool fits = n->nin <= MAX_NODE_ARGS && n->nout <= MAX_NODE_ARGS;
-        for (int i = 0; fits && i < n->nin; i++)
-            in[i] = n->in[i] >= 0 ? &g->values[n->in[i]].t : NULL;
-        for (int i = 0; fits && i < n->nout; i++)
-            o[i] = n->out[i] >= 0 ? &g->values[n->out[i]].t : NULL;
-        if (fits && kernel_provider_cuda_for(n, in, o)) continue;
-        sb_printf(&missing, "%s'%s' (%s)", nmissing ? ", " : "", n->name, n->op_type);
-        nmissing++;
-    }
-    if (nmissing) {
-        wpk_status st = wpk_error(ctx, WPK_ERR_UNSUPPORTED, "CUDA backend: no CUDA kernel for %d "
-                                  "node%s: %s", nmissing, nmissing > 1 ? "s" : "",
-                                  missing.s ? missing.s : "");
-        sb_free(&missing);
-        return st;
-    }
-    sb_free(&missing);
-    wpk_status st = cg_cuda_nvrtc_available(ctx);
+    wpk_status st = tune_cuda_program_check(ctx, g);
+    if (st) return st;
+    lib_runners_register(); /* the plan's library steps, when choose_lib picks any */
+    st = cg_cuda_nvrtc_available(ctx);
     if (st) return st;
     tune_cuda_program *p = out;
     rt_plan *pl = &p->plan;
@@ -336,11 +469,17 @@ wpk_status tune_cuda_program_build(wpk_context *ctx, const ir_graph *g, const me
     p->launch = wpk_calloc(nn, sizeof *p->launch);
     p->keys = wpk_calloc(nn, sizeof *p->keys);
     p->names = wpk_calloc(nn, sizeof *p->names);
-    size_t nsteps = nn, nargs = 1; /* a step per node, a contiguous Split's one per output */
+    /* a step per node; a contiguous Split's one per output, a copied Concat's one per input
+       and row */
+    size_t nsteps = nn, nargs = 1;
     for (int k = 0; k < g->nnodes; k++) {
-        if (!g->nodes[k].dead && contiguous_split(g, &g->nodes[k]))
-            nsteps += (size_t)g->nodes[k].nout - 1;
-        nargs += 2 * (size_t)(g->nodes[k].nin + g->nodes[k].nout);
+        const ir_node *n = &g->nodes[k];
+        size_t copies = 0;
+        if (tune_cuda_node_how(g, k, NULL) == TUNE_CUDA_NODE_COPIES)
+            copies = n->op == IR_OP_SPLIT ? (size_t)n->nout
+                                          : (size_t)n->nin * (size_t)concat_rows(g, n);
+        nsteps += copies;
+        nargs += 2 * (size_t)(n->nin + n->nout) + 2 * copies;
     }
     pl->threads = 1;
     pl->provider = "";
@@ -362,10 +501,16 @@ wpk_status tune_cuda_program_build(wpk_context *ctx, const ir_graph *g, const me
     value_tensors(&b);
     for (int k = 0; k < g->nnodes && !st; k++) {
         const ir_node *n = &g->nodes[k];
-        if (n->dead) continue;
-        st = is_view(n) && n->nin >= 1 && n->in[0] >= 0 ? view_step(&b, k)
-             : contiguous_split(g, n)                    ? split_step(&b, k)
-                                                         : kernel_step(&b, k);
+        const tune_cuda_node_impl how = tune_cuda_node_how(g, k, NULL);
+        if (how == TUNE_CUDA_NODE_DEAD) continue;
+        if (concat_in_place(g, mem, n)) {
+            p->nview_nodes++;
+            continue;
+        }
+        st = how == TUNE_CUDA_NODE_VIEW     ? view_step(&b, k)
+             : how != TUNE_CUDA_NODE_COPIES ? kernel_step(&b, k)
+             : n->op == IR_OP_SPLIT         ? split_step(&b, k)
+                                            : concat_copies(&b, k);
     }
     pl->consts = b.weights;
     pl->consts_len = (int64_t)b.weights_bytes;

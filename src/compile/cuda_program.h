@@ -4,7 +4,9 @@
  * node that computes gets the kernel of its CUDA template (templates_cuda.h) at the default
  * config or the one `choose` picks, lowered, emitted and compiled by NVRTC (one module per
  * distinct workload and config, its entry the step's symbol, the launch dims the step's
- * payload: runner "cuda_kernel"); tensor v is graph value v, at its workspace offset or, for a
+ * payload: runner "cuda_kernel") -- or, where choose_lib picks one, a step of a CUDA library
+ * (runner "cudnn", "cublas" or "cublaslt": the node and the library's config, its kernel made
+ * when the plan loads); tensor v is graph value v, at its workspace offset or, for a
  * constant, in the constants blob; views (Reshape, Flatten, ...) cost nothing where the planner
  * gave them their input's buffer and a device copy (runner "cuda_copy") where it did not.
  * Needs NVRTC, never a GPU. */
@@ -22,6 +24,10 @@ typedef struct tune_cuda_program_options {
     /* The config of task t (in t's space s) when it returns true; NULL or false: the
      * template's default. The records' best (tune_db_best) goes here. */
     bool (*choose)(void *user, const tune_task *t, const tune_space *s, tune_config *cfg);
+    /* A CUDA library's kernel for the node of template task t instead of the template's (the
+     * records say it is faster): the provider (of lib_cuda_providers) and its config index in
+     * *config; NULL or absent: the template's kernel. */
+    const kernel_provider *(*choose_lib)(void *user, const tune_task *t, int *config);
     void *choose_user;
 } tune_cuda_program_options;
 
@@ -36,7 +42,7 @@ typedef struct tune_cuda_program {
     char (*keys)[600];           /* per module: template key + config (for sharing, reports) */
     char (*names)[32];           /* per module: its kernel's entry, "wpk_cuda_k<i>" */
     int nimages;
-    int nkernel_nodes, nview_nodes, ncopy_steps;
+    int nkernel_nodes, nview_nodes, ncopy_steps, nlib_steps;
 } tune_cuda_program;
 
 /* Build the program of g (borrowed: the steps name its nodes, so g must outlive the program)
@@ -48,6 +54,24 @@ typedef struct tune_cuda_program {
 wpk_status tune_cuda_program_build(wpk_context *ctx, const ir_graph *g, const memory_plan *mem,
                                    const tune_cuda_program_options *opt, tune_cuda_program *out);
 void tune_cuda_program_free(tune_cuda_program *p);
+
+/* How the program runs node k of g: nothing (dead, or a view the planner gave its input's
+ * buffer; a device copy where it did not), device copies (a Split into contiguous parts, a
+ * Concat of more inputs than concat_cuda takes), a kernel of its CUDA template (*tmpl, when
+ * tmpl is not NULL), or not at all (NONE: the program refuses the graph). */
+typedef enum tune_cuda_node_impl {
+    TUNE_CUDA_NODE_NONE,
+    TUNE_CUDA_NODE_DEAD,
+    TUNE_CUDA_NODE_VIEW,
+    TUNE_CUDA_NODE_COPIES,
+    TUNE_CUDA_NODE_KERNEL,
+} tune_cuda_node_impl;
+tune_cuda_node_impl tune_cuda_node_how(const ir_graph *g, int k, const kernel_provider **tmpl);
+
+/* WPK_OK when every node of g has a way to run (tune_cuda_node_how), else WPK_ERR_UNSUPPORTED
+ * naming every node that has none at once: what tune_cuda_program_build checks first, without
+ * NVRTC or a device. */
+wpk_status tune_cuda_program_check(wpk_context *ctx, const ir_graph *g);
 
 /* ---- the whole backend for a session: device, program, runs ----
  * What a session with backend "cuda" needs, in three calls. create first probes the device

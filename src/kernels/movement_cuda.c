@@ -2,17 +2,21 @@
  * ResNet/MobileNet need: concat_cuda (Concat of up to TUNE_MAX_ARGS inputs: GoogLeNet,
  * ShuffleNet, small DenseNet blocks), transpose_cuda (Transpose: ShuffleNet's channel shuffle),
  * slice_cuda (Slice with constant starts/ends/axes/steps: ShuffleNet's split) and
- * reduce_mean_cuda (ReduceMean over constant axes: MnasNet's pooling). Each output element
+ * reduce_mean_cuda (ReduceMean over constant axes: MnasNet's pooling) and pad_cuda (Pad with
+ * constant pads in any mode, crops included: DenseNet's, Swin's) and gather_cuda (Gather with
+ * constant indices in an arithmetic sequence: a class token, one of q/k/v). Each output element
  * reads its inputs at computed indices (a select over the inputs for Concat, clamped so that
  * every load stays inside its tensor; the mean a per-thread reduction). The readers are here
  * (these ops have no CPU template); the algorithms are te/algo/movement.h's and the schedule is
  * tune_cuda_schedule_flat: `threads` per block, `per_thread` coalesced elements per thread. */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "base/alloc.h"
 #include "ir/ops.h"
 #include "te/algo/movement.h"
+#include "te/algo/pad.h"
 #include "kernels/common.h"
 #include "kernels/conv.h"
 #include "kernels/templates_cuda.h"
@@ -351,3 +355,184 @@ static wpk_status slice_build(const kernel_provider *self, te_ctx *c, const tune
 }
 
 FLAT_PROVIDER(tune_slice_cuda, "slice_cuda", slice);
+
+/* ---- pad_cuda ---- */
+
+static int64_t int_at(const ir_tensor *t, int64_t k) {
+    return t->dtype == WPK_DTYPE_INT64 ? ((const int64_t *)t->data)[k]
+                                       : (int64_t)((const int32_t *)t->data)[k];
+}
+
+/* Pad's axes (ONNX: pads [begins..., ends...] over `axes`, negative ones crop) and mode; the
+ * constant from input 2 (known at build time, 0 without it). */
+static bool pad_read(const ir_node *n, ir_tensor *const *in, const ir_tensor *y, te_pad_axis *ax,
+                     te_pad_mode *mode, float *value) {
+    if (!n || n->op != IR_OP_PAD || n->nin < 2 || n->nin > 4 || n->nout != 1 || !in[0] || !y ||
+        !tune_static_f32(in[0]) || !tune_static_f32(y) || in[0]->ndim != y->ndim ||
+        !const_ints(in[1]))
+        return false;
+    const char *m = ir_attr_str(n, "mode", "constant");
+    if (!strcmp(m, "constant")) *mode = TE_PAD_CONSTANT;
+    else if (!strcmp(m, "edge")) *mode = TE_PAD_EDGE;
+    else if (!strcmp(m, "reflect")) *mode = TE_PAD_REFLECT;
+    else if (!strcmp(m, "wrap")) *mode = TE_PAD_WRAP;
+    else return false;
+    *value = 0;
+    if (n->nin > 2 && in[2]) {
+        if (in[2]->dtype != WPK_DTYPE_FLOAT32 || !in[2]->data || ir_numel(in[2]) != 1) return false;
+        *value = *(const float *)in[2]->data;
+    }
+    const ir_tensor *x = in[0];
+    const int r = x->ndim;
+    int axes[WPK_MAX_DIMS], na = r;
+    for (int d = 0; d < r; d++) axes[d] = d;
+    if (n->nin > 3 && in[3]) {
+        if (!const_ints(in[3]) || in[3]->dims[0] > r) return false;
+        na = (int)in[3]->dims[0];
+        for (int i = 0; i < na; i++) {
+            int64_t a = int_at(in[3], i);
+            if (a < -r || a >= r) return false;
+            axes[i] = norm_axis(a, r);
+        }
+    }
+    if (in[1]->dims[0] != 2 * na) return false;
+    for (int d = 0; d < r; d++) ax[d] = (te_pad_axis){0, 0, x->dims[d], x->dims[d]};
+    for (int i = 0; i < na; i++) {
+        const int64_t b = int_at(in[1], i), e = int_at(in[1], na + i), len = x->dims[axes[i]];
+        te_pad_axis *a = &ax[axes[i]];
+        a->lo = b < 0 ? -b : 0;
+        a->len = len - a->lo - (e < 0 ? -e : 0);
+        a->before = b > 0 ? b : 0;
+        a->out = a->before + a->len + (e > 0 ? e : 0);
+        if (a->len < 1) return false;
+    }
+    for (int d = 0; d < r; d++) {
+        const int64_t after = ax[d].out - ax[d].before - ax[d].len;
+        const int64_t most = *mode == TE_PAD_REFLECT ? ax[d].len - 1
+                             : *mode == TE_PAD_WRAP  ? ax[d].len
+                                                     : INT64_MAX;
+        if (ax[d].out != y->dims[d] || ax[d].before > most || after > most) return false;
+    }
+    return true;
+}
+
+static bool pad_supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in,
+                         ir_tensor *const *out) {
+    (void)self;
+    te_pad_axis ax[WPK_MAX_DIMS];
+    te_pad_mode mode;
+    float v;
+    return in && out && pad_read(n, in, out[0], ax, &mode, &v);
+}
+
+static void pad_describe(const kernel_provider *self, tune_task *t) {
+    (void)self;
+    te_pad_axis ax[WPK_MAX_DIMS];
+    te_pad_mode mode;
+    float v;
+    ir_tensor *in[4] = {0};
+    for (int i = 0; i < t->nin && i < 4; i++) in[i] = (ir_tensor *)tune_task_in(t, i);
+    if (!pad_read(t->node, in, &t->out[0], ax, &mode, &v)) return;
+    static const char *const modes[] = {"constant", "edge", "reflect", "wrap"};
+    tune_key_add(t, "pad_cuda:x=");
+    tune_key_dims(t, &t->in[0]);
+    tune_key_add(t, ",%s", modes[mode]);
+    for (int d = 0; d < t->in[0].ndim; d++)
+        tune_key_add(t, "%s%lld+%lld:%lld", d ? "." : ",axes=", (long long)ax[d].before,
+                     (long long)ax[d].lo, (long long)ax[d].out);
+    if (mode == TE_PAD_CONSTANT && v != 0) tune_key_add(t, ",value=%g", (double)v);
+    t->flops = ir_numel(&t->out[0]);
+}
+
+static wpk_status pad_build(const kernel_provider *self, te_ctx *c, const tune_task *t,
+                            const tune_space *s, const tune_config *cfg, tune_build *out) {
+    memset(out, 0, sizeof *out);
+    te_pad_axis ax[WPK_MAX_DIMS];
+    te_pad_mode mode;
+    float v;
+    ir_tensor *in[4] = {0};
+    for (int i = 0; i < t->nin && i < 4; i++) in[i] = (ir_tensor *)tune_task_in(t, i);
+    if (!pad_read(t->node, in, &t->out[0], ax, &mode, &v))
+        return wpk_error(c->err, WPK_ERR_INVALID_ARG, "pad_cuda: node '%s' is not a Pad with "
+                         "constant pads this template takes", t->node ? t->node->name : "(null)");
+    TRY(tune_check_legal(c, self, t, s, cfg));
+    te_tensor *x = one_input(c, t, out);
+    return finish(self, c, x ? te_pad_any(c, "y", x, ax, mode, v) : NULL, s, cfg, out);
+}
+
+FLAT_PROVIDER(tune_pad_cuda, "pad_cuda", pad);
+
+/* ---- gather_cuda ---- */
+
+/* Gather's axis and its constant indices as start + step * j (negative ones counted from the
+ * end); false for indices that are not constant, not in an arithmetic sequence or outside. */
+static bool gather_read(const ir_node *n, ir_tensor *const *in, const ir_tensor *y, int *axis,
+                        int64_t *start, int64_t *step) {
+    if (!n || n->op != IR_OP_GATHER || n->nin != 2 || n->nout != 1 || !in[0] || !in[1] || !y ||
+        !tune_static_f32(in[0]) || !tune_static_f32(y) || !in[1]->data ||
+        (in[1]->dtype != WPK_DTYPE_INT64 && in[1]->dtype != WPK_DTYPE_INT32))
+        return false;
+    const ir_tensor *x = in[0], *ix = in[1];
+    const int64_t a = ir_attr_int(n, "axis", 0);
+    if (a < -x->ndim || a >= x->ndim || x->ndim - 1 + ix->ndim > TE_MAX_DIMS) return false;
+    *axis = norm_axis(a, x->ndim);
+    const int64_t len = x->dims[*axis], count = ir_numel(ix);
+    if (count < 1) return false;
+    for (int64_t k = 0; k < count; k++) {
+        int64_t v = int_at(ix, k);
+        if (v < -len || v >= len) return false;
+        if (v < 0) v += len;
+        if (k == 0) *start = v, *step = 0;
+        else if (k == 1) *step = v - *start;
+        else if (v != *start + *step * k) return false;
+    }
+    /* the output: x's dims with the axis replaced by the indices' */
+    int k = 0;
+    for (int d = 0; d < x->ndim; d++) {
+        const int64_t *dims = d == *axis ? ix->dims : &x->dims[d];
+        const int nd = d == *axis ? ix->ndim : 1;
+        for (int i = 0; i < nd; i++, k++)
+            if (k >= y->ndim || y->dims[k] != dims[i]) return false;
+    }
+    return k == y->ndim;
+}
+
+static bool gather_supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in,
+                            ir_tensor *const *out) {
+    (void)self;
+    int axis;
+    int64_t start, step;
+    return in && out && gather_read(n, in, out[0], &axis, &start, &step);
+}
+
+static void gather_describe(const kernel_provider *self, tune_task *t) {
+    (void)self;
+    int axis;
+    int64_t start, step;
+    ir_tensor *in[2] = {&t->in[0], &t->in[1]};
+    if (!gather_read(t->node, in, &t->out[0], &axis, &start, &step)) return;
+    tune_key_add(t, "gather_cuda:x=");
+    tune_key_dims(t, &t->in[0]);
+    tune_key_add(t, ",axis=%d,idx=", axis);
+    tune_key_dims(t, &t->in[1]);
+    tune_key_add(t, ",from=%lld,step=%lld", (long long)start, (long long)step);
+    t->flops = ir_numel(&t->out[0]);
+}
+
+static wpk_status gather_build(const kernel_provider *self, te_ctx *c, const tune_task *t,
+                               const tune_space *s, const tune_config *cfg, tune_build *out) {
+    memset(out, 0, sizeof *out);
+    int axis;
+    int64_t start, step;
+    ir_tensor *in[2] = {(ir_tensor *)&t->in[0], (ir_tensor *)&t->in[1]};
+    if (!gather_read(t->node, in, &t->out[0], &axis, &start, &step))
+        return wpk_error(c->err, WPK_ERR_INVALID_ARG, "gather_cuda: node '%s' is not a Gather "
+                         "with constant indices in a sequence", t->node ? t->node->name : "(null)");
+    TRY(tune_check_legal(c, self, t, s, cfg));
+    te_tensor *x = one_input(c, t, out);
+    return finish(self, c, x ? te_gather_affine(c, "y", x, axis, t->in[1].ndim, t->in[1].dims,
+                                                start, step)
+                             : NULL, s, cfg, out);
+}
+
+FLAT_PROVIDER(tune_gather_cuda, "gather_cuda", gather);

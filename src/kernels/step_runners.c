@@ -1,6 +1,7 @@
 /* step_runners.c -- the runner of steps on one node (step_runners.h): the node decoded once at
  * load with tensors shaped as the plan says; a run points the tensors at this run's addresses
- * and calls the reference kernel ("ref"), or the library kernel of the provider in self->user. */
+ * and calls the reference kernel ("ref"), or the library kernel of the provider in self->user
+ * (made on the host, or for a CUDA library on the plan's device). */
 #include "kernels/step_runners.h"
 
 #include <pthread.h>
@@ -9,6 +10,8 @@
 #include "base/alloc.h"
 #include "ir/node_codec.h"
 #include "kernels/provider.h"
+#include "runtime/backend.h"
+#include "runtime/cuda/cuda_rt.h"
 #include "runtime/runner.h"
 
 typedef struct node_state {
@@ -51,9 +54,10 @@ static void release(void *state) {
 }
 
 /* The step's node and its tensors, shaped as the plan says; data set only for constants (what
- * a library packs at create). */
-static wpk_status decode(wpk_context *ctx, const rt_step_env *env, int step, node_state *s,
-                         int *config) {
+ * a library packs at create): their host bytes in the plan with host_consts (a device's
+ * library copies them itself), else where the backend put them. */
+static wpk_status decode(wpk_context *ctx, const rt_step_env *env, int step, bool host_consts,
+                         node_state *s, int *config) {
     const rt_step *st = &env->plan->steps[step];
     const uint8_t *p = st->payload;
     if (st->payload_len < 4)
@@ -81,19 +85,30 @@ static wpk_status decode(wpk_context *ctx, const rt_step_env *env, int step, nod
         s->t[a].dtype = d->dtype;
         s->t[a].ndim = d->ndim;
         memcpy(s->t[a].dims, d->dims, sizeof d->dims);
-        s->t[a].data = d->place == RT_PLACE_CONST ? env->data[t] : NULL;
+        const bool c = d->place == RT_PLACE_CONST;
+        s->t[a].data = !c          ? NULL
+                       : host_consts ? (void *)((const uint8_t *)env->plan->consts + d->offset)
+                                     : env->data[t];
         *slot = &s->t[a];
     }
     return WPK_OK;
 }
 
-static wpk_status prepare(const rt_runner *self, wpk_context *ctx, const rt_step_env *env,
-                          int step, void **state) {
+static wpk_status prepare_on(const rt_runner *self, wpk_context *ctx, const rt_step_env *env,
+                             int step, bool cuda, void **state) {
     *state = NULL;
+    if (cuda && env->plan->target != RT_TARGET_CUDA)
+        return wpk_error(ctx, WPK_ERR_PARSE, "the plan is damaged: node '%s' runs %s, a CUDA "
+                         "library, in a plan for the cpu", env->plan->steps[step].node,
+                         self->name);
+    if (cuda && (!env->backend || strcmp(env->backend->iface->name, "cuda")))
+        return wpk_error(ctx, WPK_ERR_UNSUPPORTED, "node '%s' runs %s, a CUDA library, on the "
+                         "%s backend", env->plan->steps[step].node, self->name,
+                         env->backend ? env->backend->iface->name : "(no)");
     node_state *s = wpk_calloc(1, sizeof *s);
     if (!s) return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory loading a step");
     int config = 0;
-    wpk_status st = decode(ctx, env, step, s, &config);
+    wpk_status st = decode(ctx, env, step, cuda, s, &config);
     if (st == WPK_OK && !self->user) {
         const ir_op_info *info = ir_op_get(s->node.op);
         s->ref = info->ref;
@@ -102,7 +117,7 @@ static wpk_status prepare(const rt_runner *self, wpk_context *ctx, const rt_step
                            s->node.name, s->node.op_type);
     } else if (st == WPK_OK) {
         s->lib = self->user;
-        kernel_device dev = {env->threads, NULL};
+        kernel_device dev = {env->threads, cuda ? rt_cuda_backend_device(env->backend) : NULL};
         if (config >= LIB_MAX_CONFIGS)
             st = wpk_error(ctx, WPK_ERR_PARSE, "the plan is damaged: node '%s' at %s config %d",
                            s->node.name, s->lib->name, config);
@@ -117,6 +132,16 @@ static wpk_status prepare(const rt_runner *self, wpk_context *ctx, const rt_step
     return WPK_OK;
 }
 
+static wpk_status prepare(const rt_runner *self, wpk_context *ctx, const rt_step_env *env,
+                          int step, void **state) {
+    return prepare_on(self, ctx, env, step, false, state);
+}
+
+static wpk_status prepare_cuda(const rt_runner *self, wpk_context *ctx, const rt_step_env *env,
+                               int step, void **state) {
+    return prepare_on(self, ctx, env, step, true, state);
+}
+
 static wpk_status run(void *state, wpk_context *ctx, void *const *argv) {
     node_state *s = state;
     for (int a = 0; a < s->nargs; a++) s->t[a].data = argv[a];
@@ -129,6 +154,7 @@ static wpk_status run(void *state, wpk_context *ctx, void *const *argv) {
 }
 
 const rt_runner step_ref_runner = {"ref", prepare, run, release, NULL};
+const rt_runner step_cuda_lib_runner = {"cuda_lib", prepare_cuda, run, release, NULL};
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static void register_ref(void) { (void)rt_runner_register(&step_ref_runner); }

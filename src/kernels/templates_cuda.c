@@ -15,6 +15,9 @@ static const kernel_provider *const registry[] = {
     &tune_transpose_cuda,
     &tune_reduce_mean_cuda,
     &tune_slice_cuda,
+    &tune_pad_cuda,
+    &tune_gather_cuda,
+    &tune_layernorm_cuda,
     NULL,
 };
 

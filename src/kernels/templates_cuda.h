@@ -4,8 +4,9 @@
  * through the loop IR and src/codegen/cuda, with its loops bound to blockIdx / threadIdx.
  *
  *   conv2d_cuda       Conv / wpk::FusedConv (conv2d_cuda.h: Woodpecker-DL's knobs)
- *   dense_cuda        Gemm / wpk::FusedGemm, 2-D MatMul / wpk::FusedMatMul: a tiled GEMM with
- *                     register tiles and shared-memory staging (dense_cuda.c)
+ *   dense_cuda        Gemm / wpk::FusedGemm, MatMul / wpk::FusedMatMul (batch dims folded
+ *                     into rows, or over blockIdx.z): a tiled GEMM with register tiles and
+ *                     shared-memory staging (dense_cuda.c)
  *   pool2d_cuda       MaxPool / AveragePool on NCHW (injective_cuda.c)
  *   global_pool_cuda  GlobalAveragePool / GlobalMaxPool (injective_cuda.c)
  *   elementwise_cuda  the unary activations and math functions, broadcasting Add/Sub/Mul/Div/Pow
@@ -14,6 +15,10 @@
  *   concat_cuda, transpose_cuda, slice_cuda, reduce_mean_cuda   Concat (up to
  *                     TUNE_MAX_ARGS inputs), Transpose, Slice and ReduceMean with constant
  *                     parameters (movement_cuda.c)
+ *   pad_cuda          Pad with constant pads, any mode, crops too (movement_cuda.c)
+ *   gather_cuda       Gather with constant indices in an arithmetic sequence (movement_cuda.c)
+ *   layernorm_cuda    LayerNormalization / wpk::LayerNormalization, one row per thread
+ *                     (layernorm_cuda.c)
  */
 #ifndef WPK_KERNELS_TEMPLATES_CUDA_H
 #define WPK_KERNELS_TEMPLATES_CUDA_H
@@ -30,6 +35,9 @@ extern const kernel_provider tune_concat_cuda;
 extern const kernel_provider tune_transpose_cuda;
 extern const kernel_provider tune_reduce_mean_cuda;
 extern const kernel_provider tune_slice_cuda;
+extern const kernel_provider tune_pad_cuda;
+extern const kernel_provider tune_gather_cuda;
+extern const kernel_provider tune_layernorm_cuda;
 
 /* Every CUDA template, NULL-terminated, in order of preference (declared in conv2d_cuda.h too,
  * where it was first). */

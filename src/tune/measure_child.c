@@ -48,12 +48,12 @@ static void build_library(tune_measurer *m, tune_job *j, int fd) {
 
 void tune_build_child(tune_measurer *m, void *arg, int fd) {
     tune_job *j = arg;
-    if (m->params.device == TUNE_DEVICE_CUDA) {
-        tune_build_child_cuda(m, arg, fd);
-        return;
-    }
     if (!kernel_provider_generates(m->task->tmpl)) {
         build_library(m, j, fd);
+        return;
+    }
+    if (m->params.device == TUNE_DEVICE_CUDA) {
+        tune_build_child_cuda(m, arg, fd);
         return;
     }
     double t0 = tune_now();

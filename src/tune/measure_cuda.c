@@ -2,7 +2,9 @@
  * CUDA template built, lowered, emitted and compiled by NVRTC in the build worker (its module
  * image and launch dims sent back), then loaded, checked against the reference outputs and
  * timed with CUDA events in a run child that opens the device itself, so a kernel that hangs
- * or crashes loses only that child's context. Faults are classified as the runtime reports
+ * or crashes loses only that child's context. A CUDA library's candidate (cuDNN, cuBLAS,
+ * cuBLASLt: its config an algorithm) has nothing to build; the run child makes its kernel on
+ * the device, checks and times it the same way. Faults are classified as the runtime reports
  * them (runtime/cuda/cuda_rt.h). */
 #include <math.h>
 #include <signal.h>
@@ -12,6 +14,7 @@
 #include "base/alloc.h"
 #include "base/context.h"
 #include "codegen/cuda/cg_cuda.h"
+#include "kernels/conv.h"
 #include "loop/lower.h"
 #include "base/target_fingerprint.h"
 #include "runtime/cuda/cuda_rt.h"
@@ -267,6 +270,119 @@ static void run_candidate(tune_measurer *m, tune_job *j, wpk_context *ctx, run_a
     r->h.cold = mm.flush_l2;
 }
 
+/* ---- a library's candidate ---- */
+
+typedef struct lib_run {
+    const kernel_provider *lib;
+    lib_kernel *lk;
+    wpk_context *ctx;
+    ir_tensor *const *in, *const *out;
+} lib_run;
+
+static wpk_status lib_enqueue(void *user, rt_cuda *d) {
+    (void)d;
+    const lib_run *l = user;
+    return l->lib->run(l->lib, l->ctx, l->lk, l->in, l->out);
+}
+
+/* The library kernel of config j on the device: constants copied at create, the other inputs
+ * and the outputs device buffers; run once, checked, timed as a kernel is. */
+static void run_library(tune_measurer *m, tune_job *j, wpk_context *ctx, run_answer *r) {
+    const tune_task *t = m->task;
+    const kernel_provider *lib = t->tmpl;
+    tune_space s;
+    tune_config c;
+    lib->space(lib, t, &s);
+    if (tune_config_parse(ctx, &s, j->text, &c) != WPK_OK) {
+        r->h.status = TUNE_COMPILE_ERROR;
+        snprintf(r->msg, sizeof r->msg, "%s", wpk_context_error(ctx));
+        return;
+    }
+    rt_cuda *d = NULL;
+    if (rt_cuda_open(ctx, 0, &d) != WPK_OK) {
+        fault(r, NULL, ctx, "opening the device");
+        return;
+    }
+    ir_tensor ins[TUNE_MAX_ARGS], outs[TUNE_MAX_ARGS];
+    ir_tensor *in[TUNE_MAX_ARGS] = {0}, *out[TUNE_MAX_ARGS] = {0};
+    uint64_t dev_in[TUNE_MAX_ARGS] = {0}, dev_out[TUNE_MAX_ARGS] = {0};
+    float *host_out[TUNE_MAX_ARGS] = {0};
+    int64_t const_bytes = 0;
+    for (int i = 0; i < t->nin; i++) {
+        if (m->in[i].dtype == WPK_DTYPE_UNDEFINED) continue;
+        ins[i] = m->in[i];
+        in[i] = &ins[i];
+        const size_t bytes = ir_nbytes(&ins[i]);
+        if (t->in[i].data) {
+            const_bytes += (int64_t)bytes; /* create copies it to the device */
+            continue;
+        }
+        if (rt_cuda_alloc(d, bytes ? bytes : 1, &dev_in[i]) != WPK_OK ||
+            rt_cuda_upload(d, dev_in[i], ins[i].data, bytes) != WPK_OK) {
+            fault(r, d, ctx, "placing the inputs");
+            return;
+        }
+        ins[i].data = NULL; /* not a constant: given at run time */
+    }
+    for (int i = 0; i < t->nout; i++) {
+        const size_t bytes = ir_nbytes(&t->out[i]);
+        outs[i] = t->out[i];
+        outs[i].data = NULL;
+        out[i] = &outs[i];
+        host_out[i] = wpk_malloc(bytes ? bytes : 1);
+        if (!host_out[i] || rt_cuda_alloc(d, bytes ? bytes : 1, &dev_out[i]) != WPK_OK ||
+            rt_cuda_memset_async(d, dev_out[i], 0xff, bytes) != WPK_OK) {
+            fault(r, d, ctx, "placing the outputs");
+            return;
+        }
+    }
+    const kernel_device dev = {0, d};
+    lib_kernel *lk = NULL;
+    wpk_status st = lib->create(lib, ctx, t->node, in, out, (int)tune_value(&s, &c, "algo"), &dev,
+                                &lk);
+    if (st) {
+        r->h.status = st == WPK_ERR_NOMEM ? TUNE_CRASH : TUNE_COMPILE_ERROR;
+        snprintf(r->msg, sizeof r->msg, "%s", wpk_context_error(ctx));
+        return;
+    }
+    for (int i = 0; i < t->nin; i++)
+        if (in[i] && dev_in[i]) ins[i].data = (void *)(uintptr_t)dev_in[i];
+    for (int i = 0; i < t->nout; i++) outs[i].data = (void *)(uintptr_t)dev_out[i];
+    const int timeout_ms = (int)(m->params.run_timeout_s * 500);
+    lib_run l = {lib, lk, ctx, in, out};
+    if (lib_enqueue(&l, d) != WPK_OK || rt_cuda_sync(d, timeout_ms) != WPK_OK) {
+        fault(r, d, ctx, "the checked run");
+        return;
+    }
+    for (int i = 0; i < t->nout; i++)
+        if (rt_cuda_download(d, host_out[i], dev_out[i], ir_nbytes(&t->out[i])) != WPK_OK) {
+            fault(r, d, ctx, "reading the outputs");
+            return;
+        }
+    r->h.error = m->params.skip_check ? -1 : check(m, host_out, t->nout, r);
+    if (r->h.status != TUNE_OK) return;
+    rt_cuda_measure mm = rt_cuda_default_measure();
+    mm.warmup = m->params.warmup_calls > 0 ? m->params.warmup_calls : 1;
+    mm.number = 0;
+    mm.min_ms = m->params.min_sample_ms > 0 ? m->params.min_sample_ms : 1;
+    int repeat = (int)(m->params.min_repeat_ms / mm.min_ms);
+    int cap = m->params.max_samples < RT_CUDA_MAX_SAMPLES ? m->params.max_samples
+                                                          : RT_CUDA_MAX_SAMPLES;
+    mm.repeat = repeat < m->params.min_samples ? m->params.min_samples
+                : repeat > cap                 ? cap
+                                               : repeat;
+    mm.flush_l2 = m->params.cold_bytes >= 0 && const_bytes > m->params.cold_bytes;
+    mm.timeout_ms = timeout_ms;
+    if (rt_cuda_time(d, lib_enqueue, &l, &mm, r->samples) != WPK_OK) {
+        fault(r, d, ctx, "timing");
+        return;
+    }
+    r->h.nsamples = mm.repeat;
+    r->h.calls = mm.flush_l2 ? 1 : 0;
+    r->h.cold = mm.flush_l2;
+    /* the kernel is not destroyed: the process ends now */
+}
+
 void tune_run_child_cuda(tune_measurer *m, void *arg, int fd) {
     tune_job *j = arg;
     run_answer r;
@@ -276,7 +392,9 @@ void tune_run_child_cuda(tune_measurer *m, void *arg, int fd) {
     static const int fatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
     for (size_t i = 0; i < sizeof fatal / sizeof *fatal; i++) signal(fatal[i], SIG_DFL);
     wpk_context *ctx = wpk_context_create();
-    if (ctx) {
+    if (ctx && !kernel_provider_generates(m->task->tmpl)) {
+        run_library(m, j, ctx, &r);
+    } else if (ctx) {
         run_candidate(m, j, ctx, &r);
     } else {
         r.h.status = TUNE_CRASH;
@@ -321,6 +439,10 @@ wpk_status tune_cuda_probe(wpk_context *ctx, rt_cuda_info *info) {
 }
 
 void tune_cuda_target(const rt_cuda_info *info, char *buf, size_t cap) {
+    /* NVRTC's version is known once it is loaded: the same key before and after */
+    wpk_context quiet;
+    memset(&quiet, 0, sizeof quiet);
+    (void)cg_cuda_nvrtc_available(&quiet);
     char gpu[600];
     target_cuda_fingerprint(info->name, info->sm, info->driver_version, gpu, sizeof gpu);
     snprintf(buf, cap, "%s nvrtc %d", gpu, cg_cuda_nvrtc_version());

@@ -9,7 +9,9 @@
  * (wpk_mock_log) so a test can check the sequence. Offered algorithms: cuDNN lists 1, 0, 6, 2 as
  * usable and 4 (FFT) as not supported, workspace algo * 1 KiB; cuBLASLt's heuristic returns
  * three results, the second with a failed state, workspace index * 4 KiB. A call given less
- * workspace than its algorithm needs fails. */
+ * workspace than its algorithm needs fails. Each compute call counts as a launch of the mock
+ * driver's (its wpk_mock_device_work), so events time it. */
+#include <dlfcn.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -37,6 +39,17 @@ static void note(const char *fmt, ...) {
     va_end(ap);
     log_buf[log_len++] = '\n';
     log_buf[log_len] = '\0';
+}
+
+/* A compute call's device time, on the mock driver's clock (when it is the driver loaded). */
+static void device_work(void) {
+    const char *path = getenv("WPK_CUDA_DRIVER_LIBRARY");
+    void *drv = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : NULL;
+    void *fn = drv ? dlsym(drv, "wpk_mock_device_work") : NULL;
+    void (*work)(void) = NULL;
+    memcpy(&work, &fn, sizeof fn);
+    if (work) work();
+    if (drv) dlclose(drv);
 }
 
 /* ---- cuDNN ---- */
@@ -202,6 +215,7 @@ static cudnn_status conv_common(const char *fn, int algo, size_t ws, cudnn_tenso
     note("%s(algo=%d,ws=%zu)", fn, algo, ws);
     if (algo == 4 || ws < (size_t)algo * 1024) return 2000;
     if (x->c != w->c * c->groups || y->c != w->k) return 2000;
+    device_work();
     return 0;
 }
 
@@ -308,6 +322,7 @@ EXPORT(cublas_status, cublasSgemm_v2,
     note("cublasSgemm_v2(%c,%c,%d,%d,%d,lda=%d,ldb=%d,ldc=%d)", ta ? 'T' : 'N', tb ? 'T' : 'N', m,
          n, k, lda, ldb, ldc);
     if (lda < (ta ? k : m) || ldb < (tb ? n : k) || ldc < m) return 7; /* INVALID_VALUE */
+    device_work();
     gemm_cm(ta, tb, m, n, k, *alpha, a, lda, b, ldb, *beta, c, ldc);
     return 0;
 }
@@ -415,6 +430,7 @@ EXPORT(cublas_status, cublasLtMatmul,
     note("cublasLtMatmul(algo=%llu,ta=%d,tb=%d,epilogue=%d,ws=%zu)", algo->data[0], d->ta, d->tb,
          d->epilogue, wsb);
     if (wsb < algo->data[0] * 4096 || algo->data[0] == 1) return 7;
+    device_work();
     const int64_t m = (int64_t)ld->rows, n = (int64_t)ld->cols;
     const int64_t k = (int64_t)(d->ta ? la->rows : la->cols);
     if ((int64_t)(d->ta ? la->cols : la->rows) != m ||

@@ -60,6 +60,9 @@ static size_t used;
 static long launches;
 long mock_graph_replays;
 long mock_allocs;
+/* Work a mock library did on the "device" (tests/cuda/mock_cudalibs.c): one launch's time
+ * between events, so that its calls can be timed as kernels are. */
+void wpk_mock_device_work(void);
 
 static bool record(cu_stream s, mock_op op) {
     if (!s || !s->capturing) return false;
@@ -357,6 +360,8 @@ cu_result cuStreamDestroy_v2(cu_stream s) {
 }
 cu_result cuStreamSynchronize(cu_stream s) { return s->hung ? CU_ERROR_LAUNCH_TIMEOUT : CU_SUCCESS; }
 cu_result cuStreamQuery(cu_stream s) { return s->hung ? CU_ERROR_NOT_READY : CU_SUCCESS; }
+void wpk_mock_device_work(void) { launches++; }
+
 cu_result cuEventCreate(cu_event *e, unsigned flags) {
     (void)flags;
     *e = keep(calloc(1, sizeof **e));

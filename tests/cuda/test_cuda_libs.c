@@ -11,8 +11,14 @@
  * nodes against the reference kernels: supports and configs, the task's key and space, every
  * config created on the mock device (those the library lacks refused, WPK_ERR_UNSUPPORTED),
  * run twice on device buffers with the constants copied at create, destroyed; a host device
- * refused naming the node; what each cannot compute exactly refused with its cause. What this
- * cannot check -- the real libraries' numerics and speed -- is test_cuda_gpu's part on a GPU. */
+ * refused naming the node; what each cannot compute exactly refused with its cause. Then the
+ * libraries as candidates of the CUDA target: the choice from a records database (a library
+ * where its record beats the template's, the template where not, a library record alone), and
+ * a conv chosen as cuDNN's step of a CUDA plan, written and read back, run by rt_exec on the
+ * mock device against the reference; and through the public API, `wpk compile --target cuda`'s
+ * .wpk with the records favouring cuDNN, loaded and run by wpk_plan_load against the reference
+ * session. What this cannot check -- the real libraries' numerics
+ * and speed -- is test_cuda_gpu's part on a GPU. */
 #define _DEFAULT_SOURCE
 
 #include <dlfcn.h>
@@ -21,10 +27,21 @@
 #include <stdlib.h>
 
 #include "../unit/check.h"
+#include "api/exec_plan.h"
+#include "api/model.h"
+#include "base/alloc.h"
 #include "base/context.h"
+#include "compile/cuda_choice.h"
+#include "kernels/conv.h"
+#include "kernels/templates_cuda.h"
+#include "runtime/exec.h"
+#include "tune/measure.h"
 #include "ir/graph.h"
 #include "ir/ops.h"
 #include "kernels/vendor/cuda_libs.h"
+#include "passes/pass.h"
+#include "runtime/artifact.h"
+#include "wpk.h"
 #include "kernels/vendor/lib.h"
 #include "runtime/cuda/cuda_rt.h"
 #include "test_data.h"
@@ -519,6 +536,289 @@ static void test_providers(rt_cuda *d, wpk_context *ctx) {
     problem_free(&p);
 }
 
+/* ---- the libraries as candidates of the CUDA target ---- */
+
+/* A record of config for task t under target, median ms. */
+static void add_record(tune_db *db, const char *target, const tune_task *t, const char *config,
+                       double ms) {
+    const double sample = ms * 1e-3;
+    tune_record r = {target, t->key, t->tmpl->name, config, TUNE_OK, &sample, 1, sample,
+                     "test", 0};
+    CHECK(tune_db_add(db, &r) == WPK_OK);
+}
+
+/* The choice between a node's template and the libraries, from records. */
+static void test_choice(wpk_context *ctx, const char *target, const char *dir) {
+    problem conv, mm;
+    /* no bias: every cuDNN algorithm is a config (a bias alone takes one) */
+    if (!conv_problem(ctx, &conv, "conv", "Conv", 1, (const int64_t[]){1, 1, 1, 1}, false, false,
+                      NULL) ||
+        !gemm_problem(ctx, &mm, "mm", "MatMul", 2, (const int64_t[]){5, 12}, 2,
+                      (const int64_t[]){12, 7}, -1, NULL, false, false, 1, 1, NULL, 2u)) {
+        CHECK(!"the choice's problems");
+        problem_free(&conv), problem_free(&mm);
+        return;
+    }
+    char path[256];
+    snprintf(path, sizeof path, "%s/choice.db", dir);
+    tune_db *db = NULL;
+    CHECK(tune_db_open(ctx, path, &db) == WPK_OK);
+    tune_task ct, cl, mt, ml;
+    const kernel_provider *tc = kernel_provider_cuda_for(conv.node, conv.in, conv.out);
+    const kernel_provider *tm = kernel_provider_cuda_for(mm.node, mm.in, mm.out);
+    CHECK(tc && tm);
+    if (!db || !tc || !tm) {
+        tune_db_close(db);
+        problem_free(&conv), problem_free(&mm);
+        return;
+    }
+    tune_task_init(&ct, tc, conv.node, conv.in, conv.out);
+    tune_task_init(&cl, &lib_cudnn, conv.node, conv.in, conv.out);
+    tune_task_init(&mt, tm, mm.node, mm.in, mm.out);
+    tune_task_init(&ml, &lib_cublas, mm.node, mm.in, mm.out);
+    CHECK(!strncmp(cl.key, "cudnn|", 6) && !strncmp(ml.key, "cublas|", 7));
+    cuda_choice c;
+    memset(&c, 0, sizeof c);
+    c.db = db;
+    snprintf(c.target, sizeof c.target, "%s", target);
+    int config = -1;
+    /* no records: the template */
+    CHECK(cuda_choice_lib(&c, &ct, &config) == NULL);
+    /* cuDNN's algo 2 beats the template's best, its algo 1 does not */
+    add_record(db, target, &ct, "threads_k=8", 2.0);
+    add_record(db, target, &cl, "algo=1", 3.0);
+    CHECK(cuda_choice_lib(&c, &ct, &config) == NULL);
+    add_record(db, target, &cl, "algo=2", 1.0);
+    CHECK(cuda_choice_lib(&c, &ct, &config) == &lib_cudnn && config == 2);
+    /* another GPU's records count for nothing */
+    c.target[0] = 'x';
+    CHECK(cuda_choice_lib(&c, &ct, &config) == NULL);
+    c.target[0] = target[0];
+    /* the product: a library record alone wins; a fastest record outside its library's space
+       is passed over */
+    add_record(db, target, &ml, "algo=0", 0.9);
+    config = -1;
+    CHECK(cuda_choice_lib(&c, &mt, &config) == &lib_cublas && config == 0);
+    tune_task mlt;
+    tune_task_init(&mlt, &lib_cublaslt, mm.node, mm.in, mm.out);
+    add_record(db, target, &mlt, "algo=99", 0.3);
+    CHECK(cuda_choice_lib(&c, &mt, &config) == &lib_cublas && config == 0);
+    add_record(db, target, &mt, "thread_x=8", 0.1);
+    CHECK(cuda_choice_lib(&c, &mt, &config) == NULL);
+    CHECK(c.libs == 3);
+    tune_db_close(db);
+    problem_free(&conv), problem_free(&mm);
+}
+
+/* x [1, 3, 9, 9] -> Conv (w [5, 3, 3, 3], b, pads 1) -> y */
+static ir_graph *conv_graph(void) {
+    ir_graph *g = ir_graph_create();
+    int x = ir_graph_value(g, "x");
+    g->values[x].t = (ir_tensor){WPK_DTYPE_FLOAT32, 4, {1, 3, 9, 9}, NULL};
+    g->values[x].is_input = true;
+    g->inputs = arena_alloc(&g->mem, sizeof(int));
+    g->inputs[0] = x, g->ninputs = 1;
+    ir_tensor w = {WPK_DTYPE_FLOAT32, 4, {5, 3, 3, 3}, randoms(5 * 27)};
+    ir_tensor b = {WPK_DTYPE_FLOAT32, 1, {5}, randoms(5)};
+    int wv = ir_graph_add_const(g, "w", &w), bv = ir_graph_add_const(g, "b", &b);
+    free(w.data), free(b.data);
+    int k = ir_graph_add_node(g, "conv", "Conv", "", 13, 3, 1);
+    ir_node *n = &g->nodes[k];
+    n->in[0] = x, n->in[1] = wv, n->in[2] = bv;
+    ir_node_set_ints(g, n, "pads", (const int64_t[]){1, 1, 1, 1}, 4);
+    ir_node_set_ints(g, n, "kernel_shape", (const int64_t[]){3, 3}, 2);
+    int y = ir_graph_value(g, "y");
+    n->out[0] = y;
+    g->values[y].producer = k;
+    g->outputs = arena_alloc(&g->mem, sizeof(int));
+    g->outputs[0] = y, g->noutputs = 1;
+    return g;
+}
+
+/* A conv the records give to cuDNN: a "cudnn" step in the CUDA plan, through a .wpk's bytes,
+ * run on the mock device against the reference. */
+static void test_plan_step(wpk_context *ctx, rt_cuda *d, const char *target, const char *dir) {
+    ir_graph *g = conv_graph();
+    ir_tensor shape = g->values[g->inputs[0]].t;
+    exec_plan *p = NULL;
+    wpk_status st = exec_plan_create(ctx, g, &shape, true, &p);
+    if (st) fprintf(stderr, "plan: %s\n", wpk_context_error(ctx));
+    CHECK(st == WPK_OK);
+    char path[256];
+    snprintf(path, sizeof path, "%s/plan.db", dir);
+    tune_db *db = NULL;
+    CHECK(tune_db_open(ctx, path, &db) == WPK_OK);
+    if (st || !db) {
+        tune_db_close(db);
+        exec_plan_free(p);
+        ir_graph_free(g);
+        return;
+    }
+    const ir_graph *pg = p->g;
+    const ir_node *n = &pg->nodes[0];
+    ir_tensor *in[3] = {&pg->values[n->in[0]].t, &pg->values[n->in[1]].t,
+                        &pg->values[n->in[2]].t};
+    ir_tensor *out[1] = {&pg->values[n->out[0]].t};
+    tune_task lt;
+    tune_task_init(&lt, &lib_cudnn, n, in, out);
+    add_record(db, target, &lt, "algo=0", 0.5); /* with a bias: cuDNN's one fused algorithm */
+    cuda_choice c;
+    memset(&c, 0, sizeof c);
+    c.db = db;
+    snprintf(c.target, sizeof c.target, "%s", target);
+    tune_cuda_program_options opt = tune_cuda_program_default_options();
+    opt.choose = cuda_choice_pick;
+    opt.choose_lib = cuda_choice_lib;
+    opt.choose_user = &c;
+    tune_cuda_program prog;
+    st = tune_cuda_program_build(ctx, pg, &p->mem, &opt, &prog);
+    if (st) fprintf(stderr, "program: %s\n", wpk_context_error(ctx));
+    CHECK(st == WPK_OK);
+    if (st == WPK_OK) {
+        prog.plan.target = RT_TARGET_CUDA;
+        CHECK(prog.nlib_steps == 1 && prog.plan.nsteps == 1 && prog.nimages == 0);
+        const rt_step *s = &prog.plan.steps[0];
+        CHECK(!strcmp(s->runner, "cudnn") && !strncmp(s->impl, "cudnn ", 6) &&
+              !strcmp(s->source, "tuned"));
+        byte_writer w = {0};
+        CHECK(rt_plan_write(ctx, &prog.plan, &w) == WPK_OK);
+        byte_reader r = {w.data, w.data + w.len, false};
+        rt_plan back;
+        st = rt_plan_read(ctx, "conv.wpk", &r, &back);
+        if (st) fprintf(stderr, "read back: %s\n", wpk_context_error(ctx));
+        CHECK(st == WPK_OK);
+        const bool have_back = st == WPK_OK;
+        /* the reference: the conv on the host */
+        const int64_t nx = 3 * 81, ny = 5 * 81;
+        float *x = randoms(nx), *want = nans(ny), *got = nans(ny);
+        ir_tensor xt = *in[0], yt = *out[0];
+        xt.data = x, yt.data = want;
+        ir_tensor *ri[3] = {&xt, in[1], in[2]}, *ro[1] = {&yt};
+        CHECK(ir_op_get(n->op)->ref(ctx, n, ri, ro) == WPK_OK);
+        rt_cuda_backend_options bo = {false, 0}; /* the mock libraries compute when called */
+        rt_backend *be = NULL;
+        rt_exec *ex = NULL;
+        if (st == WPK_OK) st = rt_cuda_backend_create(ctx, d, &bo, &be);
+        if (st == WPK_OK) st = rt_exec_create(ctx, "conv plan", &back, be, false, &ex);
+        if (st) fprintf(stderr, "exec: %s\n", wpk_context_error(ctx));
+        CHECK(st == WPK_OK);
+        for (int run = 0; ex && run < 2; run++) {
+            const int tx = back.inputs[0].tensor, ty = back.outputs[0].tensor;
+            CHECK(rt_exec_upload(ex, ctx, tx, x, sizeof(float) * (size_t)nx) == WPK_OK);
+            CHECK(rt_exec_run(ex, ctx) == WPK_OK);
+            CHECK(rt_exec_download(ex, ctx, ty, got, sizeof(float) * (size_t)ny) == WPK_OK);
+            CHECK(close_all(got, want, ny, "the plan's cuDNN step"));
+        }
+        CHECK(logged("cudnnConvolutionForward"));
+        rt_exec_free(ex);
+        rt_cuda_backend_free(be);
+        /* the same step in a plan for the cpu is refused, naming it */
+        if (have_back) {
+            rt_backend cpu;
+            rt_cpu_backend_init(&cpu, 1);
+            CHECK_ERR(ctx, rt_exec_create(ctx, "conv plan", &back, &cpu, false, &ex),
+                      WPK_ERR_UNSUPPORTED, "node 'conv' runs cudnn, a CUDA library, on the cpu "
+                      "backend");
+            back.target = RT_TARGET_CPU;
+            CHECK_ERR(ctx, rt_exec_create(ctx, "conv plan", &back, &cpu, false, &ex),
+                      WPK_ERR_PARSE, "node 'conv' runs cudnn, a CUDA library, in a plan for the "
+                      "cpu");
+            rt_plan_free(&back);
+        }
+        bw_free(&w);
+        free(x), free(want), free(got);
+        tune_cuda_program_free(&prog);
+    }
+    tune_db_close(db);
+    exec_plan_free(p);
+    ir_graph_free(g);
+}
+
+/* The public API's way: records favour cuDNN for conv_relu's conv, wpk_compile writes a .wpk
+ * with a "cudnn" step, wpk_plan_load runs it on the mock device like the reference session. */
+static void test_compiled_plan(wpk_context *ctx, const char *target, const char *dir) {
+    wpk_model *m = NULL;
+    CHECK(wpk_model_load(ctx, "tests/fuzz/corpus/conv_relu.onnx", &m) == WPK_OK);
+    if (!m) return;
+    /* the conv's library key, on the graph the compile specializes for the GPU (batch 1) */
+    ir_graph *g = ir_graph_clone(m->g);
+    pass_options po = pass_default_options();
+    po.level = wpk_compile_default_params().opt_level;
+    po.vector_floats = 0;
+    CHECK(g && passes_run(ctx, g, &po) == WPK_OK);
+    ir_tensor shape = g->values[g->inputs[0]].t;
+    for (int d = 0; d < shape.ndim; d++)
+        if (shape.dims[d] < 1) shape.dims[d] = 1;
+    shape.data = NULL;
+    exec_plan *p = NULL;
+    CHECK(exec_plan_create(ctx, g, &shape, true, &p) == WPK_OK);
+    char db_path[256], path[256];
+    snprintf(db_path, sizeof db_path, "%s/compile.db", dir);
+    snprintf(path, sizeof path, "%s/conv_relu.wpk", dir);
+    tune_db *db = NULL;
+    CHECK(tune_db_open(ctx, db_path, &db) == WPK_OK);
+    int found = 0;
+    for (int k = 0; p && db && k < p->g->nnodes; k++) {
+        const ir_node *n = &p->g->nodes[k];
+        ir_tensor *in[4] = {0}, *out[1] = {&p->g->values[n->out[0]].t};
+        for (int i = 0; i < n->nin && i < 4; i++)
+            in[i] = n->in[i] >= 0 ? &p->g->values[n->in[i]].t : NULL;
+        if (n->dead || n->nin > 4 || !lib_cudnn.supports(&lib_cudnn, n, in, out)) continue;
+        tune_task lt;
+        tune_task_init(&lt, &lib_cudnn, n, in, out);
+        add_record(db, target, &lt, "algo=0", 0.01);
+        found++;
+    }
+    CHECK(found == 1);
+    tune_db_close(db);
+    exec_plan_free(p);
+    ir_graph_free(g);
+    wpk_compile_params cp = wpk_compile_default_params();
+    cp.target = WPK_BACKEND_CUDA;
+    cp.records = db_path;
+    wpk_status st = wpk_compile(ctx, m, &cp, path);
+    if (st) fprintf(stderr, "compile: %s\n", wpk_context_error(ctx));
+    CHECK(st == WPK_OK);
+    /* the plan holds the library's step */
+    uint8_t *file = NULL;
+    byte_reader body;
+    rt_plan back;
+    int libs = 0;
+    if (artifact_read(ctx, path, NULL, &file, &body, NULL, 0) == WPK_OK &&
+        rt_plan_read(ctx, path, &body, &back) == WPK_OK) {
+        for (int i = 0; i < back.nsteps; i++) libs += !strcmp(back.steps[i].runner, "cudnn");
+        rt_plan_free(&back);
+    }
+    wpk_free(file);
+    CHECK(libs == 1);
+    /* it runs as the reference session does */
+    float x[3 * 8 * 8];
+    for (int i = 0; i < 3 * 64; i++) x[i] = (float)((i * 37) % 19) / 9.0f - 1.0f;
+    const int64_t dims[4] = {1, 3, 8, 8};
+    wpk_session_params sp = wpk_session_default_params();
+    sp.backend = WPK_BACKEND_REF;
+    wpk_session *s = NULL;
+    wpk_plan *pl = NULL;
+    wpk_tensor_view want, got;
+    CHECK(wpk_session_create(ctx, m, &sp, &s) == WPK_OK);
+    CHECK(s && wpk_session_set_input(s, "x", WPK_DTYPE_FLOAT32, dims, 4, x) == WPK_OK);
+    CHECK(s && wpk_session_run(s) == WPK_OK && wpk_session_output(s, 0, &want) == WPK_OK);
+    st = wpk_plan_load(ctx, path, NULL, &pl);
+    if (st) fprintf(stderr, "load: %s\n", wpk_context_error(ctx));
+    CHECK(st == WPK_OK);
+    if (pl && s) {
+        CHECK(wpk_plan_set_input(pl, "x", WPK_DTYPE_FLOAT32, dims, 4, x) == WPK_OK);
+        CHECK(wpk_plan_run(pl) == WPK_OK && wpk_plan_output(pl, 0, &got) == WPK_OK);
+        int64_t n = 1;
+        for (int d = 0; d < want.ndim; d++) n *= want.dims[d];
+        CHECK(got.ndim == want.ndim && got.data &&
+              close_all(got.data, want.data, n, "the compiled plan's cuDNN step"));
+    }
+    wpk_plan_free(pl);
+    wpk_session_free(s);
+    wpk_model_free(m);
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr, "usage: %s libwpk_mock_cuda.so libwpk_mock_cudalibs.so\n", argv[0]);
@@ -545,6 +845,20 @@ int main(int argc, char **argv) {
     test_cudnn(d, ctx);
     test_cublas(d, ctx);
     test_providers(d, ctx);
+    char dir[64];
+    snprintf(dir, sizeof dir, "/tmp/wpk_cuda_libs_XXXXXX");
+    CHECK(mkdtemp(dir) != NULL);
+    setenv("WPK_CACHE_DIR", dir, 1);
+    rt_cuda_info info;
+    CHECK(rt_cuda_probe(ctx, 0, &info) == WPK_OK);
+    char target[700];
+    tune_cuda_target(&info, target, sizeof target);
+    test_choice(ctx, target, dir);
+    test_plan_step(ctx, d, target, dir);
+    test_compiled_plan(ctx, target, dir);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
     rt_cuda_close(d);
     wpk_context_free(ctx);
     dlclose(lib);

@@ -53,14 +53,16 @@ static wpk_status enqueue(void *user, rt_cuda *d) {
 #define PN 256 /* floats per buffer: grid 4 x block 64 */
 #define PB (PN * 4)
 
-/* x -> 2x -> mid -> +1 -> y -> copy -> y2; w -> 2w -> y3; y's second half -> copy -> y4 */
+/* x -> 2x -> mid -> +1 -> y -> copy -> y2; w -> 2w -> y3; y's second half -> two copies (the
+ * second into y4 at an offset) -> y4 */
 typedef struct mock_plan {
     rt_plan p;
     rt_tensor_desc t[7];
     rt_module m[1];
-    rt_step s[5];
-    int32_t args[10];
+    rt_step s[6];
+    int32_t args[12];
     uint8_t launch[RT_CUDA_LAUNCH_PAYLOAD], copy[RT_CUDA_COPY_PAYLOAD], half[RT_CUDA_COPY_PAYLOAD];
+    uint8_t quarter[RT_CUDA_COPY_TO_PAYLOAD];
     rt_io in[1], out[4];
     float w[PN];
 } mock_plan;
@@ -77,8 +79,9 @@ static void mock_plan_init(mock_plan *m) {
     const rt_cuda_dims dims = {{4, 1, 1}, {64, 1, 1}, 0};
     rt_cuda_launch_payload(&dims, m->launch);
     rt_cuda_copy_payload(0, PB, m->copy);
-    rt_cuda_copy_payload(PB / 2, PB / 2, m->half);
-    static const int32_t args[10] = {0, 1, 1, 2, 2, 3, 4, 5, 2, 6};
+    rt_cuda_copy_payload(PB / 2, PB / 4, m->half);
+    rt_cuda_copy_to_payload(3 * PB / 4, PB / 4, PB / 4, m->quarter);
+    static const int32_t args[12] = {0, 1, 1, 2, 2, 3, 4, 5, 2, 6, 2, 6};
     memcpy(m->args, args, sizeof args);
     const char *kr = "cuda_kernel", *cr = "cuda_copy";
     m->s[0] = (rt_step){kr, 0, "wpk_mock_scale2", 2, &m->args[0], m->launch, sizeof m->launch,
@@ -91,6 +94,8 @@ static void mock_plan_init(mock_plan *m) {
                         "weights", "Mul", "", "", 0};
     m->s[4] = (rt_step){cr, -1, "", 2, &m->args[8], m->half, sizeof m->half, "half", "Slice",
                         "", "", 0};
+    m->s[5] = (rt_step){cr, -1, "", 2, &m->args[10], m->quarter, sizeof m->quarter, "quarter",
+                        "Concat", "", "", 0};
     for (int i = 0; i < PN; i++) m->w[i] = (float)i * 0.25f;
     m->in[0].tensor = 0;
     for (int i = 0; i < 4; i++) m->out[i].tensor = (int[]){2, 3, 5, 6}[i];
@@ -104,7 +109,7 @@ static void mock_plan_init(mock_plan *m) {
     p->ntensors = 7, p->tensors = m->t;
     p->ninputs = 1, p->inputs = m->in;
     p->noutputs = 4, p->outputs = m->out;
-    p->nsteps = 5, p->steps = m->s;
+    p->nsteps = 6, p->steps = m->s;
 }
 
 /* Four runs of plan p on a backend (graph or not); the launch counts after them. */
@@ -180,6 +185,9 @@ static void refused(wpk_context *ctx, rt_cuda *d, void (*alter)(mock_plan *), wp
 
 static void no_symbol(mock_plan *m) { m->s[1].symbol = "missing"; }
 static void past_end(mock_plan *m) { rt_cuda_copy_payload(PB / 2 + 4, PB / 2, m->half); }
+static void past_slice(mock_plan *m) {
+    rt_cuda_copy_to_payload(0, PB / 4, PB / 4 + 4, m->quarter);
+}
 static void no_nul(mock_plan *m) { m->m[0].len = 6; }
 static void bad_module(mock_plan *m) { m->m[0] = (rt_module){"BADPTX", 7}; }
 static void short_payload(mock_plan *m) { m->s[0].payload_len = 8; }
@@ -203,7 +211,8 @@ static void test_plan(wpk_context *ctx, rt_cuda *d) {
     if (st) fprintf(stderr, "read: %s\n", wpk_context_error(ctx));
     CHECK(st == WPK_OK);
     if (st == WPK_OK) {
-        CHECK(back.nsteps == 5 && !strcmp(back.steps[4].runner, "cuda_copy"));
+        CHECK(back.nsteps == 6 && !strcmp(back.steps[5].runner, "cuda_copy") &&
+              back.steps[5].payload_len == RT_CUDA_COPY_TO_PAYLOAD);
         run_plan(ctx, d, &back, true, false, &gl, &kl);
         CHECK(gl == 4 && kl == 0);
         rt_plan_free(&back);
@@ -211,6 +220,8 @@ static void test_plan(wpk_context *ctx, rt_cuda *d) {
     bw_free(&w);
     refused(ctx, d, no_symbol, WPK_ERR_INTERNAL, "node 'add': CUDA: kernel 'missing' is not in");
     refused(ctx, d, past_end, WPK_ERR_PARSE, "node 'half': a copy of 512 bytes at offset 516");
+    refused(ctx, d, past_slice, WPK_ERR_PARSE, "node 'quarter': a copy of 256 bytes at offset 0 "
+            "from 1024 bytes to offset 260 of 512");
     refused(ctx, d, no_nul, WPK_ERR_PARSE, "neither a cubin nor PTX text ending in NUL");
     refused(ctx, d, bad_module, WPK_ERR_INTERNAL, "CUDA_ERROR_INVALID_PTX");
     CHECK(rt_cuda_last_fault(d) == RT_CUDA_FAULT_LOAD);

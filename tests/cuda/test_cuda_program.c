@@ -10,8 +10,10 @@
  * back. With a GPU (rt_cuda_open succeeds) the same plan runs through rt_exec on the CUDA
  * backend, directly and as a CUDA Graph, against the same reference; without one that part is
  * skipped with "no CUDA device: <reason>". Given the mock driver (argv[1]) the same path runs on
- * it (the mock computes nothing: statuses, graph capture and the session's runner). Also: a
- * node without a CUDA template is refused, every such node named. */
+ * it (the mock computes nothing: statuses, graph capture and the session's runner). The same
+ * checks run on a wider graph (LayerNormalization, a Concat of ten inputs as device copies into
+ * the output's slices). Also: a node without a CUDA template is refused, every such node
+ * named. */
 #define _DEFAULT_SOURCE
 
 #include <stdint.h>
@@ -59,8 +61,12 @@ static int node(ir_graph *g, const char *name, const char *op, int nin, const in
     return k;
 }
 
-/* x [1, 4, 12, 12] -> ... -> prob [1, 10] */
-static ir_graph *small_cnn(bool with_unsupported) {
+enum { PLAIN, WIDE, UNSUPPORTED };
+
+/* x [1, 4, 12, 12] -> ... -> prob [1, 10] (PLAIN); WIDE: logits -> LayerNormalization ->
+ * Concat of ten (it and logits in turn) -> prob [1, 100]; UNSUPPORTED: logits -> Sin -> Sin ->
+ * prob. */
+static ir_graph *small_cnn(int variant) {
     ir_graph *g = ir_graph_create();
     int x = ir_graph_value(g, "x");
     g->values[x].t = f32(4, (const int64_t[]){1, 4, 12, 12}, NULL);
@@ -92,16 +98,21 @@ static ir_graph *small_cnn(bool with_unsupported) {
     k = node(g, "fc", "Gemm", 3, (const int[]){ir_graph_find_value(g, "f"), fw, fb}, "logits");
     ir_node_set_int(g, &g->nodes[k], "transB", 1);
     const char *last = "logits";
-    if (with_unsupported) {
-        node(g, "tr", "Transpose", 1, (const int[]){ir_graph_find_value(g, "logits")}, "t");
-        int sc = add_const(g, "ln.scale", 1, (const int64_t[]){1});
-        k = node(g, "ln", "LayerNormalization", 2, (const int[]){ir_graph_find_value(g, "t"), sc},
-                 "n");
+    if (variant == WIDE) {
+        int sc = add_const(g, "ln.scale", 1, (const int64_t[]){10});
+        int sb = add_const(g, "ln.bias", 1, (const int64_t[]){10});
+        int lg = ir_graph_find_value(g, "logits");
+        k = node(g, "ln", "LayerNormalization", 3, (const int[]){lg, sc, sb}, "n");
         g->nodes[k].opset = 17;
-        k = node(g, "ln2", "LayerNormalization", 2, (const int[]){ir_graph_find_value(g, "n"), sc},
-                 "n2");
-        g->nodes[k].opset = 17;
-        last = "n2";
+        int n = ir_graph_find_value(g, "n"), parts[10];
+        for (int i = 0; i < 10; i++) parts[i] = i % 2 ? lg : n;
+        k = node(g, "cat", "Concat", 10, parts, "wide");
+        ir_node_set_int(g, &g->nodes[k], "axis", 1);
+        last = "wide";
+    } else if (variant == UNSUPPORTED) {
+        node(g, "sin", "Sin", 1, (const int[]){ir_graph_find_value(g, "logits")}, "s1");
+        node(g, "sin2", "Sin", 1, (const int[]){ir_graph_find_value(g, "s1")}, "s2");
+        last = "s2";
     }
     node(g, "softmax", "Softmax", 1, (const int[]){ir_graph_find_value(g, last)}, "prob");
     g->outputs = arena_alloc(&g->mem, sizeof(int));
@@ -172,9 +183,11 @@ static bool emulate(wpk_context *ctx, const tune_cuda_program *prog, const float
     for (int i = 0; i < pl->nsteps && ok; i++) {
         const rt_step *s = &pl->steps[i];
         if (!strcmp(s->runner, "cuda_copy")) {
-            ok = s->nargs == 2 && s->payload_len == RT_CUDA_COPY_PAYLOAD;
+            const bool to = s->payload_len == RT_CUDA_COPY_TO_PAYLOAD;
+            ok = s->nargs == 2 && (to || s->payload_len == RT_CUDA_COPY_PAYLOAD);
             const uint8_t *p = s->payload;
-            memmove(data[s->args[1]], (unsigned char *)data[s->args[0]] + le64(p), le64(p + 8));
+            memmove((unsigned char *)data[s->args[1]] + (to ? le64(p + 16) : 0),
+                    (unsigned char *)data[s->args[0]] + le64(p), le64(p + 8));
             continue;
         }
         CHECK(!strcmp(s->runner, "cuda_kernel") && s->module >= 0 && s->module < prog->nimages);
@@ -246,6 +259,53 @@ static void on_device(wpk_context *ctx, const tune_cuda_program *prog, const flo
     rt_cuda_close(d);
 }
 
+/* The plan of g's program against the reference: on the emulator and, where there is one,
+ * the device. */
+static void check_numbers(wpk_context *ctx, const exec_plan *p, const tune_cuda_program *prog) {
+    const int64_t nx = 4 * 12 * 12, ny = (int64_t)ir_numel(&p->g->values[p->g->outputs[0]].t);
+    float *x = randoms(nx), *want = nans(ny), *got = nans(ny);
+    CHECK(reference(ctx, p, x, want));
+    char log[128];
+    snprintf(log, sizeof log, "%s/cxx.log", tmp_dir);
+    char *cxx[] = {(char *)emu_compiler(), "--version", NULL};
+    if (emu_spawn(cxx, log) == 0) {
+        CHECK(emulate(ctx, prog, x, got));
+        CHECK(close_all(got, want, ny, "the program on the emulator"));
+    } else {
+        fprintf(stderr, "no host C++ compiler: the emulated run is skipped\n");
+    }
+    on_device(ctx, prog, x, want, ny);
+    free(x), free(want), free(got);
+}
+
+/* WIDE: the LayerNormalization a kernel, the Concat ten device copies into its slices. */
+static void test_wide(wpk_context *ctx, const ir_tensor *shape) {
+    ir_graph *g = small_cnn(WIDE);
+    exec_plan *p = NULL;
+    wpk_status st = exec_plan_create(ctx, g, shape, true, &p);
+    if (st) fprintf(stderr, "plan (wide): %s\n", wpk_context_error(ctx));
+    CHECK(st == WPK_OK && p);
+    tune_cuda_program prog;
+    st = p ? tune_cuda_program_build(ctx, p->g, &p->mem, NULL, &prog) : WPK_ERR_INTERNAL;
+    if (st) fprintf(stderr, "program build (wide): %s\n", wpk_context_error(ctx));
+    CHECK(st == WPK_OK);
+    if (st == WPK_OK) {
+        int copies_to = 0, ln = 0;
+        for (int i = 0; i < prog.plan.nsteps; i++) {
+            const rt_step *s = &prog.plan.steps[i];
+            copies_to += !strcmp(s->node, "cat") && !strcmp(s->runner, "cuda_copy") &&
+                         s->payload_len == RT_CUDA_COPY_TO_PAYLOAD;
+            ln += !strcmp(s->node, "ln") && strstr(s->impl, "layernorm_cuda:") != NULL;
+        }
+        /* the first part lands at offset 0 (the short payload), the nine others after it */
+        CHECK(copies_to == 9 && ln == 1 && prog.ncopy_steps == 2 + 10);
+        check_numbers(ctx, p, &prog);
+        tune_cuda_program_free(&prog);
+    }
+    exec_plan_free(p);
+    ir_graph_free(g);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1) setenv("WPK_CUDA_DRIVER_LIBRARY", argv[1], 1); /* the mock driver */
     wpk_context *ctx = wpk_context_create();
@@ -257,7 +317,7 @@ int main(int argc, char **argv) {
         wpk_context_free(ctx);
         return 77;
     }
-    ir_graph *g = small_cnn(false);
+    ir_graph *g = small_cnn(PLAIN);
     ir_tensor shape = f32(4, (const int64_t[]){1, 4, 12, 12}, NULL);
     exec_plan *p = NULL;
     wpk_status st = exec_plan_create(ctx, g, &shape, true, &p);
@@ -295,20 +355,7 @@ int main(int argc, char **argv) {
             rt_plan_free(&back);
         }
         bw_free(&w);
-        const int64_t ny = 10;
-        float *x = randoms(4 * 12 * 12), *want = nans(ny), *got = nans(ny);
-        CHECK(reference(ctx, p, x, want));
-        char log[128];
-        snprintf(log, sizeof log, "%s/cxx.log", tmp_dir);
-        char *cxx[] = {(char *)emu_compiler(), "--version", NULL};
-        if (emu_spawn(cxx, log) == 0) {
-            CHECK(emulate(ctx, &prog, x, got));
-            CHECK(close_all(got, want, ny, "the program on the emulator"));
-        } else {
-            fprintf(stderr, "no host C++ compiler: the emulated run is skipped\n");
-        }
-        on_device(ctx, &prog, x, want, ny);
-        free(x), free(want), free(got);
+        check_numbers(ctx, p, &prog);
         tune_cuda_program_free(&prog);
     }
     /* the runner: without a device it says so before compiling anything */
@@ -331,13 +378,16 @@ int main(int argc, char **argv) {
     exec_plan_free(p);
     ir_graph_free(g);
 
-    /* nodes without a CUDA template: all named at once */
-    g = small_cnn(true);
+    test_wide(ctx, &shape);
+
+    /* nodes without a CUDA template: all named at once, by the check and by the build */
+    g = small_cnn(UNSUPPORTED);
     p = NULL;
     if (exec_plan_create(ctx, g, &shape, true, &p) == WPK_OK) {
+        CHECK_ERR(ctx, tune_cuda_program_check(ctx, p->g), WPK_ERR_UNSUPPORTED,
+                  "no CUDA kernel for 2 nodes: 'sin' (Sin), 'sin2' (Sin)");
         CHECK_ERR(ctx, tune_cuda_program_build(ctx, p->g, &p->mem, NULL, &prog),
-                  WPK_ERR_UNSUPPORTED, "no CUDA kernel for 2 nodes: 'ln' (LayerNormalization), "
-                  "'ln2' (LayerNormalization)");
+                  WPK_ERR_UNSUPPORTED, "no CUDA kernel for 2 nodes: 'sin' (Sin), 'sin2' (Sin)");
     } else {
         fprintf(stderr, "plan: %s\n", wpk_context_error(ctx));
         CHECK(!"plan of the graph with unsupported nodes");

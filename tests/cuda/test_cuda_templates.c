@@ -51,6 +51,7 @@ typedef struct tensor_spec {
     bool constant;          /* data known at compile time (weights, Clip's bounds) */
     float fill;             /* NAN: random values; else every element this value */
     bool i64;               /* int64 elements fill, fill + 1, ...: a constant of axes */
+    const int64_t *vals;    /* with i64: the elements instead (pads, indices) */
 } tensor_spec;
 
 typedef struct node_case {
@@ -122,7 +123,7 @@ static bool problem2_init(problem2 *p, const node_case *nc, wpk_context *ctx) {
         for (int d = 0; d < s->ndim; d++) t->dims[d] = s->dims[d], count *= s->dims[d];
         if (s->i64) {
             int64_t *v = malloc(sizeof *v * (size_t)count);
-            for (int64_t e = 0; e < count; e++) v[e] = (int64_t)s->fill + e;
+            for (int64_t e = 0; e < count; e++) v[e] = s->vals ? s->vals[e] : (int64_t)s->fill + e;
             t->dtype = WPK_DTYPE_INT64, t->data = v, p->in[i] = t;
             continue;
         }
@@ -176,6 +177,9 @@ static void task_tensors(const problem2 *p, const node_case *nc, ir_tensor *in_v
 #define W2(a, b) {2, {a, b}, true, NAN_FILL}
 #define W1(a) {1, {a}, true, NAN_FILL}
 #define CONST1(v) {1, {1}, true, .fill = (v)}
+/* a constant int64 vector of n given values; a scalar (0-d) of one */
+#define I64S(n, ...) {1, {n}, true, .fill = 0, .i64 = true, .vals = (const int64_t[]){__VA_ARGS__}}
+#define I64_SCALAR(v) {0, {0}, true, .fill = 0, .i64 = true, .vals = (const int64_t[]){v}}
 
 static const node_case NODE_CASES[] = {
     /* dense_cuda */
@@ -262,6 +266,45 @@ static const node_case NODE_CASES[] = {
      {T3(2, 5, 6), {1, {1}, true, .fill = 1.0f, .i64 = true}}, {0}, {0}, {0},
      "reduce_mean_cuda",
      {NULL, NULL, NULL}},
+    /* dense_cuda with batch dims: folded into rows (B has none), over blockIdx.z otherwise */
+    {"fused matmul 2x9x16 * 16x10 bias relu (an MLP on tokens)", "FusedMatMul", "wpk", 1, 4,
+     {T3(2, 9, 16), W2(16, 10), W1(10), T3(2, 9, 10)}, {0}, {0}, {"activation=Relu"},
+     "dense_cuda", {"thread_x=4,thread_y=4,tile_n=2,tile_m=2,tile_k=4,shared=1", NULL, NULL}},
+    {"matmul 1x3x5x8 * 8x6 (B not constant)", "MatMul", "", 13, 2, {T4(1, 3, 5, 8), T2(8, 6)},
+     {0}, {0}, {0}, "dense_cuda", {NULL, NULL, NULL}},
+    {"batched matmul 2x3x5x7 * 2x3x7x4 (attention)", "MatMul", "", 13, 2,
+     {T4(2, 3, 5, 7), T4(2, 3, 7, 4)}, {0}, {0}, {0}, "dense_cuda",
+     {"thread_x=4,thread_y=2,tile_n=1,tile_m=2,tile_k=4,shared=1",
+      "thread_x=2,thread_y=4,tile_n=2,tile_m=1,tile_k=2,shared=0", NULL}},
+    {"batched matmul, batch broadcast 2x1x5x6 * 3x6x4", "MatMul", "", 13, 2,
+     {T4(2, 1, 5, 6), T3(3, 6, 4)}, {0}, {0}, {0}, "dense_cuda",
+     {"thread_x=4,thread_y=4,tile_n=1,tile_m=1,tile_k=8,shared=1", NULL, NULL}},
+    /* layernorm_cuda */
+    {"layernorm last axis, bias", "LayerNormalization", "", 17, 3,
+     {T3(2, 5, 24), W1(24), W1(24)}, {"axis=-1"}, {0}, {0}, "layernorm_cuda",
+     {"threads=32", NULL, NULL}},
+    {"layernorm over 2 dims, no bias", "LayerNormalization", "", 17, 2, {T3(37, 4, 6), W2(4, 6)},
+     {"axis=1"}, {"epsilon=0.001"}, {0}, "layernorm_cuda", {"threads=64", NULL, NULL}},
+    /* pad_cuda */
+    {"pad constant 1.5, h and w", "Pad", "", 13, 3,
+     {T4(1, 3, 5, 6), I64S(8, 0, 0, 1, 2, 0, 0, 2, 1), CONST1(1.5f)}, {0}, {0}, {0}, "pad_cuda",
+     {"threads=64,per_thread=2", NULL, NULL}},
+    {"pad reflect", "Pad", "", 13, 2, {T3(2, 5, 6), I64S(6, 0, 2, 3, 0, 4, 5)}, {0}, {0},
+     {"mode=reflect"}, "pad_cuda", {NULL, NULL, NULL}},
+    {"pad edge with a crop", "Pad", "", 13, 2, {T3(2, 5, 6), I64S(6, 0, -1, 3, 0, 2, -2)}, {0},
+     {0}, {"mode=edge"}, "pad_cuda", {NULL, NULL, NULL}},
+    {"pad wrap over axes (opset 18)", "Pad", "", 18, 4,
+     {T3(2, 5, 6), I64S(2, 5, 3), {0, {-1}, false, 0, false, NULL}, I64S(1, -1)}, {0}, {0},
+     {"mode=wrap"}, "pad_cuda",
+     {NULL, NULL, NULL}},
+    /* gather_cuda */
+    {"gather a class token (scalar index)", "Gather", "", 13, 2, {T3(2, 7, 40), I64_SCALAR(0)},
+     {"axis=1"}, {0}, {0}, "gather_cuda", {"threads=32,per_thread=2", NULL, NULL}},
+    {"gather q of qkv (negative index)", "Gather", "", 13, 2, {T4(3, 2, 4, 5), I64_SCALAR(-2)},
+     {"axis=0"}, {0}, {0}, "gather_cuda", {NULL, NULL, NULL}},
+    {"gather a strided range of 2x2 indices", "Gather", "", 13, 2,
+     {T3(2, 3, 11), {2, {2, 2}, true, .i64 = true, .vals = (const int64_t[]){1, 4, 7, 10}}},
+     {"axis=-1"}, {0}, {0}, "gather_cuda", {NULL, NULL, NULL}},
 };
 #define NNODE_CASES ((int)(sizeof NODE_CASES / sizeof NODE_CASES[0]))
 
@@ -501,16 +544,37 @@ static void test_registry(wpk_context *ctx) {
         CHECK(kernel_provider_find(cuda[n]->name) == NULL);
         for (int k = 0; kernel_providers()[k]; k++) CHECK(kernel_providers()[k] != cuda[n]);
     }
-    CHECK(n == 10);
+    CHECK(n == 13);
     CHECK(kernel_provider_cuda_find("dense") == NULL && kernel_provider_cuda_find(NULL) == NULL);
 
-    /* declined: a batched MatMul, a blocked pool, an NCHWc conv's neighbours are the CPU's */
-    const node_case batched = {"batched matmul", "MatMul", "", 13, 2,
-                               {T3(2, 4, 5), T3(2, 5, 3)}, {0}, {0}, {0}, NULL, {0}};
+    /* declined: a 1-D operand, a Gather whose indices are no sequence or not constant */
+    const node_case declined[] = {
+        {"matrix-vector matmul", "MatMul", "", 13, 2, {T3(2, 4, 5), T1(5)}, {0}, {0}, {0}, NULL,
+         {0}},
+        {"gather of scattered indices", "Gather", "", 13, 2, {T2(6, 3), I64S(3, 0, 4, 1)},
+         {"axis=0"}, {0}, {0}, NULL, {0}},
+        {"pad reflect wider than the input", "Pad", "", 13, 2, {T2(2, 3), I64S(4, 0, 3, 0, 0)},
+         {0}, {0}, {"mode=reflect"}, NULL, {0}},
+    };
     problem2 p;
-    if (problem2_init(&p, &batched, ctx)) {
-        CHECK(!tune_dense_cuda.supports(&tune_dense_cuda, p.node, p.in, p.out));
-        CHECK(kernel_provider_cuda_for(p.node, p.in, p.out) == NULL);
+    for (int i = 0; i < 3; i++) {
+        if (problem2_init(&p, &declined[i], ctx)) {
+            const kernel_provider *got = kernel_provider_cuda_for(p.node, p.in, p.out);
+            if (got) fprintf(stderr, "%s: taken by %s\n", declined[i].name, got->name);
+            CHECK(got == NULL);
+        } else {
+            CHECK(!"problem2_init of a declined case");
+        }
+        problem2_free(&p);
+    }
+    const node_case dyn_gather = {"gather of run-time indices", "Gather", "", 13, 2,
+                                  {T2(6, 3), I64S(2, 0, 1)}, {"axis=0"}, {0}, {0}, NULL, {0}};
+    if (problem2_init(&p, &dyn_gather, ctx)) {
+        ir_tensor view[MAX_IN], *in[MAX_IN];
+        node_case nc = dyn_gather;
+        nc.in[1].constant = false;
+        task_tensors(&p, &nc, view, in);
+        CHECK(kernel_provider_cuda_for(p.node, in, p.out) == NULL);
     }
     problem2_free(&p);
 

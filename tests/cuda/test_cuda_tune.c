@@ -4,10 +4,13 @@
  * CPU's fingerprint), failing candidates classified without stopping the job (a kernel that
  * does not compile, one whose launch crashes, one that never finishes), and the records read
  * back by `wpk compile --target cuda` (the plan's kernel marked tuned, at the best config, and
- * run from the .wpk) and by a session on the cuda backend. The mock computes nothing, so the
- * outputs are not checked against the reference here and its timings are whatever it says
- * (test_cuda_gpu and bench/models_cuda.py check values and speed on a GPU).
- *   test_cuda_tune MOCK_LIBCUDA */
+ * run from the .wpk) and by a session on the cuda backend. The conv's cuDNN algorithms are a
+ * task of their own beside the template's (an alternative), measured on the mock libraries
+ * (MOCK_CUDALIBS: they compute, and a call takes a launch's time): records under the GPU, an
+ * algorithm cuDNN lacks classified as a compile error. The mock driver computes nothing, so
+ * the template's outputs are not checked against the reference here and its timings are
+ * whatever it says (test_cuda_gpu and bench/models_cuda.py check values and speed on a GPU).
+ *   test_cuda_tune MOCK_LIBCUDA MOCK_CUDALIBS */
 #include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -73,6 +76,13 @@ static bool count(void *user, const tune_record *r) {
     return true;
 }
 
+/* Statuses alone (a library's configs have no fate). */
+static bool count_status(void *user, const tune_record *r) {
+    tally *t = user;
+    if (r->status >= 0 && r->status <= TUNE_INVALID) t->by_status[r->status]++;
+    return true;
+}
+
 /* The plan's kernel step: its source and implementation, or false. */
 static bool plan_kernel(wpk_context *ctx, const char *path, char *source, char *impl,
                         size_t cap) {
@@ -95,11 +105,14 @@ static bool plan_kernel(wpk_context *ctx, const char *path, char *source, char *
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2) {
-        fprintf(stderr, "usage: test_cuda_tune MOCK_LIBCUDA\n");
+    if (argc < 3) {
+        fprintf(stderr, "usage: test_cuda_tune MOCK_LIBCUDA MOCK_CUDALIBS\n");
         return 2;
     }
     setenv("WPK_CUDA_DRIVER_LIBRARY", argv[1], 1);
+    setenv("WPK_CUDNN_LIBRARY", argv[2], 1);
+    setenv("WPK_CUBLAS_LIBRARY", argv[2], 1);
+    setenv("WPK_CUBLASLT_LIBRARY", argv[2], 1);
     char dir[64] = "/tmp/wpk_cuda_tune.XXXXXX";
     if (!mkdtemp(dir)) return 1;
     char cache[128], db_path[128], plan[128];
@@ -127,9 +140,12 @@ int main(int argc, char **argv) {
     if (!m) CHECK_DONE();
     tune_taskset ts;
     CHECK(api_tune_tasks_extract_cuda(ctx, m, 3, &ts) == WPK_OK);
-    CHECK(ts.ntasks == 1 && ts.kernel_nodes == 1);
-    if (ts.ntasks != 1) CHECK_DONE();
-    const tune_task *task = &ts.tasks[0].task;
+    /* the template's task, then cuDNN's as its alternative */
+    CHECK(ts.ntasks == 2 && ts.kernel_nodes == 1);
+    if (ts.ntasks != 2) CHECK_DONE();
+    const tune_task *task = &ts.tasks[0].task, *lib = &ts.tasks[1].task;
+    CHECK(ts.tasks[0].alt_of == -1 && ts.tasks[1].alt_of == 0 && ts.tasks[1].count == 1);
+    CHECK(!strcmp(lib->tmpl->name, "cudnn") && !strncmp(lib->key, "cudnn|", 6));
     CHECK(!strcmp(task->tmpl->name, "conv2d_cuda"));
     CHECK(!strncmp(task->key, "conv2d_cuda:", 12));
     tune_space space;
@@ -159,8 +175,18 @@ int main(int argc, char **argv) {
     st = tune_run(ctx, db, ts.tasks, ts.ntasks, &o, &sum);
     CHECK(st == WPK_OK);
     if (st) fprintf(stderr, "%s\n", wpk_context_error(ctx));
-    CHECK(sum.ntasks == 1 && sum.tasks[0].measured >= 8);
+    CHECK(sum.ntasks == 2 && sum.tasks[0].measured >= 8);
     CHECK(sum.tasks[0].best_s > 0 && sum.tasks[0].remeasured);
+    /* cuDNN's algorithms: timed on the mock libraries, the one it lacks (FFT) refused */
+    tally lt;
+    memset(&lt, 0, sizeof lt);
+    CHECK(tune_db_each(db, target, lib->key, count_status, &lt) == WPK_OK);
+    CHECK(sum.tasks[1].measured >= 2 && lt.by_status[TUNE_OK] >= 1 &&
+          lt.by_status[TUNE_COMPILE_ERROR] >= 1);
+    char lib_best[256];
+    double lib_median = 0;
+    CHECK(tune_db_best(db, target, lib->key, lib_best, sizeof lib_best, &lib_median) == WPK_OK &&
+          lib_median > 0 && !strncmp(lib_best, "algo=", 5));
 
     /* every record under the GPU's key, each classified as its config was made to fail */
     tally t;
@@ -183,7 +209,7 @@ int main(int argc, char **argv) {
     tune_summary again;
     o.trials = 10;
     CHECK(tune_run(ctx, db, ts.tasks, ts.ntasks, &o, &again) == WPK_OK);
-    CHECK(again.ntasks == 1 && again.tasks[0].measured == 0);
+    CHECK(again.ntasks == 2 && again.tasks[0].measured == 0 && again.tasks[1].measured == 0);
     tune_summary_free(&again);
     tune_db_close(db);
 

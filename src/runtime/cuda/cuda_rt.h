@@ -215,8 +215,12 @@ size_t rt_cuda_backend_staged(const rt_backend *b);
 /* ---- the payloads of the CUDA runners' steps (little-endian int64s) ---- */
 #define RT_CUDA_LAUNCH_PAYLOAD 56 /* grid[3], block[3], shared_bytes */
 #define RT_CUDA_COPY_PAYLOAD 16   /* source offset in its tensor, bytes */
+#define RT_CUDA_COPY_TO_PAYLOAD 24 /* the same and the destination offset in its tensor */
 void rt_cuda_launch_payload(const rt_cuda_dims *dims, uint8_t out[RT_CUDA_LAUNCH_PAYLOAD]);
 void rt_cuda_copy_payload(uint64_t src_offset, uint64_t bytes,
                           uint8_t out[RT_CUDA_COPY_PAYLOAD]);
+/* A copy into the destination at dst_offset (a Concat's input into its slice of the output). */
+void rt_cuda_copy_to_payload(uint64_t src_offset, uint64_t bytes, uint64_t dst_offset,
+                             uint8_t out[RT_CUDA_COPY_TO_PAYLOAD]);
 
 #endif

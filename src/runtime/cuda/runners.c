@@ -1,6 +1,7 @@
 /* runners.c -- the CUDA backend's step runners (cuda_rt.h): "cuda_kernel" launches a kernel of
  * a loaded module (the step's symbol) with the launch dims of its payload on the step's tensors;
- * "cuda_copy" copies a byte range of its first tensor into its second on the device. Both
+ * "cuda_copy" copies a byte range of its first tensor into its second (at the start, or at an
+ * offset the payload names) on the device. Both
  * queue on the backend's stream and allocate nothing when they run. */
 #include <inttypes.h>
 #include <string.h>
@@ -32,6 +33,12 @@ void rt_cuda_launch_payload(const rt_cuda_dims *dims, uint8_t out[RT_CUDA_LAUNCH
 void rt_cuda_copy_payload(uint64_t src_offset, uint64_t bytes, uint8_t out[RT_CUDA_COPY_PAYLOAD]) {
     put64(out, src_offset);
     put64(out + 8, bytes);
+}
+
+void rt_cuda_copy_to_payload(uint64_t src_offset, uint64_t bytes, uint64_t dst_offset,
+                             uint8_t out[RT_CUDA_COPY_TO_PAYLOAD]) {
+    rt_cuda_copy_payload(src_offset, bytes, out);
+    put64(out + 16, dst_offset);
 }
 
 /* ---- cuda_kernel ---- */
@@ -118,7 +125,7 @@ const rt_runner rt_cuda_kernel_runner = {
 
 typedef struct copy_state {
     rt_cuda *d;
-    uint64_t offset, bytes;
+    uint64_t offset, bytes, dst_offset;
 } copy_state;
 
 static wpk_status copy_prepare(const rt_runner *self, wpk_context *ctx, const rt_step_env *env,
@@ -127,18 +134,21 @@ static wpk_status copy_prepare(const rt_runner *self, wpk_context *ctx, const rt
     *state = NULL;
     const rt_plan *pl = env->plan;
     const rt_step *s = &pl->steps[step];
-    if (s->payload_len != RT_CUDA_COPY_PAYLOAD || s->nargs != 2 || s->args[0] < 0 ||
-        s->args[1] < 0 || !env->data[s->args[0]] || !env->data[s->args[1]])
+    if ((s->payload_len != RT_CUDA_COPY_PAYLOAD && s->payload_len != RT_CUDA_COPY_TO_PAYLOAD) ||
+        s->nargs != 2 || s->args[0] < 0 || s->args[1] < 0 || !env->data[s->args[0]] ||
+        !env->data[s->args[1]])
         return wpk_error(ctx, WPK_ERR_PARSE, "the plan is damaged: node '%s': a device copy "
-                         "takes two placed tensors and a %d-byte payload", s->node,
-                         RT_CUDA_COPY_PAYLOAD);
-    uint64_t off = get64(s->payload), bytes = get64((const uint8_t *)s->payload + 8);
+                         "takes two placed tensors and a %d- or %d-byte payload", s->node,
+                         RT_CUDA_COPY_PAYLOAD, RT_CUDA_COPY_TO_PAYLOAD);
+    const uint8_t *pay = s->payload;
+    uint64_t off = get64(pay), bytes = get64(pay + 8);
+    uint64_t dst = s->payload_len == RT_CUDA_COPY_TO_PAYLOAD ? get64(pay + 16) : 0;
     uint64_t have = rt_tensor_bytes(&pl->tensors[s->args[0]]);
     uint64_t room = rt_tensor_bytes(&pl->tensors[s->args[1]]);
-    if (off > have || bytes > have - off || bytes > room)
+    if (off > have || bytes > have - off || dst > room || bytes > room - dst)
         return wpk_error(ctx, WPK_ERR_PARSE, "the plan is damaged: node '%s': a copy of %" PRIu64
-                         " bytes at offset %" PRIu64 " from %" PRIu64 " bytes into %" PRIu64,
-                         s->node, bytes, off, have, room);
+                         " bytes at offset %" PRIu64 " from %" PRIu64 " bytes to offset %" PRIu64
+                         " of %" PRIu64, s->node, bytes, off, have, dst, room);
     rt_cuda *d = rt_cuda_backend_device(env->backend);
     if (!rt_cuda_cu(d)->memcpy_dtod_async)
         return wpk_error(ctx, WPK_ERR_UNSUPPORTED, "node '%s': the CUDA driver has no "
@@ -148,6 +158,7 @@ static wpk_status copy_prepare(const rt_runner *self, wpk_context *ctx, const rt
     cs->d = d;
     cs->offset = off;
     cs->bytes = bytes;
+    cs->dst_offset = dst;
     *state = cs;
     return WPK_OK;
 }
@@ -158,7 +169,7 @@ static wpk_status copy_run(void *state, wpk_context *ctx, void *const *argv) {
     if (!cs->bytes) return WPK_OK;
     const rt_cu_api *cu = rt_cuda_cu(cs->d);
     uint64_t src = (uint64_t)(uintptr_t)argv[0] + cs->offset;
-    uint64_t dst = (uint64_t)(uintptr_t)argv[1];
+    uint64_t dst = (uint64_t)(uintptr_t)argv[1] + cs->dst_offset;
     return rt_cuda_check(cs->d, cu->memcpy_dtod_async(dst, src, cs->bytes, rt_cuda_stream(cs->d)),
                          "a device copy");
 }

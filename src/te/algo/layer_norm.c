@@ -62,8 +62,23 @@ static const te_expr *load_param(te_ctx *c, const te_tensor *p, const te_tensor 
     return te_load(c, p, p->ndim, idx);
 }
 
-te_tensor *te_layer_norm(te_ctx *c, const char *name, te_tensor *x, te_tensor *scale,
-                         te_tensor *bias, int axis, float epsilon, te_algo_parts *parts) {
+/* The mean of x's rows: "<name>.<what>". */
+static te_tensor *row_mean(te_ctx *c, const char *name, const char *what, te_tensor *x, int axis,
+                           const te_expr *inv_d) {
+    const int nd = x->ndim - axis;
+    int64_t sshape[TE_MAX_DIMS];
+    te_iter **ma = axes_of(c, x, axis, true, sshape), *r1[TE_MAX_DIMS];
+    if (!ma || !reduce_axes(c, x, axis, r1)) return NULL;
+    const te_expr *t1[TE_MAX_DIMS];
+    for (int i = 0; i < nd; i++) t1[i] = te_var(c, r1[i]);
+    return te_compute(c, te_algo_name(c, name, what), x->ndim, sshape, ma,
+                      te_reduce(c, TE_REDUCE_SUM, te_mul(c, load_x(c, x, axis, ma, t1), inv_d),
+                                nd, r1));
+}
+
+static te_tensor *layer_norm(te_ctx *c, const char *name, te_tensor *x, te_tensor *scale,
+                             te_tensor *bias, int axis, float epsilon, bool split_mean,
+                             te_algo_parts *parts) {
     if (parts) memset(parts, 0, sizeof *parts);
     if (!x || x->dtype != TE_F32)
         return te_algo_fail(c, "layer_norm '%s': input '%s' must be float32", name,
@@ -86,20 +101,15 @@ te_tensor *te_layer_norm(te_ctx *c, const char *name, te_tensor *x, te_tensor *s
     const te_expr *inv_d = te_float(c, 1.0 / (double)d);
     int64_t sshape[TE_MAX_DIMS], oshape[TE_MAX_DIMS];
 
-    te_iter **ma = axes_of(c, x, axis, true, sshape), *r1[TE_MAX_DIMS];
-    if (!ma || !reduce_axes(c, x, axis, r1)) return NULL;
-    const te_expr *t1[TE_MAX_DIMS];
-    for (int i = 0; i < nd; i++) t1[i] = te_var(c, r1[i]);
-    te_tensor *mean = te_compute(c, te_algo_name(c, name, "mean"), x->ndim, sshape, ma,
-                                 te_reduce(c, TE_REDUCE_SUM,
-                                           te_mul(c, load_x(c, x, axis, ma, t1), inv_d), nd, r1));
-    if (!mean) return NULL;
+    te_tensor *mean = row_mean(c, name, "mean", x, axis, inv_d);
+    te_tensor *var_mean = split_mean ? row_mean(c, name, "var_mean", x, axis, inv_d) : mean;
+    if (!mean || !var_mean) return NULL;
 
     te_iter **va = axes_of(c, x, axis, true, sshape), *r2[TE_MAX_DIMS];
     if (!va || !reduce_axes(c, x, axis, r2)) return NULL;
     const te_expr *t2[TE_MAX_DIMS];
     for (int i = 0; i < nd; i++) t2[i] = te_var(c, r2[i]);
-    const te_expr *dev = te_sub(c, load_x(c, x, axis, va, t2), load_stat(c, mean, axis, va));
+    const te_expr *dev = te_sub(c, load_x(c, x, axis, va, t2), load_stat(c, var_mean, axis, va));
     te_tensor *var = te_compute(c, te_algo_name(c, name, "var"), x->ndim, sshape, va,
                                 te_reduce(c, TE_REDUCE_SUM, te_mul(c, te_mul(c, dev, dev), inv_d),
                                           nd, r2));
@@ -122,6 +132,18 @@ te_tensor *te_layer_norm(te_ctx *c, const char *name, te_tensor *x, te_tensor *s
         parts->out = parts->main = out;
         parts->stats[0] = mean;
         parts->stats[1] = var;
+        if (split_mean) parts->stats[2] = var_mean;
     }
     return out;
+}
+
+te_tensor *te_layer_norm(te_ctx *c, const char *name, te_tensor *x, te_tensor *scale,
+                         te_tensor *bias, int axis, float epsilon, te_algo_parts *parts) {
+    return layer_norm(c, name, x, scale, bias, axis, epsilon, false, parts);
+}
+
+te_tensor *te_layer_norm_split_mean(te_ctx *c, const char *name, te_tensor *x, te_tensor *scale,
+                                    te_tensor *bias, int axis, float epsilon,
+                                    te_algo_parts *parts) {
+    return layer_norm(c, name, x, scale, bias, axis, epsilon, true, parts);
 }

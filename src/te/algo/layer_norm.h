@@ -16,4 +16,11 @@
 te_tensor *te_layer_norm(te_ctx *c, const char *name, te_tensor *x, te_tensor *scale,
                          te_tensor *bias, int axis, float epsilon, te_algo_parts *parts);
 
+/* The same with the mean computed twice: "<name>.mean" for the output, "<name>.var_mean"
+ * (stats[2]) for the variance, so that a schedule computing each statistic inside its
+ * consumer's loop (a GPU thread's row in registers) has one mean per consumer. */
+te_tensor *te_layer_norm_split_mean(te_ctx *c, const char *name, te_tensor *x, te_tensor *scale,
+                                    te_tensor *bias, int axis, float epsilon,
+                                    te_algo_parts *parts);
+
 #endif

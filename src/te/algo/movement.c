@@ -77,6 +77,37 @@ te_tensor *te_slice_affine(te_ctx *c, const char *name, te_tensor *x, const int6
     return v ? te_compute(c, name, nd, shape, ax, v) : NULL;
 }
 
+te_tensor *te_gather_affine(te_ctx *c, const char *name, te_tensor *x, int axis, int nidx,
+                            const int64_t *idx_dims, int64_t start, int64_t step) {
+    if (!x) return te_algo_fail(c, "gather '%s': an input is missing", name);
+    const int nd = x->ndim - 1 + nidx;
+    if (axis < 0 || axis >= x->ndim || nidx < 0 || nd > TE_MAX_DIMS)
+        return te_algo_fail(c, "gather '%s': axis %d of %d dims with %d index dims", name, axis,
+                            x->ndim, nidx);
+    int64_t shape[TE_MAX_DIMS], count = 1;
+    for (int d = 0; d < axis; d++) shape[d] = x->shape[d];
+    for (int d = 0; d < nidx; d++) shape[axis + d] = idx_dims[d], count *= idx_dims[d];
+    for (int d = axis + 1; d < x->ndim; d++) shape[d - 1 + nidx] = x->shape[d];
+    const int64_t last = start + step * (count - 1);
+    if (count < 1 || start < 0 || start >= x->shape[axis] || last < 0 || last >= x->shape[axis])
+        return te_algo_fail(c, "gather '%s': the indices read outside dim %d of '%s'", name, axis,
+                            x->name);
+    const int on = nd ? nd : 1;
+    if (!nd) shape[0] = 1;
+    te_iter **ax = te_compute_axes(c, on, shape, NULL);
+    if (!ax) return NULL;
+    /* the flat number of the index the output's index dims name */
+    const te_expr *j = te_int(c, 0);
+    for (int d = 0; d < nidx; d++)
+        j = te_add(c, te_mul(c, j, te_int(c, idx_dims[d])), te_var(c, ax[axis + d]));
+    const te_expr *idx[TE_MAX_DIMS];
+    for (int d = 0; d < axis; d++) idx[d] = te_var(c, ax[d]);
+    idx[axis] = te_add(c, te_mul(c, j, te_int(c, step)), te_int(c, start));
+    for (int d = axis + 1; d < x->ndim; d++) idx[d] = te_var(c, ax[d - 1 + nidx]);
+    const te_expr *v = te_load(c, x, x->ndim, idx);
+    return v ? te_compute(c, name, on, shape, ax, v) : NULL;
+}
+
 te_tensor *te_reduce_mean(te_ctx *c, const char *name, te_tensor *x, const bool *reduced,
                           bool keep, te_algo_parts *parts) {
     if (parts) memset(parts, 0, sizeof *parts);

@@ -20,6 +20,12 @@ te_tensor *te_transpose(te_ctx *c, const char *name, te_tensor *x, const int *pe
 te_tensor *te_slice_affine(te_ctx *c, const char *name, te_tensor *x, const int64_t *shape,
                            const int64_t *start, const int64_t *step);
 
+/* ONNX Gather of x along `axis` with indices of shape idx_dims (nidx dims, 0: a scalar) whose
+ * values, flattened, are start, start + step, ...: out has x's dims before axis, then
+ * idx_dims, then x's after it (a 0-d result as [1]). Every index must lie inside x. */
+te_tensor *te_gather_affine(te_ctx *c, const char *name, te_tensor *x, int axis, int nidx,
+                            const int64_t *idx_dims, int64_t start, int64_t step);
+
 /* The mean of x over the axes with reduced[d] set, keeping them as dims of 1 (keep) or dropping
  * them: "<name>.sum" (the reduction, axes r<d>) and `name` = sum / count, the divide
  * ReduceMean's reference kernel does. parts: main the sum, epilogue/out the divide. */

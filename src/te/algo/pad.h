@@ -22,4 +22,19 @@ te_tensor *te_pad(te_ctx *c, const char *name, te_tensor *x, const int64_t *befo
 te_tensor *te_pad_to(te_ctx *c, const char *name, te_tensor *x, const int64_t *before,
                      const int64_t *shape, double value, const char *const *axis_names);
 
+/* One axis of a Pad in any mode: output index o reads input index lo + j, j = o - before,
+ * where 0 <= j < len; outside, per mode, the constant, the nearest edge, the mirror image
+ * (numpy's reflect, the edge not repeated) or the wrapped index. ONNX's negative pads are
+ * crops (lo > 0, len shorter than the axis). */
+typedef enum te_pad_mode { TE_PAD_CONSTANT, TE_PAD_EDGE, TE_PAD_REFLECT, TE_PAD_WRAP } te_pad_mode;
+typedef struct te_pad_axis {
+    int64_t before, lo, len, out;
+} te_pad_axis;
+
+/* out (extents ax[d].out) of x padded or cropped per axis in `mode` (value: the constant's).
+ * Reflect and wrap take pads of at most len - 1 and len (one mirror or wrap per side); NULL
+ * with a message for axes that do not fit x or those limits. */
+te_tensor *te_pad_any(te_ctx *c, const char *name, te_tensor *x, const te_pad_axis *ax,
+                       te_pad_mode mode, double value);
+
 #endif
