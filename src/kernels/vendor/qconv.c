@@ -1,11 +1,11 @@
 /* qconv.c -- the int8 convolution provider ("int8"): QLinearConv and wpk::QLinearConv (2-D,
  * NCHW, constant weights, scales and zero points) on the provider interface of lib.h, its
  * weights packed when the kernel is made. One group: the convolution as a GEMM (qgemm.h) of
- * the s8 weights [M, C*KH*KW] with the u8 activations, gathered (im2col, skipped for 1x1
- * stride-1 unpadded convs) and packed in 16-column blocks; bias, requantization and the
- * activation's clamp run in the GEMM's epilogue. Depthwise (one channel per group): each
+ * the s8 weights [M, C*KH*KW] with the u8 activations, gathered (im2col, 4 rows at a time
+ * through a small buffer; skipped for 1x1 stride-1 unpadded convs) and packed in 16-column
+ * blocks; bias, requantization and the activation's clamp run in the GEMM's epilogue. Depthwise (one channel per group): each
  * channel's plane copied into a padded one, then qdepthwise.h. Threads split the GEMM over
- * output tiles (rows x column blocks), the gathering over rows and blocks, the depthwise
+ * output tiles (rows x column blocks), the gathering and packing over blocks, the depthwise
  * convolution over channels.
  *
  * Asymmetric weights (a nonzero w zero point), u8 weights, float16 scales and other groupings
@@ -33,7 +33,8 @@ struct lib_kernel {
     int8_t *w;         /* GEMM: rows_pad x 4 k4; depthwise: m x taps */
     int32_t *bias;     /* GEMM: bias - (x zero point, as u8) x row sum; depthwise: bias */
     float *mult;       /* x_scale * w_scale[m] / y_scale */
-    uint8_t *col;      /* im2col rows: k x plane_out (NULL when direct) */
+    uint8_t *rows4;    /* per thread, 4 im2col rows of its columns (NULL when direct) */
+    int64_t span;      /* the most columns a thread gathers: all blocks x 16 */
     uint8_t *packed;   /* blocks x k4 x 64 */
     uint8_t *pad;      /* depthwise: a padded input plane per thread, pad_h x pad_w */
     int64_t pad_h, pad_w;
@@ -110,7 +111,7 @@ static void destroy(const kernel_provider *self, lib_kernel *k) {
     wpk_free(k->w);
     wpk_free(k->bias);
     wpk_free(k->mult);
-    wpk_free(k->col);
+    wpk_free(k->rows4);
     wpk_free(k->packed);
     wpk_free(k->pad);
     wpk_free(k);
@@ -191,6 +192,7 @@ static wpk_status create(const kernel_provider *self, wpk_context *ctx, const ir
     k->threads = dev->threads > 0 ? dev->threads : 1;
     k->rows_pad = k->depthwise ? k->m : round_up(k->m, QGEMM_MR);
     k->blocks = (k->plane_out + QGEMM_LANES - 1) / QGEMM_LANES;
+    k->span = k->blocks * QGEMM_LANES; /* a team smaller than asked gives a thread more */
     /* a stride-2 row load reads one byte past its last lane: 32 bytes of slack */
     k->pad_h = g->in[0] + g->pad0[0] + g->pad1[0];
     k->pad_w = g->in[1] + g->pad0[1] + g->pad1[1] + 32;
@@ -202,7 +204,7 @@ static wpk_status create(const kernel_provider *self, wpk_context *ctx, const ir
     } else {
         nomem = nomem || !(k->w = wpk_malloc((size_t)(k->rows_pad * k->k4 * 4))) ||
                 !(k->packed = wpk_malloc((size_t)(k->blocks * k->k4 * 64))) ||
-                (!k->direct && !(k->col = wpk_malloc((size_t)(k->k * k->plane_out))));
+                (!k->direct && !(k->rows4 = wpk_malloc((size_t)(4 * k->span * k->threads))));
     }
     if (nomem) {
         destroy(self, k);
@@ -216,35 +218,45 @@ static wpk_status create(const kernel_provider *self, wpk_context *ctx, const ir
 
 /* ---- run ---- */
 
-/* Row r of the im2col matrix of image xb: the input pixel under tap (c, i, j) for every
- * output position, x's zero point (the real 0) where the tap falls in the padding. */
-static void im2col_row(const lib_kernel *k, const uint8_t *xb, int64_t r, uint8_t *dst) {
+/* Columns [c0, c1) of row r of the im2col matrix of image xb, at dst[0...]: the input pixel
+ * under tap (c, i, j) for each output position, x's zero point (the real 0) where the tap
+ * falls in the padding. */
+static void im2col_part(const lib_kernel *k, const uint8_t *xb, int64_t r, int64_t c0,
+                        int64_t c1, uint8_t *dst) {
     const sp_geom *g = &k->g;
-    int64_t kh = g->kernel[0], kw = g->kernel[1];
+    int64_t kh = g->kernel[0], kw = g->kernel[1], ow_n = g->out[1];
     int64_t c = r / (kh * kw), i = r / kw % kh, j = r % kw;
     const uint8_t *src = xb + c * k->plane_in;
     uint8_t pad = (uint8_t)k->xzp;
-    for (int64_t oh = 0; oh < g->out[0]; oh++) {
+    int64_t w0, w1, off = j * g->dil[1] - g->pad0[1], sw = g->stride[1];
+    sp_tap_range(ow_n, sw, off, g->in[1], &w0, &w1);
+    for (int64_t oh = c0 / ow_n; oh * ow_n < c1; oh++) {
+        /* this output row's part of [c0, c1), as [a, b) within the row */
+        int64_t a = c0 - oh * ow_n > 0 ? c0 - oh * ow_n : 0;
+        int64_t b = c1 - oh * ow_n < ow_n ? c1 - oh * ow_n : ow_n;
+        uint8_t *d = dst + oh * ow_n - c0;
         int64_t ih = oh * g->stride[0] + i * g->dil[0] - g->pad0[0];
-        uint8_t *d = dst + oh * g->out[1];
         if (ih < 0 || ih >= g->in[0]) {
-            memset(d, pad, (size_t)g->out[1]);
+            memset(d + a, pad, (size_t)(b - a));
             continue;
         }
-        const uint8_t *s = src + ih * g->in[1];
-        int64_t w0, w1, off = j * g->dil[1] - g->pad0[1];
-        sp_tap_range(g->out[1], g->stride[1], off, g->in[1], &w0, &w1);
-        if (w0 > 0) memset(d, pad, (size_t)w0);
-        if (g->stride[1] == 1)
-            memcpy(d + w0, s + w0 + off, (size_t)(w1 - w0));
+        const uint8_t *s = src + ih * g->in[1] + off;
+        int64_t va = a > w0 ? a : w0, vb = b < w1 ? b : w1;
+        if (va >= vb) {
+            memset(d + a, pad, (size_t)(b - a));
+            continue;
+        }
+        if (va > a) memset(d + a, pad, (size_t)(va - a));
+        if (sw == 1)
+            memcpy(d + va, s + va, (size_t)(vb - va));
         else
-            for (int64_t ow = w0; ow < w1; ow++) d[ow] = s[ow * g->stride[1] + off];
-        if (w1 < g->out[1]) memset(d + w1, pad, (size_t)(g->out[1] - w1));
+            for (int64_t ow = va; ow < vb; ow++) d[ow] = s[ow * sw];
+        if (vb < b) memset(d + vb, pad, (size_t)(b - vb));
     }
 }
 
-/* Column block b of the GEMM's right operand, from the rows (im2col's, or x's planes). */
-static void pack_block(const lib_kernel *k, const uint8_t *rows, int64_t b) {
+/* Column block b of the GEMM's right operand, from x's planes (a 1x1 stride-1 conv). */
+static void pack_block_direct(const lib_kernel *k, const uint8_t *rows, int64_t b) {
     static const uint8_t zeros[QGEMM_LANES];
     uint8_t *out = k->packed + b * k->k4 * 64;
     int64_t col = b * QGEMM_LANES, n = k->plane_out - col;
@@ -268,6 +280,35 @@ static void pack_block(const lib_kernel *k, const uint8_t *rows, int64_t b) {
     }
 }
 
+/* Column blocks [b0, b1) of the GEMM's right operand, gathered from image xb 4 im2col rows at
+ * a time into rows4 (4 x span bytes, small enough to stay in L1) and packed from there, so the
+ * im2col matrix never goes through memory as a whole. */
+static void pack_blocks_gathered(const lib_kernel *k, const uint8_t *xb, int64_t b0, int64_t b1,
+                                 uint8_t *rows4) {
+    int64_t c0 = b0 * QGEMM_LANES, c1 = b1 * QGEMM_LANES;
+    if (c1 > k->plane_out) c1 = k->plane_out;
+    uint8_t flip = k->x_signed ? 0x80 : 0;
+    /* the columns past the plane are packed but never stored: 0 keeps them defined */
+    for (int t = 0; t < 4; t++)
+        memset(rows4 + t * k->span + (c1 - c0), 0, (size_t)((b1 - b0) * QGEMM_LANES - (c1 - c0)));
+    for (int64_t kg = 0; kg < k->k4; kg++) {
+        const uint8_t *r[4];
+        for (int t = 0; t < 4; t++) {
+            int64_t row = kg * 4 + t;
+            uint8_t *dst = rows4 + t * k->span;
+            if (row < k->k)
+                im2col_part(k, xb, row, c0, c1, dst);
+            else
+                memset(dst, 0, (size_t)(c1 - c0)); /* its weights are 0 */
+            r[t] = dst;
+        }
+        for (int64_t b = b0; b < b1; b++) {
+            qgemm_pack_group(k->packed + (b * k->k4 + kg) * 64, r, flip);
+            for (int t = 0; t < 4; t++) r[t] += QGEMM_LANES;
+        }
+    }
+}
+
 /* [*lo, *hi): part t of nt of count items. */
 static void share(int64_t count, int t, int nt, int64_t *lo, int64_t *hi) {
     *lo = count * t / nt;
@@ -278,16 +319,11 @@ static void share(int64_t count, int t, int nt, int64_t *lo, int64_t *hi) {
  * a barrier between the steps when the team has more than one thread. */
 static void gemm_image(const lib_kernel *k, const uint8_t *xb, uint8_t *yb, int t, int nt) {
     int64_t lo, hi;
-    const uint8_t *rows = k->direct ? xb : k->col;
-    if (!k->direct) {
-        share(k->k, t, nt, &lo, &hi);
-        for (int64_t r = lo; r < hi; r++) im2col_row(k, xb, r, k->col + r * k->plane_out);
-        if (nt > 1) {
-#pragma omp barrier
-        }
-    }
     share(k->blocks, t, nt, &lo, &hi);
-    for (int64_t b = lo; b < hi; b++) pack_block(k, rows, b);
+    if (k->direct)
+        for (int64_t b = lo; b < hi; b++) pack_block_direct(k, xb, b);
+    else if (lo < hi)
+        pack_blocks_gathered(k, xb, lo, hi, k->rows4 + 4 * k->span * t);
     if (nt > 1) {
 #pragma omp barrier
     }
