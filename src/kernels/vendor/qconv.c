@@ -27,15 +27,21 @@ struct lib_kernel {
     char name[64];
     sp_geom g;
     int64_t batch, c, m, k, k4, rows_pad, plane_in, plane_out, blocks;
-    bool depthwise, direct, x_signed, y_signed;
+    bool depthwise, implicit, x_signed, y_signed;
     int32_t xzp, yzp, lo, hi;
     int threads;
     int8_t *w;         /* GEMM: rows_pad x 4 k4; depthwise: m x taps */
     int32_t *bias;     /* GEMM: bias - (x zero point, as u8) x row sum; depthwise: bias */
     float *mult;       /* x_scale * w_scale[m] / y_scale */
-    uint8_t *rows4;    /* per thread, 4 im2col rows of its columns (NULL when direct) */
+    /* The GEMM's activations (qgemm_args): implicit, x copied into padded planes of xp_h x
+     * xp_w pixels, 4 channels interleaved per pixel (a quad), one plane per quad, the
+     * padding holding x's zero point; otherwise the im2col matrix, packed 4 rows a quad. */
+    uint8_t *packed;   /* quads x quad_stride */
+    int64_t *tap_off;  /* per kernel tap, its offset into a quad's plane (bytes) */
+    int64_t taps, quads, quad_stride, cols, row_w, xp_h, xp_w;
+    uint8_t *rows4;    /* per thread, 4 im2col rows of its columns (NULL when implicit) */
     int64_t span;      /* the most columns a thread gathers: all blocks x 16 */
-    uint8_t *packed;   /* blocks x k4 x 64 */
+    uint8_t *zero_row; /* implicit: a plane of zeros, the channels past c of the last quad */
     uint8_t *pad;      /* depthwise: a padded input plane per thread, pad_h x pad_w */
     int64_t pad_h, pad_w;
 };
@@ -112,6 +118,8 @@ static void destroy(const kernel_provider *self, lib_kernel *k) {
     wpk_free(k->bias);
     wpk_free(k->mult);
     wpk_free(k->rows4);
+    wpk_free(k->tap_off);
+    wpk_free(k->zero_row);
     wpk_free(k->packed);
     wpk_free(k->pad);
     wpk_free(k);
@@ -128,6 +136,60 @@ static int constants(const kernel_provider *self, const lib_kernel *k, const voi
 
 static int64_t round_up(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
 
+/* How the GEMM reads x. A stride-1 conv runs as an implicit GEMM over a padded copy of x:
+ * column p is output (p / xp_w, p % xp_w), whose window under tap (i, j) starts at padded
+ * pixel p + i * dil_h * xp_w + j * dil_w, so no im2col is built; the columns past the output
+ * width (xp_w - out_w per row) are computed and dropped. That waste is taken while it costs
+ * at most 1/8 more column blocks than the im2col matrix (3x3 on 7x7 to 56x56 planes); else,
+ * and for other strides, the im2col matrix is gathered and packed at every run. */
+static void plan_gemm(lib_kernel *k) {
+    const sp_geom *g = &k->g;
+    int64_t kh = g->kernel[0], kw = g->kernel[1];
+    int64_t gathered = (k->plane_out + QGEMM_LANES - 1) / QGEMM_LANES;
+    k->xp_h = g->in[0] + g->pad0[0] + g->pad1[0];
+    k->xp_w = g->in[1] + g->pad0[1] + g->pad1[1];
+    int64_t implicit = (g->out[0] * k->xp_w + QGEMM_LANES - 1) / QGEMM_LANES;
+    k->implicit = g->stride[0] == 1 && g->stride[1] == 1 && implicit * 8 <= gathered * 9;
+    if (k->implicit) {
+        k->taps = kh * kw;
+        k->quads = (k->c + 3) / 4;
+        k->blocks = implicit;
+        k->cols = g->out[0] * k->xp_w;
+        k->row_w = k->xp_w;
+        int64_t reach = (kh - 1) * g->dil[0] * k->xp_w + (kw - 1) * g->dil[1];
+        int64_t plane = k->xp_h * k->xp_w, read = k->blocks * QGEMM_LANES + reach;
+        k->quad_stride = 4 * (plane > read ? plane : read);
+    } else {
+        k->taps = 1;
+        k->quads = k->k4;
+        k->blocks = gathered;
+        k->cols = k->plane_out;
+        k->row_w = g->out[1];
+        k->quad_stride = k->blocks * QGEMM_LANES * 4;
+        k->span = k->blocks * QGEMM_LANES; /* a team smaller than asked gives a thread more */
+    }
+    k->k4 = k->taps * k->quads;
+    /* an odd number of cache lines between quads: a tile reads a piece of every quad, and an
+     * even stride (a plane of 56x56 is 196 lines) would crowd them into a few L1 sets */
+    int64_t lines = (k->quad_stride + 63) / 64;
+    k->quad_stride = (lines | 1) * 64;
+}
+
+/* The tap offsets and, implicit, the padding of the planes: x's zero point as the GEMM
+ * reads it (s8 turned u8), written once; a run writes only the inside of each plane. */
+static void init_activations(lib_kernel *k) {
+    const sp_geom *g = &k->g;
+    if (!k->implicit) {
+        k->tap_off[0] = 0;
+        return;
+    }
+    for (int64_t i = 0; i < g->kernel[0]; i++)
+        for (int64_t j = 0; j < g->kernel[1]; j++)
+            k->tap_off[i * g->kernel[1] + j] = 4 * (i * g->dil[0] * k->xp_w + j * g->dil[1]);
+    uint8_t pad = (uint8_t)k->xzp ^ (k->x_signed ? 0x80 : 0);
+    memset(k->packed, pad, (size_t)(k->quads * k->quad_stride));
+}
+
 /* Weights, bias and multipliers in the kernel's layout. */
 static void pack_constants(lib_kernel *k, const ir_node *n, ir_tensor *const *in) {
     const int8_t *w = in[W]->data;
@@ -139,9 +201,12 @@ static void pack_constants(lib_kernel *k, const ir_node *n, ir_tensor *const *in
         bool real = r < k->m;
         int64_t rowsum = 0;
         if (!k->depthwise) {
+            /* implicit: k-groups tap-major, 4 channels each; packed: im2col's row order */
             int8_t *dst = k->w + r * k->k4 * 4;
+            int64_t per_tap = k->k / k->taps;
             for (int64_t i = 0; i < k->k4 * 4; i++) {
-                dst[i] = real && i < k->k ? w[r * k->k + i] : 0;
+                int64_t tap = i / (k->quads * 4), ch = i % (k->quads * 4);
+                dst[i] = real && ch < per_tap ? w[r * k->k + ch * k->taps + tap] : 0;
                 rowsum += dst[i];
             }
         }
@@ -178,8 +243,6 @@ static wpk_status create(const kernel_provider *self, wpk_context *ctx, const ir
     k->k4 = (k->k + 3) / 4;
     k->plane_in = g->in[0] * g->in[1];
     k->plane_out = g->out[0] * g->out[1];
-    k->direct = g->kernel[0] == 1 && g->kernel[1] == 1 && g->stride[0] == 1 &&
-                g->stride[1] == 1 && !g->pad0[0] && !g->pad0[1];
     k->x_signed = in[X]->dtype == WPK_DTYPE_INT8;
     k->y_signed = out[0]->dtype == WPK_DTYPE_INT8;
     k->xzp = quant_int_at(in[XZP], 0);
@@ -191,8 +254,7 @@ static wpk_status create(const kernel_provider *self, wpk_context *ctx, const ir
     if (relu && k->yzp > k->lo) k->lo = k->yzp;
     k->threads = dev->threads > 0 ? dev->threads : 1;
     k->rows_pad = k->depthwise ? k->m : round_up(k->m, QGEMM_MR);
-    k->blocks = (k->plane_out + QGEMM_LANES - 1) / QGEMM_LANES;
-    k->span = k->blocks * QGEMM_LANES; /* a team smaller than asked gives a thread more */
+    if (!k->depthwise) plan_gemm(k);
     /* a stride-2 row load reads one byte past its last lane: 32 bytes of slack */
     k->pad_h = g->in[0] + g->pad0[0] + g->pad1[0];
     k->pad_w = g->in[1] + g->pad0[1] + g->pad1[1] + 32;
@@ -203,8 +265,10 @@ static wpk_status create(const kernel_provider *self, wpk_context *ctx, const ir
                 !(k->pad = wpk_malloc((size_t)(k->pad_h * k->pad_w * k->threads)));
     } else {
         nomem = nomem || !(k->w = wpk_malloc((size_t)(k->rows_pad * k->k4 * 4))) ||
-                !(k->packed = wpk_malloc((size_t)(k->blocks * k->k4 * 64))) ||
-                (!k->direct && !(k->rows4 = wpk_malloc((size_t)(4 * k->span * k->threads))));
+                !(k->packed = wpk_malloc((size_t)(k->quads * k->quad_stride))) ||
+                !(k->tap_off = wpk_malloc(sizeof(int64_t) * (size_t)k->taps)) ||
+                (k->implicit && !(k->zero_row = wpk_calloc((size_t)k->plane_in, 1))) ||
+                (!k->implicit && !(k->rows4 = wpk_malloc((size_t)(4 * k->span * k->threads))));
     }
     if (nomem) {
         destroy(self, k);
@@ -212,6 +276,7 @@ static wpk_status create(const kernel_provider *self, wpk_context *ctx, const ir
                          "kernel", n->name, n->op_type);
     }
     pack_constants(k, n, in);
+    if (!k->depthwise) init_activations(k);
     *out_k = k;
     return WPK_OK;
 }
@@ -255,28 +320,37 @@ static void im2col_part(const lib_kernel *k, const uint8_t *xb, int64_t r, int64
     }
 }
 
-/* Column block b of the GEMM's right operand, from x's planes (a 1x1 stride-1 conv). */
-static void pack_block_direct(const lib_kernel *k, const uint8_t *rows, int64_t b) {
-    static const uint8_t zeros[QGEMM_LANES];
-    uint8_t *out = k->packed + b * k->k4 * 64;
-    int64_t col = b * QGEMM_LANES, n = k->plane_out - col;
-    uint8_t tail[4][QGEMM_LANES];
+/* n pixels of 4 rows interleaved into d (4 n bytes). */
+static void interleave_run(uint8_t *d, const uint8_t *const r[4], int64_t n, uint8_t flip) {
+    int64_t w0 = 0;
+    for (; w0 + QGEMM_LANES <= n; w0 += QGEMM_LANES) {
+        const uint8_t *part[4] = {r[0] + w0, r[1] + w0, r[2] + w0, r[3] + w0};
+        qgemm_pack_group(d + w0 * 4, part, flip);
+    }
+    if (w0 == n) return;
+    uint8_t tail[4][QGEMM_LANES] = {{0}}, out[QGEMM_LANES * 4];
+    const uint8_t *part[4] = {tail[0], tail[1], tail[2], tail[3]};
+    for (int t = 0; t < 4; t++) memcpy(tail[t], r[t] + w0, (size_t)(n - w0));
+    qgemm_pack_group(out, part, flip);
+    memcpy(d + w0 * 4, out, (size_t)(n - w0) * 4);
+}
+
+/* Quad q of image xb into the inside of its padded plane: channels 4q..4q+3 interleaved per
+ * pixel (channels past c read as 0: their weights are 0). Without left and right padding the
+ * rows are one run. */
+static void interleave_quad(const lib_kernel *k, const uint8_t *xb, int64_t q) {
+    const sp_geom *g = &k->g;
+    bool one_run = k->xp_w == g->in[1];
+    int64_t rows = one_run ? 1 : g->in[0], w_n = one_run ? k->plane_in : g->in[1];
     uint8_t flip = k->x_signed ? 0x80 : 0;
-    for (int64_t kg = 0; kg < k->k4; kg++) {
+    const uint8_t *plane[4];
+    for (int t = 0; t < 4; t++)
+        plane[t] = q * 4 + t < k->c ? xb + (q * 4 + t) * k->plane_in : NULL;
+    uint8_t *base = k->packed + q * k->quad_stride + g->pad0[0] * k->xp_w * 4;
+    for (int64_t h = 0; h < rows; h++) {
         const uint8_t *r[4];
-        for (int t = 0; t < 4; t++) {
-            int64_t row = kg * 4 + t;
-            if (row >= k->k || n <= 0) {
-                r[t] = zeros; /* its weights are 0 / its columns are not stored */
-            } else if (n >= QGEMM_LANES) {
-                r[t] = rows + row * k->plane_out + col;
-            } else {
-                memset(tail[t], 0, sizeof tail[t]);
-                memcpy(tail[t], rows + row * k->plane_out + col, (size_t)n);
-                r[t] = tail[t];
-            }
-        }
-        qgemm_pack_group(out + kg * 64, r, flip);
+        for (int t = 0; t < 4; t++) r[t] = plane[t] ? plane[t] + h * w_n : k->zero_row;
+        interleave_run(base + (h * k->xp_w + g->pad0[1]) * 4, r, w_n, flip);
     }
 }
 
@@ -303,7 +377,7 @@ static void pack_blocks_gathered(const lib_kernel *k, const uint8_t *xb, int64_t
             r[t] = dst;
         }
         for (int64_t b = b0; b < b1; b++) {
-            qgemm_pack_group(k->packed + (b * k->k4 + kg) * 64, r, flip);
+            qgemm_pack_group(k->packed + kg * k->quad_stride + b * 64, r, flip);
             for (int t = 0; t < 4; t++) r[t] += QGEMM_LANES;
         }
     }
@@ -319,15 +393,19 @@ static void share(int64_t count, int t, int nt, int64_t *lo, int64_t *hi) {
  * a barrier between the steps when the team has more than one thread. */
 static void gemm_image(const lib_kernel *k, const uint8_t *xb, uint8_t *yb, int t, int nt) {
     int64_t lo, hi;
-    share(k->blocks, t, nt, &lo, &hi);
-    if (k->direct)
-        for (int64_t b = lo; b < hi; b++) pack_block_direct(k, xb, b);
-    else if (lo < hi)
-        pack_blocks_gathered(k, xb, lo, hi, k->rows4 + 4 * k->span * t);
+    if (k->implicit) {
+        share(k->quads, t, nt, &lo, &hi);
+        for (int64_t q = lo; q < hi; q++) interleave_quad(k, xb, q);
+    } else {
+        share(k->blocks, t, nt, &lo, &hi);
+        if (lo < hi) pack_blocks_gathered(k, xb, lo, hi, k->rows4 + 4 * k->span * t);
+    }
     if (nt > 1) {
 #pragma omp barrier
     }
-    qgemm_args a = {.w = k->w, .a = k->packed, .k4 = k->k4, .m = k->m, .p = k->plane_out,
+    qgemm_args a = {.w = k->w, .a = k->packed, .tap_off = k->tap_off, .taps = k->taps,
+                    .quads = k->quads, .quad_stride = k->quad_stride, .m = k->m,
+                    .cols = k->cols, .row_w = k->row_w, .out_w = k->g.out[1],
                     .ldy = k->plane_out, .bias = k->bias, .mult = k->mult, .yzp = k->yzp,
                     .lo = k->lo, .hi = k->hi, .y_signed = k->y_signed, .y = yb};
     /* Tiles in column-tile-major order; a tile's work is its blocks (the last column tile may

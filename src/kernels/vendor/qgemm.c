@@ -1,7 +1,8 @@
 /* qgemm.c -- the int8 GEMM of qgemm.h: a portable tile and, on x86-64 CPUs with AVX512-VNNI,
  * register tiles of 8 rows x 16, 32 or 48 columns of _mm512_dpbusd_epi32 (16 s32 lanes, each
  * the 4-deep dot of u8 activations with s8 weights), compiled with a target attribute and chosen
- * by a CPU check at run time, so one binary runs everywhere. */
+ * by a CPU check at run time, so one binary runs everywhere. Both read the activations where
+ * the caller left them (a padded input, or a packed im2col matrix) through tap offsets. */
 #include "kernels/vendor/qgemm.h"
 
 #include "ops/quant.h"
@@ -49,14 +50,20 @@ static inline int32_t requant(int32_t acc, const qgemm_args *g, int64_t row) {
     return quant_round_clamp((float)(acc + g->bias[row]) * g->mult[row], g->yzp, g->lo, g->hi);
 }
 
-static void store_row(const qgemm_args *g, int64_t row, int64_t col, const int32_t *v,
-                      int64_t n) {
-    if (g->y_signed) {
-        int8_t *y = (int8_t *)g->y + row * g->ldy + col;
-        for (int64_t i = 0; i < n; i++) y[i] = (int8_t)v[i];
-    } else {
-        uint8_t *y = (uint8_t *)g->y + row * g->ldy + col;
-        for (int64_t i = 0; i < n; i++) y[i] = (uint8_t)v[i];
+/* n finished bytes of row r from column c0 to where qgemm.h says they go. */
+static void store_cols(const qgemm_args *g, int64_t r, int64_t c0, const uint8_t *v, int64_t n) {
+    uint8_t *y = (uint8_t *)g->y + r * g->ldy;
+    if (g->row_w == g->out_w) {
+        memcpy(y + c0, v, (size_t)n);
+        return;
+    }
+    for (int64_t l = 0; l < n;) {
+        int64_t p = c0 + l, oh = p / g->row_w, ow = p - oh * g->row_w;
+        int64_t run = g->row_w - ow < n - l ? g->row_w - ow : n - l;
+        if (ow < g->out_w)
+            memcpy(y + oh * g->out_w + ow, v + l,
+                   (size_t)(run < g->out_w - ow ? run : g->out_w - ow));
+        l += run;
     }
 }
 
@@ -64,22 +71,27 @@ static void store_row(const qgemm_args *g, int64_t row, int64_t col, const int32
 static void tile_portable(const qgemm_args *g, int64_t r, int64_t b, int nb) {
     int32_t acc[QGEMM_MR][QGEMM_NB * QGEMM_LANES];
     memset(acc, 0, sizeof acc);
-    for (int64_t kg = 0; kg < g->k4; kg++)
-        for (int i = 0; i < QGEMM_MR; i++) {
-            const int8_t *w = g->w + (r + i) * g->k4 * 4 + kg * 4;
-            for (int j = 0; j < nb; j++) {
-                const uint8_t *a = g->a + ((b + j) * g->k4 + kg) * QGEMM_LANES * 4;
-                int32_t *c = acc[i] + j * QGEMM_LANES;
-                for (int l = 0; l < QGEMM_LANES; l++)
-                    c[l] += a[l * 4] * w[0] + a[l * 4 + 1] * w[1] + a[l * 4 + 2] * w[2] +
-                            a[l * 4 + 3] * w[3];
+    const int64_t ldw = g->taps * g->quads * 4;
+    for (int64_t tap = 0; tap < g->taps; tap++)
+        for (int64_t q = 0; q < g->quads; q++) {
+            const uint8_t *a0 = g->a + b * QGEMM_LANES * 4 + g->tap_off[tap] + q * g->quad_stride;
+            for (int i = 0; i < QGEMM_MR; i++) {
+                const int8_t *w = g->w + (r + i) * ldw + (tap * g->quads + q) * 4;
+                for (int j = 0; j < nb; j++) {
+                    const uint8_t *a = a0 + j * QGEMM_LANES * 4;
+                    int32_t *c = acc[i] + j * QGEMM_LANES;
+                    for (int l = 0; l < QGEMM_LANES; l++)
+                        c[l] += a[l * 4] * w[0] + a[l * 4 + 1] * w[1] + a[l * 4 + 2] * w[2] +
+                                a[l * 4 + 3] * w[3];
+                }
             }
         }
-    int64_t col = b * QGEMM_LANES, n = g->p - col;
+    int64_t col = b * QGEMM_LANES, n = g->cols - col;
     if (n > nb * QGEMM_LANES) n = nb * QGEMM_LANES;
     for (int i = 0; i < QGEMM_MR && r + i < g->m; i++) {
-        for (int64_t l = 0; l < n; l++) acc[i][l] = requant(acc[i][l], g, r + i);
-        store_row(g, r + i, col, acc[i], n);
+        uint8_t v[QGEMM_NB * QGEMM_LANES];
+        for (int64_t l = 0; l < n; l++) v[l] = (uint8_t)requant(acc[i][l], g, r + i);
+        store_cols(g, r + i, col, v, n);
     }
 }
 
@@ -88,7 +100,7 @@ static void tile_portable(const qgemm_args *g, int64_t r, int64_t b, int nb) {
 
 /* The requantization of 16 sums (row r, columns c0...) and their store, n of them. */
 VNNI_TARGET static inline void finish16(const qgemm_args *g, int64_t r, int64_t c0, __m512i acc) {
-    int64_t n = g->p - c0;
+    int64_t n = g->cols - c0;
     if (r >= g->m || n <= 0) return;
     const __m512 lo = _mm512_set1_ps((float)g->lo), hi = _mm512_set1_ps((float)g->hi);
     __m512i a = _mm512_add_epi32(acc, _mm512_set1_epi32(g->bias[r]));
@@ -96,13 +108,12 @@ VNNI_TARGET static inline void finish16(const qgemm_args *g, int64_t r, int64_t 
     v = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     v = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(v, _mm512_set1_ps((float)g->yzp)), lo), hi);
     __m128i q = _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(v));
-    uint8_t *y = (uint8_t *)g->y + r * g->ldy + c0;
-    if (n >= QGEMM_LANES) {
-        _mm_storeu_si128((__m128i *)(void *)y, q);
+    if (n >= QGEMM_LANES && g->row_w == g->out_w) {
+        _mm_storeu_si128((__m128i *)(void *)((uint8_t *)g->y + r * g->ldy + c0), q);
     } else {
         uint8_t tmp[QGEMM_LANES];
         _mm_storeu_si128((__m128i *)(void *)tmp, q);
-        memcpy(y, tmp, (size_t)n);
+        store_cols(g, r, c0, tmp, n < QGEMM_LANES ? n : QGEMM_LANES);
     }
 }
 
@@ -133,22 +144,24 @@ tile_vnni_nb(const qgemm_args *g, int64_t r, int64_t b, const int nb) {
     ROW_DECL(5);
     ROW_DECL(6);
     ROW_DECL(7);
-    const int64_t ablock = g->k4 * QGEMM_LANES * 4, ldw = g->k4 * 4;
-    const uint8_t *a = g->a + b * ablock;
+    const int64_t ldw = g->taps * g->quads * 4, qs = g->quad_stride;
     const int8_t *w = g->w + r * ldw;
     __m512i a1 = _mm512_setzero_si512(), a2 = a1;
-    for (int64_t kg = 0; kg < g->k4; kg++, a += QGEMM_LANES * 4, w += 4) {
-        __m512i a0 = _mm512_loadu_si512((const void *)a);
-        if (nb > 1) a1 = _mm512_loadu_si512((const void *)(a + ablock));
-        if (nb > 2) a2 = _mm512_loadu_si512((const void *)(a + 2 * ablock));
-        ROW_STEP(0);
-        ROW_STEP(1);
-        ROW_STEP(2);
-        ROW_STEP(3);
-        ROW_STEP(4);
-        ROW_STEP(5);
-        ROW_STEP(6);
-        ROW_STEP(7);
+    for (int64_t tap = 0; tap < g->taps; tap++) {
+        const uint8_t *a = g->a + b * QGEMM_LANES * 4 + g->tap_off[tap];
+        for (int64_t q = 0; q < g->quads; q++, a += qs, w += 4) {
+            __m512i a0 = _mm512_loadu_si512((const void *)a);
+            if (nb > 1) a1 = _mm512_loadu_si512((const void *)(a + 64));
+            if (nb > 2) a2 = _mm512_loadu_si512((const void *)(a + 128));
+            ROW_STEP(0);
+            ROW_STEP(1);
+            ROW_STEP(2);
+            ROW_STEP(3);
+            ROW_STEP(4);
+            ROW_STEP(5);
+            ROW_STEP(6);
+            ROW_STEP(7);
+        }
     }
     int64_t col = b * QGEMM_LANES;
     ROW_FINISH(0);

@@ -17,14 +17,20 @@
 #define QGEMM_LANES 16
 
 /* Y[m][p] = clamp(round(float(sum_k W[m][k] * A[k][p] + bias[m]) * mult[m]) + yzp, lo, hi).
+ * K is walked as taps x quads groups of 4 k's (k4 = taps * quads), tap-major.
  * w: rows_pad x (4 * k4) s8, row-major, rows_pad a multiple of QGEMM_MR (zero rows past m).
- * a: the activations packed as blocks of 16 columns: block b, group g of 4 k's, column l,
- * k within the group t at a[((b * k4 + g) * 16 + l) * 4 + t]. bias, mult: rows_pad values.
- * y: m rows of p bytes (row stride ldy). */
+ * a: column p's 4 bytes of group (tap t, quad q) at a + 4 * p + tap_off[t] + q * quad_stride,
+ * readable for every p of the column blocks run (a multiple of 16 columns). An implicit GEMM
+ * over a padded input gives each kernel tap an offset; a packed im2col matrix has one tap.
+ * Column p is output (p / row_w, p % row_w), stored when p < cols and p % row_w < out_w at
+ * y + m * ldy + (p / row_w) * out_w + p % row_w (row_w == out_w: column p at y[m][p]).
+ * bias, mult: rows_pad values. */
 typedef struct qgemm_args {
     const int8_t *w;
     const uint8_t *a;
-    int64_t k4, m, p, ldy;
+    const int64_t *tap_off;
+    int64_t taps, quads, quad_stride;
+    int64_t m, cols, row_w, out_w, ldy;
     const int32_t *bias;
     const float *mult;
     int32_t yzp, lo, hi;
