@@ -50,21 +50,44 @@ static inline int32_t requant(int32_t acc, const qgemm_args *g, int64_t row) {
     return quant_round_clamp((float)(acc + g->bias[row]) * g->mult[row], g->yzp, g->lo, g->hi);
 }
 
-/* n finished bytes of row r from column c0 to where qgemm.h says they go. */
-static void store_cols(const qgemm_args *g, int64_t r, int64_t c0, const uint8_t *v, int64_t n) {
-    uint8_t *y = (uint8_t *)g->y + r * g->ldy;
-    if (g->row_w == g->out_w) {
-        memcpy(y + c0, v, (size_t)n);
-        return;
-    }
+/* Where the columns of one block (from c0) go in a row of y: runs of lanes (a mask of lanes)
+ * that land on one output row, each with the offset from the row's start of lane 0. */
+typedef struct col_map {
+    int runs;
+    uint32_t mask[QGEMM_LANES];
+    int64_t off[QGEMM_LANES];
+} col_map;
+
+static void map_block(const qgemm_args *g, int64_t c0, col_map *cm) {
+    int64_t n = g->cols - c0 < QGEMM_LANES ? g->cols - c0 : QGEMM_LANES;
+    cm->runs = 0;
     for (int64_t l = 0; l < n;) {
         int64_t p = c0 + l, oh = p / g->row_w, ow = p - oh * g->row_w;
         int64_t run = g->row_w - ow < n - l ? g->row_w - ow : n - l;
-        if (ow < g->out_w)
-            memcpy(y + oh * g->out_w + ow, v + l,
-                   (size_t)(run < g->out_w - ow ? run : g->out_w - ow));
+        if (ow < g->out_w) {
+            int64_t len = run < g->out_w - ow ? run : g->out_w - ow;
+            cm->mask[cm->runs] = ((1u << len) - 1) << l;
+            cm->off[cm->runs++] = oh * g->out_w + ow - l;
+        }
         l += run;
     }
+}
+
+/* NULL when the block from c0 is 16 columns of one output row, else cm filled in. */
+static const col_map *block_map(const qgemm_args *g, int64_t c0, col_map *cm) {
+    if (g->row_w == g->out_w && c0 + QGEMM_LANES <= g->cols) return NULL;
+    map_block(g, c0, cm);
+    return cm;
+}
+
+/* The finished bytes of row r's block from column c0 to where qgemm.h says they go. */
+static void store_cols(const qgemm_args *g, int64_t r, int64_t c0, const uint8_t *v) {
+    uint8_t *y = (uint8_t *)g->y + r * g->ldy;
+    col_map cm;
+    map_block(g, c0, &cm);
+    for (int i = 0; i < cm.runs; i++)
+        for (int l = 0; l < QGEMM_LANES; l++)
+            if (cm.mask[i] >> l & 1) y[cm.off[i] + l] = v[l];
 }
 
 /* A tile of QGEMM_MR rows and nb (1 to QGEMM_NB) column blocks. */
@@ -86,20 +109,23 @@ static void tile_portable(const qgemm_args *g, int64_t r, int64_t b, int nb) {
                 }
             }
         }
-    int64_t col = b * QGEMM_LANES, n = g->cols - col;
-    if (n > nb * QGEMM_LANES) n = nb * QGEMM_LANES;
-    for (int i = 0; i < QGEMM_MR && r + i < g->m; i++) {
-        uint8_t v[QGEMM_NB * QGEMM_LANES];
-        for (int64_t l = 0; l < n; l++) v[l] = (uint8_t)requant(acc[i][l], g, r + i);
-        store_cols(g, r + i, col, v, n);
-    }
+    for (int i = 0; i < QGEMM_MR && r + i < g->m; i++)
+        for (int j = 0; j < nb; j++) {
+            uint8_t v[QGEMM_LANES];
+            for (int l = 0; l < QGEMM_LANES; l++)
+                v[l] = (uint8_t)requant(acc[i][j * QGEMM_LANES + l], g, r + i);
+            store_cols(g, r + i, (b + j) * QGEMM_LANES, v);
+        }
 }
 
 #ifdef QGEMM_X86
 #define VNNI_TARGET __attribute__((target("avx512f,avx512bw,avx512vnni")))
 
-/* The requantization of 16 sums (row r, columns c0...) and their store, n of them. */
-VNNI_TARGET static inline void finish16(const qgemm_args *g, int64_t r, int64_t c0, __m512i acc) {
+/* The requantization of 16 sums (row r, columns c0...) and their store: whole when the block
+ * is 16 columns of one output row, else by the runs of cm, with masked stores (which touch
+ * no byte outside their mask, so the address of a lane that is not stored does not matter). */
+VNNI_TARGET static inline void finish16(const qgemm_args *g, int64_t r, int64_t c0, __m512i acc,
+                                        const col_map *cm) {
     int64_t n = g->cols - c0;
     if (r >= g->m || n <= 0) return;
     const __m512 lo = _mm512_set1_ps((float)g->lo), hi = _mm512_set1_ps((float)g->hi);
@@ -108,13 +134,14 @@ VNNI_TARGET static inline void finish16(const qgemm_args *g, int64_t r, int64_t 
     v = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     v = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(v, _mm512_set1_ps((float)g->yzp)), lo), hi);
     __m128i q = _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(v));
-    if (n >= QGEMM_LANES && g->row_w == g->out_w) {
-        _mm_storeu_si128((__m128i *)(void *)((uint8_t *)g->y + r * g->ldy + c0), q);
-    } else {
-        uint8_t tmp[QGEMM_LANES];
-        _mm_storeu_si128((__m128i *)(void *)tmp, q);
-        store_cols(g, r, c0, tmp, n < QGEMM_LANES ? n : QGEMM_LANES);
+    uintptr_t y = (uintptr_t)g->y + (uintptr_t)(r * g->ldy);
+    if (!cm) {
+        _mm_storeu_si128((__m128i *)(y + (uintptr_t)c0), q);
+        return;
     }
+    for (int i = 0; i < cm->runs; i++)
+        _mm512_mask_storeu_epi8((void *)(y + (uintptr_t)cm->off[i]), (__mmask64)cm->mask[i],
+                                _mm512_castsi128_si512(q));
 }
 
 /* The 8-row tile written out so that its 8 x nb sums stay in registers; nb is a constant at
@@ -129,9 +156,9 @@ VNNI_TARGET static inline void finish16(const qgemm_args *g, int64_t r, int64_t 
     } while (0)
 #define ROW_FINISH(i)                                                                        \
     do {                                                                                     \
-        finish16(g, r + (i), col, c##i##0);                                                  \
-        if (nb > 1) finish16(g, r + (i), col + QGEMM_LANES, c##i##1);                        \
-        if (nb > 2) finish16(g, r + (i), col + 2 * QGEMM_LANES, c##i##2);                    \
+        finish16(g, r + (i), col, c##i##0, cm0);                                             \
+        if (nb > 1) finish16(g, r + (i), col + QGEMM_LANES, c##i##1, cm1);                   \
+        if (nb > 2) finish16(g, r + (i), col + 2 * QGEMM_LANES, c##i##2, cm2);               \
     } while (0)
 
 VNNI_TARGET __attribute__((always_inline)) static inline void
@@ -164,6 +191,10 @@ tile_vnni_nb(const qgemm_args *g, int64_t r, int64_t b, const int nb) {
         }
     }
     int64_t col = b * QGEMM_LANES;
+    col_map maps[QGEMM_NB];
+    const col_map *cm0 = block_map(g, col, &maps[0]);
+    const col_map *cm1 = nb > 1 ? block_map(g, col + QGEMM_LANES, &maps[1]) : NULL;
+    const col_map *cm2 = nb > 2 ? block_map(g, col + 2 * QGEMM_LANES, &maps[2]) : NULL;
     ROW_FINISH(0);
     ROW_FINISH(1);
     ROW_FINISH(2);
