@@ -27,10 +27,11 @@ struct lib_kernel {
     char name[64];
     sp_geom g;
     int64_t batch, c, m, k, k4, rows_pad, plane_in, plane_out, blocks;
-    bool depthwise, implicit, x_signed, y_signed;
+    bool depthwise, implicit, lanes, x_signed, y_signed;
     int32_t xzp, yzp, lo, hi;
     int threads;
-    int8_t *w;         /* GEMM: rows_pad x 4 k4; depthwise: m x taps */
+    int8_t *w;         /* GEMM: rows_pad x 4 k4 (lanes: qgemm_lanes_run's order); depthwise:
+                        * m x taps */
     int32_t *bias;     /* GEMM: bias - (x zero point, as u8) x row sum; depthwise: bias */
     float *mult;       /* x_scale * w_scale[m] / y_scale */
     /* The GEMM's activations (qgemm_args): implicit, x copied into padded planes of xp_h x
@@ -169,6 +170,17 @@ static void plan_gemm(lib_kernel *k) {
         k->span = k->blocks * QGEMM_LANES; /* a team smaller than asked gives a thread more */
     }
     k->k4 = k->taps * k->quads;
+    /* Turned around (channels in lanes, positions broadcast: qgemm_lanes_run) when 16-column
+     * blocks would compute more lanes per output than positions in tiles of 6 and rows in
+     * blocks of 64 do, counting the turned tile's stores (a byte per row and position) as
+     * 160 more k's each (measured on 7x7 to 28x28 planes, K 256 to 4608): 7x7 planes and 3x3
+     * convs on 14x14 go turned, 1x1 with a short K and larger planes do not. */
+    double pos = (double)k->plane_out, m = (double)k->m, kk = (double)k->k4 * 4;
+    double per_out_blocks = k->blocks * QGEMM_LANES / pos * round_up(k->m, QGEMM_MR) / m;
+    double per_out_lanes = round_up(k->plane_out, QGEMM_LANES_NP) / pos *
+                           round_up(k->m, QGEMM_LANES_MR) / m;
+    k->lanes = per_out_lanes * (kk + 160) < per_out_blocks * kk;
+    if (k->lanes) k->rows_pad = round_up(k->m, QGEMM_LANES_MR);
     /* an odd number of cache lines between quads: a tile reads a piece of every quad, and an
      * even stride (a plane of 56x56 is 196 lines) would crowd them into a few L1 sets */
     int64_t lines = (k->quad_stride + 63) / 64;
@@ -201,13 +213,17 @@ static void pack_constants(lib_kernel *k, const ir_node *n, ir_tensor *const *in
         bool real = r < k->m;
         int64_t rowsum = 0;
         if (!k->depthwise) {
-            /* implicit: k-groups tap-major, 4 channels each; packed: im2col's row order */
-            int8_t *dst = k->w + r * k->k4 * 4;
-            int64_t per_tap = k->k / k->taps;
+            /* implicit: k-groups tap-major, 4 channels each; packed: im2col's row order.
+             * Row-major, or for qgemm_lanes_run 64-row blocks with the rows inside a group */
+            int64_t per_tap = k->k / k->taps, mb = r / QGEMM_LANES_MR, l = r % QGEMM_LANES_MR;
             for (int64_t i = 0; i < k->k4 * 4; i++) {
                 int64_t tap = i / (k->quads * 4), ch = i % (k->quads * 4);
-                dst[i] = real && ch < per_tap ? w[r * k->k + ch * k->taps + tap] : 0;
-                rowsum += dst[i];
+                int8_t v = real && ch < per_tap ? w[r * k->k + ch * k->taps + tap] : 0;
+                int64_t at = k->lanes
+                                 ? ((mb * k->k4 + i / 4) * QGEMM_LANES_MR + l) * 4 + i % 4
+                                 : r * k->k4 * 4 + i;
+                k->w[at] = v;
+                rowsum += v;
             }
         }
         int32_t bv = real && bias ? quant_int_at(bias, r) : 0;
@@ -408,6 +424,17 @@ static void gemm_image(const lib_kernel *k, const uint8_t *xb, uint8_t *yb, int 
                     .cols = k->cols, .row_w = k->row_w, .out_w = k->g.out[1],
                     .ldy = k->plane_out, .bias = k->bias, .mult = k->mult, .yzp = k->yzp,
                     .lo = k->lo, .hi = k->hi, .y_signed = k->y_signed, .y = yb};
+    if (k->lanes) {
+        /* tiles of 64 rows x 6 positions, rows-major: a thread's tiles share weights */
+        int64_t pos = k->plane_out, ptiles = (pos + QGEMM_LANES_NP - 1) / QGEMM_LANES_NP;
+        share(k->rows_pad / QGEMM_LANES_MR * ptiles, t, nt, &lo, &hi);
+        for (int64_t u = lo; u < hi; u++) {
+            int64_t j0 = u % ptiles * QGEMM_LANES_NP;
+            qgemm_lanes_run(&a, u / ptiles, j0, j0 + QGEMM_LANES_NP < pos ? j0 + QGEMM_LANES_NP
+                                                                         : pos);
+        }
+        return;
+    }
     /* Tiles in column-tile-major order; a tile's work is its blocks (the last column tile may
      * be 1 or 2 blocks), and a thread takes the tiles whose first block-row falls in its share
      * of all rows x blocks, so that narrow tiles do not leave one thread the heavier half. */

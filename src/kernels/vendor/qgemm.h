@@ -43,6 +43,18 @@ typedef struct qgemm_args {
  * parts of y. */
 void qgemm_run(const qgemm_args *g, int64_t r0, int64_t r1, int64_t b0, int64_t b1);
 
+/* Rows and positions of one tile of the GEMM turned around (qgemm_lanes.c): output channels
+ * in the lanes of 4 vectors, positions broadcast, for planes too small for 16-column blocks. */
+#define QGEMM_LANES_MR 64
+#define QGEMM_LANES_NP 6
+
+/* The same GEMM as qgemm_run, for rows [64 mb, 64 mb + 64) and output positions [j0, j1)
+ * (position j = output (j / out_w, j % out_w), read at column (j / out_w) * row_w + j % out_w
+ * and stored at y + m * ldy + j; cols is not used). Its weights are laid out for it: row
+ * 64 mb + l, k-group kg, k t at w[((mb * k4 + kg) * 64 + l) * 4 + t]; bias and mult hold
+ * a multiple of 64 values. Thread safe like qgemm_run. */
+void qgemm_lanes_run(const qgemm_args *g, int64_t mb, int64_t j0, int64_t j1);
+
 /* Whether qgemm_run uses AVX512-VNNI on this CPU ("vnni") or the portable loop ("portable",
  * also when $WPK_CPU_FLAGS_OFF names avx512f, avx512bw or avx512_vnni). */
 const char *qgemm_isa(void);
