@@ -6,7 +6,7 @@ reference kernels.
    the depthwise loop) over shapes that reach every edge: uint8 and int8 x and y, per-tensor and
    per-channel weights, padding, stride 2, dilation, 1x1, depthwise, tails of the 16-column
    blocks, GEMM tiles of 1, 2 and 3 blocks (7x7 and smaller planes) and 8-row tiles, the
-   implicit GEMM of stride-1 convs (7x7, 14x14 and 56x56 planes, channels not a multiple of 4,
+   implicit GEMM (strides 1 and 2; 7x7, 14x14 and 56x56 planes, channels not a multiple of 4,
    dilation, 5x5), the gathered im2col it falls back to, and the GEMM with channels in the
    lanes that small planes with a long K take. wpk's output, on the VNNI path on 2
    threads and on 1 and (WPK_CPU_FLAGS_OFF=avx512f) the portable one, must equal its reference
@@ -284,6 +284,8 @@ def main():
              (8, 16, 30, 5, 1, 2, 1, 1, U8, U8, True),      # 5x5 on 30x30: implicit
              (8, 16, 9, 5, 1, 2, 1, 1, U8, U8, True),       # 5x5 on 9x9: im2col (wide pad)
              (8, 8, 40, 3, 1, 2, 2, 1, S8, S8, True),       # dilation 2, implicit
+             (21, 24, 56, 3, 2, 1, 1, 1, U8, U8, True),     # stride 2: 2x2 phases, implicit
+             (12, 16, 27, 1, 2, 0, 1, 1, S8, U8, False),    # 1x1 stride 2, odd plane
              # channels in lanes (small planes, long K): 64-row blocks x 6 positions
              (160, 124, 7, 3, 1, 1, 1, 1, U8, U8, True),    # 7x7, a partial 64-row block
              (256, 64, 14, 3, 1, 1, 1, 1, S8, U8, False),   # 14x14, s8 x

@@ -39,9 +39,10 @@ struct lib_kernel {
      * padding holding x's zero point; otherwise the im2col matrix, packed 4 rows a quad. */
     uint8_t *packed;   /* quads x quad_stride */
     int64_t *tap_off;  /* per kernel tap, its offset into a quad's plane (bytes) */
-    int64_t taps, quads, quad_stride, cols, row_w, xp_h, xp_w;
-    uint8_t *rows4;    /* per thread, 4 im2col rows of its columns (NULL when implicit) */
-    int64_t span;      /* the most columns a thread gathers: all blocks x 16 */
+    int64_t taps, quads, quad_stride, cols, row_w, xp_h, xp_w, phase_size;
+    uint64_t phases_read; /* implicit: bit a * stride_w + b when a tap reads phase (a, b) */
+    uint8_t *rows4;    /* per thread, 4 rows of span bytes: im2col's, or x's by column phase */
+    int64_t span;
     uint8_t *zero_row; /* implicit: a plane of zeros, the channels past c of the last quad */
     uint8_t *pad;      /* depthwise: a padded input plane per thread, pad_h x pad_w */
     int64_t pad_h, pad_w;
@@ -137,29 +138,33 @@ static int constants(const kernel_provider *self, const lib_kernel *k, const voi
 
 static int64_t round_up(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
 
-/* How the GEMM reads x. A stride-1 conv runs as an implicit GEMM over a padded copy of x:
- * column p is output (p / xp_w, p % xp_w), whose window under tap (i, j) starts at padded
- * pixel p + i * dil_h * xp_w + j * dil_w, so no im2col is built; the columns past the output
- * width (xp_w - out_w per row) are computed and dropped. That waste is taken while it costs
- * at most 1/8 more column blocks than the im2col matrix (3x3 on 7x7 to 56x56 planes); else,
- * and for other strides, the im2col matrix is gathered and packed at every run. */
+/* How the GEMM reads x. As an implicit GEMM over a padded copy of x, split into stride_h x
+ * stride_w phases (phase (a, b) holds padded pixels (a + stride_h u, b + stride_w v); one
+ * phase at stride 1): column p is output (p / xp_w, p % xp_w) with xp_w a phase's width,
+ * whose window under tap (i, j) starts in phase (i dil_h % stride_h, j dil_w % stride_w) at
+ * p + (i dil_h / stride_h) xp_w + j dil_w / stride_w, so no im2col is built; the columns past
+ * the output width (xp_w - out_w per row) are computed and dropped. That waste is taken while
+ * it costs at most 1/8 more column blocks than the im2col matrix (3x3 and 1x1, stride 1 or 2,
+ * on 7x7 to 56x56 planes); else the im2col matrix is gathered and packed at every run. */
 static void plan_gemm(lib_kernel *k) {
     const sp_geom *g = &k->g;
-    int64_t kh = g->kernel[0], kw = g->kernel[1];
+    int64_t kh = g->kernel[0], kw = g->kernel[1], sh = g->stride[0], sw = g->stride[1];
     int64_t gathered = (k->plane_out + QGEMM_LANES - 1) / QGEMM_LANES;
-    k->xp_h = g->in[0] + g->pad0[0] + g->pad1[0];
-    k->xp_w = g->in[1] + g->pad0[1] + g->pad1[1];
+    k->xp_h = (g->in[0] + g->pad0[0] + g->pad1[0] + sh - 1) / sh;
+    k->xp_w = (g->in[1] + g->pad0[1] + g->pad1[1] + sw - 1) / sw;
     int64_t implicit = (g->out[0] * k->xp_w + QGEMM_LANES - 1) / QGEMM_LANES;
-    k->implicit = g->stride[0] == 1 && g->stride[1] == 1 && implicit * 8 <= gathered * 9;
+    k->implicit = implicit * 8 <= gathered * 9 && sh * sw <= 64;
     if (k->implicit) {
         k->taps = kh * kw;
         k->quads = (k->c + 3) / 4;
         k->blocks = implicit;
         k->cols = g->out[0] * k->xp_w;
         k->row_w = k->xp_w;
-        int64_t reach = (kh - 1) * g->dil[0] * k->xp_w + (kw - 1) * g->dil[1];
+        int64_t reach = (kh - 1) * g->dil[0] / sh * k->xp_w + (kw - 1) * g->dil[1] / sw;
         int64_t plane = k->xp_h * k->xp_w, read = k->blocks * QGEMM_LANES + reach;
-        k->quad_stride = 4 * (plane > read ? plane : read);
+        k->phase_size = plane > read ? plane : read;
+        k->quad_stride = 4 * sh * sw * k->phase_size;
+        k->span = g->in[1]; /* a row's pixels of one column phase, per channel */
     } else {
         k->taps = 1;
         k->quads = k->k4;
@@ -195,9 +200,15 @@ static void init_activations(lib_kernel *k) {
         k->tap_off[0] = 0;
         return;
     }
+    int64_t sh = g->stride[0], sw = g->stride[1];
     for (int64_t i = 0; i < g->kernel[0]; i++)
-        for (int64_t j = 0; j < g->kernel[1]; j++)
-            k->tap_off[i * g->kernel[1] + j] = 4 * (i * g->dil[0] * k->xp_w + j * g->dil[1]);
+        for (int64_t j = 0; j < g->kernel[1]; j++) {
+            int64_t di = i * g->dil[0], dj = j * g->dil[1];
+            int64_t phase = di % sh * sw + dj % sw;
+            k->phases_read |= (uint64_t)1 << phase;
+            k->tap_off[i * g->kernel[1] + j] =
+                4 * (phase * k->phase_size + di / sh * k->xp_w + dj / sw);
+        }
     uint8_t pad = (uint8_t)k->xzp ^ (k->x_signed ? 0x80 : 0);
     memset(k->packed, pad, (size_t)(k->quads * k->quad_stride));
 }
@@ -284,7 +295,7 @@ static wpk_status create(const kernel_provider *self, wpk_context *ctx, const ir
                 !(k->packed = wpk_malloc((size_t)(k->quads * k->quad_stride))) ||
                 !(k->tap_off = wpk_malloc(sizeof(int64_t) * (size_t)k->taps)) ||
                 (k->implicit && !(k->zero_row = wpk_calloc((size_t)k->plane_in, 1))) ||
-                (!k->implicit && !(k->rows4 = wpk_malloc((size_t)(4 * k->span * k->threads))));
+                !(k->rows4 = wpk_malloc((size_t)(4 * k->span * k->threads)));
     }
     if (nomem) {
         destroy(self, k);
@@ -351,22 +362,49 @@ static void interleave_run(uint8_t *d, const uint8_t *const r[4], int64_t n, uin
     memcpy(d + w0 * 4, out, (size_t)(n - w0) * 4);
 }
 
-/* Quad q of image xb into the inside of its padded plane: channels 4q..4q+3 interleaved per
- * pixel (channels past c read as 0: their weights are 0). Without left and right padding the
- * rows are one run. */
-static void interleave_quad(const lib_kernel *k, const uint8_t *xb, int64_t q) {
+/* Quad q of image xb into the inside of its padded phases: channels 4q..4q+3 interleaved per
+ * pixel (channels past c read as 0: their weights are 0). At stride 1 without left and right
+ * padding the rows are one run; at a column stride above 1 each row is split by column phase
+ * through rows4 (4 x span bytes). */
+static void interleave_quad(const lib_kernel *k, const uint8_t *xb, int64_t q, uint8_t *rows4) {
     const sp_geom *g = &k->g;
-    bool one_run = k->xp_w == g->in[1];
+    int64_t sh = g->stride[0], sw = g->stride[1];
+    bool one_run = sh == 1 && sw == 1 && k->xp_w == g->in[1];
     int64_t rows = one_run ? 1 : g->in[0], w_n = one_run ? k->plane_in : g->in[1];
     uint8_t flip = k->x_signed ? 0x80 : 0;
     const uint8_t *plane[4];
     for (int t = 0; t < 4; t++)
         plane[t] = q * 4 + t < k->c ? xb + (q * 4 + t) * k->plane_in : NULL;
-    uint8_t *base = k->packed + q * k->quad_stride + g->pad0[0] * k->xp_w * 4;
+    uint8_t *base = k->packed + q * k->quad_stride;
     for (int64_t h = 0; h < rows; h++) {
         const uint8_t *r[4];
         for (int t = 0; t < 4; t++) r[t] = plane[t] ? plane[t] + h * w_n : k->zero_row;
-        interleave_run(base + (h * k->xp_w + g->pad0[1]) * 4, r, w_n, flip);
+        int64_t hp = h + g->pad0[0];
+        if (!(k->phases_read >> (hp % sh * sw) & (((uint64_t)1 << sw) - 1)))
+            continue; /* no tap reads this row (a 1x1 stride-2 conv reads every other one) */
+        uint8_t *row = base + (hp % sh * sw * k->phase_size + hp / sh * k->xp_w) * 4;
+        if (sw == 1) {
+            interleave_run(row + g->pad0[1] * 4, r, w_n, flip);
+            continue;
+        }
+        for (int64_t pw = 0; pw < sw; pw++) {
+            /* the pixels w with (w + pad) % sw == pw, at v = (w + pad) / sw of phase pw */
+            int64_t w0 = ((pw - g->pad0[1]) % sw + sw) % sw;
+            if (w0 >= w_n || !(k->phases_read >> (hp % sh * sw + pw) & 1)) continue;
+            int64_t n = (w_n - w0 + sw - 1) / sw;
+            const uint8_t *split[4];
+            for (int t = 0; t < 4; t++) {
+                uint8_t *d = rows4 + t * k->span;
+                const uint8_t *src = r[t] + w0;
+                if (sw == 2) /* a constant stride, which the compiler vectorizes */
+                    for (int64_t i = 0; i < n; i++) d[i] = src[2 * i];
+                else
+                    for (int64_t i = 0; i < n; i++) d[i] = src[i * sw];
+                split[t] = d;
+            }
+            interleave_run(row + (pw * k->phase_size + (w0 + g->pad0[1]) / sw) * 4, split, n,
+                           flip);
+        }
     }
 }
 
@@ -411,7 +449,7 @@ static void gemm_image(const lib_kernel *k, const uint8_t *xb, uint8_t *yb, int 
     int64_t lo, hi;
     if (k->implicit) {
         share(k->quads, t, nt, &lo, &hi);
-        for (int64_t q = lo; q < hi; q++) interleave_quad(k, xb, q);
+        for (int64_t q = lo; q < hi; q++) interleave_quad(k, xb, q, k->rows4 + 4 * k->span * t);
     } else {
         share(k->blocks, t, nt, &lo, &hi);
         if (lo < hi) pack_blocks_gathered(k, xb, lo, hi, k->rows4 + 4 * k->span * t);
