@@ -60,7 +60,8 @@ def qlinear_conv_model(rng, c, m, hw, k, stride, pad, dil, group, xt, yt, per_ch
                                 "yzp"),
         numpy_helper.from_array(rng.integers(-2000, 2000, size=m, dtype=np.int32), "b"),
     ]
-    attrs = dict(strides=[stride, stride], pads=[pad] * 4, dilations=[dil, dil], group=group)
+    pads = list(pad) if isinstance(pad, tuple) else [pad] * 4  # a tuple: begin h, w, end h, w
+    attrs = dict(strides=[stride, stride], pads=pads, dilations=[dil, dil], group=group)
     node = helper.make_node("QLinearConv", ["x", "xs", "xzp", "w", "ws", "wzp", "ys", "yzp", "b"],
                             ["y"], **attrs)
     g = helper.make_graph([node], "qconv", [helper.make_tensor_value_info("x", xt, [1, c, hw, hw])],
@@ -286,6 +287,7 @@ def main():
              (8, 8, 40, 3, 1, 2, 2, 1, S8, S8, True),       # dilation 2, implicit
              (21, 24, 56, 3, 2, 1, 1, 1, U8, U8, True),     # stride 2: 2x2 phases, implicit
              (12, 16, 27, 1, 2, 0, 1, 1, S8, U8, False),    # 1x1 stride 2, odd plane
+             (13, 70, 16, 3, 2, (1, 0, 0, 1), 1, 1, U8, U8, True),  # stride 2, uneven pads
              # channels in lanes (small planes, long K): 64-row blocks x 6 positions
              (160, 124, 7, 3, 1, 1, 1, 1, U8, U8, True),    # 7x7, a partial 64-row block
              (256, 64, 14, 3, 1, 1, 1, 1, S8, U8, False),   # 14x14, s8 x

@@ -1,12 +1,14 @@
 /* qconv.c -- the int8 convolution provider ("int8"): QLinearConv and wpk::QLinearConv (2-D,
  * NCHW, constant weights, scales and zero points) on the provider interface of lib.h, its
  * weights packed when the kernel is made. One group: the convolution as a GEMM (qgemm.h) of
- * the s8 weights [M, C*KH*KW] with the u8 activations, gathered (im2col, 4 rows at a time
- * through a small buffer; skipped for 1x1 stride-1 unpadded convs) and packed in 16-column
- * blocks; bias, requantization and the activation's clamp run in the GEMM's epilogue. Depthwise (one channel per group): each
- * channel's plane copied into a padded one, then qdepthwise.h. Threads split the GEMM over
- * output tiles (rows x column blocks), the gathering and packing over blocks, the depthwise
- * convolution over channels.
+ * the s8 weights [M, C*KH*KW] with the u8 activations, read in place from a padded copy of x
+ * with 4 channels interleaved per pixel (an implicit GEMM: no im2col), or where that would
+ * compute too many dropped columns from an im2col matrix gathered 4 rows at a time; bias,
+ * requantization and the activation's clamp run in the GEMM's epilogue. Small planes take the
+ * GEMM with channels in the lanes (qgemm_lanes_run). Depthwise (one channel per group): each
+ * channel's plane copied into a padded one, then qdepthwise.h. Threads split the copy of x
+ * over channel quads (or the gathering over column blocks), then the GEMM over output tiles,
+ * the depthwise convolution over channels.
  *
  * Asymmetric weights (a nonzero w zero point), u8 weights, float16 scales and other groupings
  * are left to the reference kernel. Results are the reference kernel's bytes: the sums are
@@ -40,7 +42,7 @@ struct lib_kernel {
     uint8_t *packed;   /* quads x quad_stride */
     int64_t *tap_off;  /* per kernel tap, its offset into a quad's plane (bytes) */
     int64_t taps, quads, quad_stride, cols, row_w, xp_h, xp_w, phase_size;
-    uint64_t phases_read; /* implicit: bit a * stride_w + b when a tap reads phase (a, b) */
+    uint64_t phases_read; /* implicit: bit a stride_w + b when a tap reads phase (a, b) */
     uint8_t *rows4;    /* per thread, 4 rows of span bytes: im2col's, or x's by column phase */
     int64_t span;
     uint8_t *zero_row; /* implicit: a plane of zeros, the channels past c of the last quad */
@@ -153,7 +155,7 @@ static void plan_gemm(lib_kernel *k) {
     k->xp_h = (g->in[0] + g->pad0[0] + g->pad1[0] + sh - 1) / sh;
     k->xp_w = (g->in[1] + g->pad0[1] + g->pad1[1] + sw - 1) / sw;
     int64_t implicit = (g->out[0] * k->xp_w + QGEMM_LANES - 1) / QGEMM_LANES;
-    k->implicit = implicit * 8 <= gathered * 9 && sh * sw <= 64;
+    k->implicit = implicit * 8 <= gathered * 9 && sh * sw < 64;
     if (k->implicit) {
         k->taps = kh * kw;
         k->quads = (k->c + 3) / 4;
