@@ -364,6 +364,27 @@ static void interleave_run(uint8_t *d, const uint8_t *const r[4], int64_t n, uin
     memcpy(d + w0 * 4, out, (size_t)(n - w0) * 4);
 }
 
+/* A row of 4 channels at column stride 2 into both column phases, 32 pixels at a time: pixel w
+ * lands in phase (w + pad) % 2 at (w + pad) / 2, so the even ones go to phase pad % 2. */
+static void interleave_pairs(const lib_kernel *k, uint8_t *row, const uint8_t *const r[4],
+                             int64_t w_n, uint8_t flip) {
+    int64_t pl = k->g.pad0[1];
+    uint8_t *even = row + (pl % 2 * k->phase_size + pl / 2) * 4;
+    uint8_t *odd = row + ((pl + 1) % 2 * k->phase_size + (pl + 1) / 2) * 4;
+    int64_t w = 0;
+    for (; w + 2 * QGEMM_LANES <= w_n; w += 2 * QGEMM_LANES) {
+        const uint8_t *part[4] = {r[0] + w, r[1] + w, r[2] + w, r[3] + w};
+        qgemm_pack_group_pairs(even + w / 2 * 4, odd + w / 2 * 4, part, flip);
+    }
+    if (w == w_n) return;
+    uint8_t tail[4][2 * QGEMM_LANES] = {{0}}, e[QGEMM_LANES * 4], o[QGEMM_LANES * 4];
+    const uint8_t *part[4] = {tail[0], tail[1], tail[2], tail[3]};
+    for (int t = 0; t < 4; t++) memcpy(tail[t], r[t] + w, (size_t)(w_n - w));
+    qgemm_pack_group_pairs(e, o, part, flip);
+    memcpy(even + w / 2 * 4, e, (size_t)((w_n - w + 1) / 2 * 4));
+    memcpy(odd + w / 2 * 4, o, (size_t)((w_n - w) / 2 * 4));
+}
+
 /* Quad q of image xb into the inside of its padded phases: channels 4q..4q+3 interleaved per
  * pixel (channels past c read as 0: their weights are 0). At stride 1 without left and right
  * padding the rows are one run; at a column stride above 1 each row is split by column phase
@@ -387,6 +408,10 @@ static void interleave_quad(const lib_kernel *k, const uint8_t *xb, int64_t q, u
         uint8_t *row = base + (hp % sh * sw * k->phase_size + hp / sh * k->xp_w) * 4;
         if (sw == 1) {
             interleave_run(row + g->pad0[1] * 4, r, w_n, flip);
+            continue;
+        }
+        if (sw == 2 && (k->phases_read >> (hp % sh * sw) & 3) == 3) {
+            interleave_pairs(k, row, r, w_n, flip);
             continue;
         }
         for (int64_t pw = 0; pw < sw; pw++) {

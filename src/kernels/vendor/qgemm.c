@@ -24,12 +24,7 @@ static inline int32_t load_i32(const void *p) {
 
 #ifdef QGEMM_X86
 /* SSE2 (every x86-64): two rounds of interleaving turn the 4 rows into 16 groups of 4. */
-void qgemm_pack_group(uint8_t *out, const uint8_t *const r[4], uint8_t flip) {
-    const __m128i f = _mm_set1_epi8((char)flip);
-    __m128i r0 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(const void *)r[0]), f);
-    __m128i r1 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(const void *)r[1]), f);
-    __m128i r2 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(const void *)r[2]), f);
-    __m128i r3 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(const void *)r[3]), f);
+static inline void interleave4(uint8_t *out, __m128i r0, __m128i r1, __m128i r2, __m128i r3) {
     __m128i a = _mm_unpacklo_epi8(r0, r1), b = _mm_unpackhi_epi8(r0, r1);
     __m128i c = _mm_unpacklo_epi8(r2, r3), d = _mm_unpackhi_epi8(r2, r3);
     _mm_storeu_si128((__m128i *)(void *)out, _mm_unpacklo_epi16(a, c));
@@ -37,10 +32,42 @@ void qgemm_pack_group(uint8_t *out, const uint8_t *const r[4], uint8_t flip) {
     _mm_storeu_si128((__m128i *)(void *)(out + 32), _mm_unpacklo_epi16(b, d));
     _mm_storeu_si128((__m128i *)(void *)(out + 48), _mm_unpackhi_epi16(b, d));
 }
+
+void qgemm_pack_group(uint8_t *out, const uint8_t *const r[4], uint8_t flip) {
+    const __m128i f = _mm_set1_epi8((char)flip);
+    __m128i v[4];
+    for (int t = 0; t < 4; t++)
+        v[t] = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(const void *)r[t]), f);
+    interleave4(out, v[0], v[1], v[2], v[3]);
+}
+
+/* The even bytes of each 16-bit pair by masking, the odd ones by shifting, both packed. */
+void qgemm_pack_group_pairs(uint8_t *even, uint8_t *odd, const uint8_t *const r[4],
+                            uint8_t flip) {
+    const __m128i f = _mm_set1_epi8((char)flip), low = _mm_set1_epi16(0x00ff);
+    __m128i e[4], o[4];
+    for (int t = 0; t < 4; t++) {
+        __m128i lo = _mm_loadu_si128((const __m128i *)(const void *)r[t]);
+        __m128i hi = _mm_loadu_si128((const __m128i *)(const void *)(r[t] + 16));
+        e[t] = _mm_xor_si128(_mm_packus_epi16(_mm_and_si128(lo, low), _mm_and_si128(hi, low)), f);
+        o[t] = _mm_xor_si128(_mm_packus_epi16(_mm_srli_epi16(lo, 8), _mm_srli_epi16(hi, 8)), f);
+    }
+    interleave4(even, e[0], e[1], e[2], e[3]);
+    interleave4(odd, o[0], o[1], o[2], o[3]);
+}
 #else
 void qgemm_pack_group(uint8_t *out, const uint8_t *const r[4], uint8_t flip) {
     for (int l = 0; l < QGEMM_LANES; l++)
         for (int t = 0; t < 4; t++) out[l * 4 + t] = r[t][l] ^ flip;
+}
+
+void qgemm_pack_group_pairs(uint8_t *even, uint8_t *odd, const uint8_t *const r[4],
+                            uint8_t flip) {
+    for (int l = 0; l < QGEMM_LANES; l++)
+        for (int t = 0; t < 4; t++) {
+            even[l * 4 + t] = r[t][2 * l] ^ flip;
+            odd[l * 4 + t] = r[t][2 * l + 1] ^ flip;
+        }
 }
 #endif
 

@@ -63,4 +63,9 @@ const char *qgemm_isa(void);
  * byte with flip (0x80 turns s8 into u8 offset by 128). */
 void qgemm_pack_group(uint8_t *out, const uint8_t *const r[4], uint8_t flip);
 
+/* The same for the two column phases of a stride-2 convolution: 4 rows of 32 bytes, their
+ * even bytes (r[t][2 l]) packed into even and their odd ones (r[t][2 l + 1]) into odd. */
+void qgemm_pack_group_pairs(uint8_t *even, uint8_t *odd, const uint8_t *const r[4],
+                            uint8_t flip);
+
 #endif
