@@ -179,14 +179,17 @@ static void plan_gemm(lib_kernel *k) {
     k->k4 = k->taps * k->quads;
     /* Turned around (channels in lanes, positions broadcast: qgemm_lanes_run) when 16-column
      * blocks would compute more lanes per output than positions in tiles of 6 and rows in
-     * blocks of 64 do, counting the turned tile's stores (a byte per row and position) as
-     * 160 more k's each (measured on 7x7 to 28x28 planes, K 256 to 4608): 7x7 planes and 3x3
-     * convs on 14x14 go turned, 1x1 with a short K and larger planes do not. */
+     * blocks of 64 do, counting a last column tile of 1 or 2 blocks (fewer sums per load) as
+     * 1.3 or 2.28 blocks and the turned tile's stores (a byte per row and position) as 100
+     * more k's (both measured on 7x7 to 56x56 planes, K 256 to 4608): 7x7 planes with a
+     * long K and 3x3 convs on 14x14 go turned, short K and larger planes do not. */
     double pos = (double)k->plane_out, m = (double)k->m, kk = (double)k->k4 * 4;
-    double per_out_blocks = k->blocks * QGEMM_LANES / pos * round_up(k->m, QGEMM_MR) / m;
+    int64_t rest = k->blocks % QGEMM_NB;
+    double blocks = (double)(k->blocks - rest) + (rest == 1 ? 1.3 : rest == 2 ? 2.28 : 0.0);
+    double per_out_blocks = blocks * QGEMM_LANES / pos * round_up(k->m, QGEMM_MR) / m;
     double per_out_lanes = round_up(k->plane_out, QGEMM_LANES_NP) / pos *
                            round_up(k->m, QGEMM_LANES_MR) / m;
-    k->lanes = per_out_lanes * (kk + 160) < per_out_blocks * kk;
+    k->lanes = per_out_lanes * (kk + 100) < per_out_blocks * kk;
     if (k->lanes) k->rows_pad = round_up(k->m, QGEMM_LANES_MR);
     /* an odd number of cache lines between quads: a tile reads a piece of every quad, and an
      * even stride (a plane of 56x56 is 196 lines) would crowd them into a few L1 sets */
