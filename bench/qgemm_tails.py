@@ -106,7 +106,7 @@ def main():
     table = "\n".join(lines)
     print(table)
     cmd = " ".join([Path(sys.argv[0]).name] + sys.argv[1:])
-    md = f"""# int8 conv GEMM: column tiles of 1, 2 or 3 blocks (before / after)
+    md = f"""# int8 convolutions of a quantized model on two builds of wpk (before / after)
 
 Command: `python3 bench/{cmd}`
 

@@ -5,9 +5,12 @@ reference kernels.
 1. QLinearConv nodes with constant weights (so wpk's int8 provider takes them: the VNNI GEMM or
    the depthwise loop) over shapes that reach every edge: uint8 and int8 x and y, per-tensor and
    per-channel weights, padding, stride 2, dilation, 1x1, depthwise, tails of the 16-column
-   blocks, GEMM tiles of 1, 2 and 3 blocks (7x7 and smaller planes) and 8-row tiles. wpk's
-   output, on the VNNI path and (WPK_CPU_FLAGS_OFF=avx512f) the portable one, must equal its
-   reference kernel's (`--provider ref`) byte for byte, and ONNX Runtime's within one step.
+   blocks, GEMM tiles of 1, 2 and 3 blocks (7x7 and smaller planes) and 8-row tiles, the
+   implicit GEMM (strides 1 and 2; 7x7, 14x14 and 56x56 planes, channels not a multiple of 4,
+   dilation, 5x5), the gathered im2col it falls back to, and the GEMM with channels in the
+   lanes that small planes with a long K take. wpk's output, on the VNNI path on 2
+   threads and on 1 and (WPK_CPU_FLAGS_OFF=avx512f) the portable one, must equal its reference
+   kernel's (`--provider ref`) byte for byte, and ONNX Runtime's within one step.
 2. QDQ graphs (DequantizeLinear -> Conv (-> Relu) -> QuantizeLinear, a float bias and a DQ'd
    int32 bias): `wpk optimize` must turn the Conv into a QLinearConv (wpk::QLinearConv with the
    Relu folded), and `wpk run` must match ONNX Runtime within one step.
@@ -57,7 +60,8 @@ def qlinear_conv_model(rng, c, m, hw, k, stride, pad, dil, group, xt, yt, per_ch
                                 "yzp"),
         numpy_helper.from_array(rng.integers(-2000, 2000, size=m, dtype=np.int32), "b"),
     ]
-    attrs = dict(strides=[stride, stride], pads=[pad] * 4, dilations=[dil, dil], group=group)
+    pads = list(pad) if isinstance(pad, tuple) else [pad] * 4  # a tuple: begin h, w, end h, w
+    attrs = dict(strides=[stride, stride], pads=pads, dilations=[dil, dil], group=group)
     node = helper.make_node("QLinearConv", ["x", "xs", "xzp", "w", "ws", "wzp", "ys", "yzp", "b"],
                             ["y"], **attrs)
     g = helper.make_graph([node], "qconv", [helper.make_tensor_value_info("x", xt, [1, c, hw, hw])],
@@ -273,7 +277,21 @@ def main():
              (24, 16, 4, 1, 1, 0, 1, 1, U8, U8, False),     # 16 positions: one full block
              (8, 20, 5, 3, 1, 1, 1, 1, S8, U8, True),       # 25: a full and a partial block
              (8, 16, 6, 3, 1, 1, 1, 1, U8, S8, True),       # 36: 2 full + 1 partial, one tile
-             (16, 8, 11, 1, 1, 0, 1, 1, U8, U8, True)]      # 121: tiles of 3, 3, 2 blocks
+             (16, 8, 11, 1, 1, 0, 1, 1, U8, U8, True),      # 121: tiles of 3, 3, 2 blocks
+             # implicit GEMM (stride 1: the padded input read in place) and its fallback:
+             (20, 24, 56, 3, 1, 1, 1, 1, U8, U8, True),     # 56x56: blocks across rows
+             (13, 40, 14, 3, 1, 1, 1, 1, S8, U8, True),     # 14x14, 13 channels, s8 x
+             (30, 24, 7, 1, 1, 0, 1, 1, U8, S8, False),     # 7x7 1x1: rows as one run
+             (8, 16, 30, 5, 1, 2, 1, 1, U8, U8, True),      # 5x5 on 30x30: implicit
+             (8, 16, 9, 5, 1, 2, 1, 1, U8, U8, True),       # 5x5 on 9x9: im2col (wide pad)
+             (8, 8, 40, 3, 1, 2, 2, 1, S8, S8, True),       # dilation 2, implicit
+             (21, 24, 56, 3, 2, 1, 1, 1, U8, U8, True),     # stride 2: 2x2 phases, implicit
+             (12, 16, 27, 1, 2, 0, 1, 1, S8, U8, False),    # 1x1 stride 2, odd plane
+             (13, 70, 16, 3, 2, (1, 0, 0, 1), 1, 1, U8, U8, True),  # stride 2, uneven pads
+             # channels in lanes (small planes, long K): 64-row blocks x 6 positions
+             (160, 124, 7, 3, 1, 1, 1, 1, U8, U8, True),    # 7x7, a partial 64-row block
+             (256, 64, 14, 3, 1, 1, 1, 1, S8, U8, False),   # 14x14, s8 x
+             (160, 124, 14, 3, 2, 1, 1, 1, U8, S8, True)]   # over the im2col (stride 2)
     with tempfile.TemporaryDirectory(prefix="wpk-quant-ops.") as tmp:
         work = Path(tmp)
         for i, spec in enumerate(convs):
@@ -283,10 +301,11 @@ def main():
             onnx.save(model, path)
             lo, hi = (0, 256) if xt == U8 else (-128, 128)
             x = rng.integers(lo, hi, size=(1, c, hw, hw)).astype(np_type(xt))
-            got = wpk_run(args.wpk, path, x, work)
+            got = wpk_run(args.wpk, path, x, work, ["--threads", "2"])
+            one = wpk_run(args.wpk, path, x, work, ["--threads", "1"])
             ref = wpk_run(args.wpk, path, x, work, ["--provider", "ref"])
             portable = run_feeds(args.wpk, path, {"x": x}, work, env=PORTABLE)["y"]
-            for name, out in (("VNNI", got), ("portable", portable)):
+            for name, out in (("VNNI", got), ("VNNI, 1 thread", one), ("portable", portable)):
                 if not np.array_equal(out, ref):
                     failures.append(f"qconv {spec}: int8 provider ({name}) differs from the "
                                     f"reference kernel at {int((out != ref).sum())} of "

@@ -1,12 +1,14 @@
 /* qconv.c -- the int8 convolution provider ("int8"): QLinearConv and wpk::QLinearConv (2-D,
  * NCHW, constant weights, scales and zero points) on the provider interface of lib.h, its
  * weights packed when the kernel is made. One group: the convolution as a GEMM (qgemm.h) of
- * the s8 weights [M, C*KH*KW] with the u8 activations, gathered (im2col, skipped for 1x1
- * stride-1 unpadded convs) and packed in 16-column blocks; bias, requantization and the
- * activation's clamp run in the GEMM's epilogue. Depthwise (one channel per group): each
- * channel's plane copied into a padded one, then qdepthwise.h. Threads split the GEMM over
- * output tiles (rows x column blocks), the gathering over rows and blocks, the depthwise
- * convolution over channels.
+ * the s8 weights [M, C*KH*KW] with the u8 activations, read in place from a padded copy of x
+ * with 4 channels interleaved per pixel (an implicit GEMM: no im2col), or where that would
+ * compute too many dropped columns from an im2col matrix gathered 4 rows at a time; bias,
+ * requantization and the activation's clamp run in the GEMM's epilogue. Small planes take the
+ * GEMM with channels in the lanes (qgemm_lanes_run). Depthwise (one channel per group): each
+ * channel's plane copied into a padded one, then qdepthwise.h. Threads split the copy of x
+ * over channel quads (or the gathering over column blocks), then the GEMM over output tiles,
+ * the depthwise convolution over channels.
  *
  * Asymmetric weights (a nonzero w zero point), u8 weights, float16 scales and other groupings
  * are left to the reference kernel. Results are the reference kernel's bytes: the sums are
@@ -27,14 +29,23 @@ struct lib_kernel {
     char name[64];
     sp_geom g;
     int64_t batch, c, m, k, k4, rows_pad, plane_in, plane_out, blocks;
-    bool depthwise, direct, x_signed, y_signed;
+    bool depthwise, implicit, lanes, x_signed, y_signed;
     int32_t xzp, yzp, lo, hi;
     int threads;
-    int8_t *w;         /* GEMM: rows_pad x 4 k4; depthwise: m x taps */
+    int8_t *w;         /* GEMM: rows_pad x 4 k4 (lanes: qgemm_lanes_run's order); depthwise:
+                        * m x taps */
     int32_t *bias;     /* GEMM: bias - (x zero point, as u8) x row sum; depthwise: bias */
     float *mult;       /* x_scale * w_scale[m] / y_scale */
-    uint8_t *col;      /* im2col rows: k x plane_out (NULL when direct) */
-    uint8_t *packed;   /* blocks x k4 x 64 */
+    /* The GEMM's activations (qgemm_args): implicit, x copied into padded planes of xp_h x
+     * xp_w pixels, 4 channels interleaved per pixel (a quad), one plane per quad, the
+     * padding holding x's zero point; otherwise the im2col matrix, packed 4 rows a quad. */
+    uint8_t *packed;   /* quads x quad_stride */
+    int64_t *tap_off;  /* per kernel tap, its offset into a quad's plane (bytes) */
+    int64_t taps, quads, quad_stride, cols, row_w, xp_h, xp_w, phase_size;
+    uint64_t phases_read; /* implicit: bit a stride_w + b when a tap reads phase (a, b) */
+    uint8_t *rows4;    /* per thread, 4 rows of span bytes: im2col's, or x's by column phase */
+    int64_t span;
+    uint8_t *zero_row; /* implicit: a plane of zeros, the channels past c of the last quad */
     uint8_t *pad;      /* depthwise: a padded input plane per thread, pad_h x pad_w */
     int64_t pad_h, pad_w;
 };
@@ -110,7 +121,9 @@ static void destroy(const kernel_provider *self, lib_kernel *k) {
     wpk_free(k->w);
     wpk_free(k->bias);
     wpk_free(k->mult);
-    wpk_free(k->col);
+    wpk_free(k->rows4);
+    wpk_free(k->tap_off);
+    wpk_free(k->zero_row);
     wpk_free(k->packed);
     wpk_free(k->pad);
     wpk_free(k);
@@ -127,6 +140,84 @@ static int constants(const kernel_provider *self, const lib_kernel *k, const voi
 
 static int64_t round_up(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
 
+/* How the GEMM reads x. As an implicit GEMM over a padded copy of x, split into stride_h x
+ * stride_w phases (phase (a, b) holds padded pixels (a + stride_h u, b + stride_w v); one
+ * phase at stride 1): column p is output (p / xp_w, p % xp_w) with xp_w a phase's width,
+ * whose window under tap (i, j) starts in phase (i dil_h % stride_h, j dil_w % stride_w) at
+ * p + (i dil_h / stride_h) xp_w + j dil_w / stride_w, so no im2col is built; the columns past
+ * the output width (xp_w - out_w per row) are computed and dropped. That waste is taken while
+ * it costs at most 1/8 more column blocks than the im2col matrix (3x3 and 1x1, stride 1 or 2,
+ * on 7x7 to 56x56 planes); else the im2col matrix is gathered and packed at every run. */
+static void plan_gemm(lib_kernel *k) {
+    const sp_geom *g = &k->g;
+    int64_t kh = g->kernel[0], kw = g->kernel[1], sh = g->stride[0], sw = g->stride[1];
+    int64_t gathered = (k->plane_out + QGEMM_LANES - 1) / QGEMM_LANES;
+    k->xp_h = (g->in[0] + g->pad0[0] + g->pad1[0] + sh - 1) / sh;
+    k->xp_w = (g->in[1] + g->pad0[1] + g->pad1[1] + sw - 1) / sw;
+    int64_t implicit = (g->out[0] * k->xp_w + QGEMM_LANES - 1) / QGEMM_LANES;
+    k->implicit = implicit * 8 <= gathered * 9 && sh * sw < 64;
+    if (k->implicit) {
+        k->taps = kh * kw;
+        k->quads = (k->c + 3) / 4;
+        k->blocks = implicit;
+        k->cols = g->out[0] * k->xp_w;
+        k->row_w = k->xp_w;
+        int64_t reach = (kh - 1) * g->dil[0] / sh * k->xp_w + (kw - 1) * g->dil[1] / sw;
+        int64_t plane = k->xp_h * k->xp_w, read = k->blocks * QGEMM_LANES + reach;
+        k->phase_size = plane > read ? plane : read;
+        k->quad_stride = 4 * sh * sw * k->phase_size;
+        k->span = g->in[1]; /* a row's pixels of one column phase, per channel */
+    } else {
+        k->taps = 1;
+        k->quads = k->k4;
+        k->blocks = gathered;
+        k->cols = k->plane_out;
+        k->row_w = g->out[1];
+        k->quad_stride = k->blocks * QGEMM_LANES * 4;
+        k->span = k->blocks * QGEMM_LANES; /* a team smaller than asked gives a thread more */
+    }
+    k->k4 = k->taps * k->quads;
+    /* Turned around (channels in lanes, positions broadcast: qgemm_lanes_run) when 16-column
+     * blocks would compute more lanes per output than positions in tiles of 6 and rows in
+     * blocks of 64 do, counting a last column tile of 1 or 2 blocks (fewer sums per load) as
+     * 1.3 or 2.28 blocks and the turned tile's stores (a byte per row and position) as 100
+     * more k's (both measured on 7x7 to 56x56 planes, K 256 to 4608): 7x7 planes with a
+     * long K and 3x3 convs on 14x14 go turned, short K and larger planes do not. */
+    double pos = (double)k->plane_out, m = (double)k->m, kk = (double)k->k4 * 4;
+    int64_t rest = k->blocks % QGEMM_NB;
+    double blocks = (double)(k->blocks - rest) + (rest == 1 ? 1.3 : rest == 2 ? 2.28 : 0.0);
+    double per_out_blocks = blocks * QGEMM_LANES / pos * round_up(k->m, QGEMM_MR) / m;
+    double per_out_lanes = round_up(k->plane_out, QGEMM_LANES_NP) / pos *
+                           round_up(k->m, QGEMM_LANES_MR) / m;
+    k->lanes = per_out_lanes * (kk + 100) < per_out_blocks * kk;
+    if (k->lanes) k->rows_pad = round_up(k->m, QGEMM_LANES_MR);
+    /* an odd number of cache lines between quads: a tile reads a piece of every quad, and an
+     * even stride (a plane of 56x56 is 196 lines) would crowd them into a few L1 sets */
+    int64_t lines = (k->quad_stride + 63) / 64;
+    k->quad_stride = (lines | 1) * 64;
+}
+
+/* The tap offsets and, implicit, the padding of the planes: x's zero point as the GEMM
+ * reads it (s8 turned u8), written once; a run writes only the inside of each plane. */
+static void init_activations(lib_kernel *k) {
+    const sp_geom *g = &k->g;
+    if (!k->implicit) {
+        k->tap_off[0] = 0;
+        return;
+    }
+    int64_t sh = g->stride[0], sw = g->stride[1];
+    for (int64_t i = 0; i < g->kernel[0]; i++)
+        for (int64_t j = 0; j < g->kernel[1]; j++) {
+            int64_t di = i * g->dil[0], dj = j * g->dil[1];
+            int64_t phase = di % sh * sw + dj % sw;
+            k->phases_read |= (uint64_t)1 << phase;
+            k->tap_off[i * g->kernel[1] + j] =
+                4 * (phase * k->phase_size + di / sh * k->xp_w + dj / sw);
+        }
+    uint8_t pad = (uint8_t)k->xzp ^ (k->x_signed ? 0x80 : 0);
+    memset(k->packed, pad, (size_t)(k->quads * k->quad_stride));
+}
+
 /* Weights, bias and multipliers in the kernel's layout. */
 static void pack_constants(lib_kernel *k, const ir_node *n, ir_tensor *const *in) {
     const int8_t *w = in[W]->data;
@@ -138,10 +229,17 @@ static void pack_constants(lib_kernel *k, const ir_node *n, ir_tensor *const *in
         bool real = r < k->m;
         int64_t rowsum = 0;
         if (!k->depthwise) {
-            int8_t *dst = k->w + r * k->k4 * 4;
+            /* implicit: k-groups tap-major, 4 channels each; packed: im2col's row order.
+             * Row-major, or for qgemm_lanes_run 64-row blocks with the rows inside a group */
+            int64_t per_tap = k->k / k->taps, mb = r / QGEMM_LANES_MR, l = r % QGEMM_LANES_MR;
             for (int64_t i = 0; i < k->k4 * 4; i++) {
-                dst[i] = real && i < k->k ? w[r * k->k + i] : 0;
-                rowsum += dst[i];
+                int64_t tap = i / (k->quads * 4), ch = i % (k->quads * 4);
+                int8_t v = real && ch < per_tap ? w[r * k->k + ch * k->taps + tap] : 0;
+                int64_t at = k->lanes
+                                 ? ((mb * k->k4 + i / 4) * QGEMM_LANES_MR + l) * 4 + i % 4
+                                 : r * k->k4 * 4 + i;
+                k->w[at] = v;
+                rowsum += v;
             }
         }
         int32_t bv = real && bias ? quant_int_at(bias, r) : 0;
@@ -177,8 +275,6 @@ static wpk_status create(const kernel_provider *self, wpk_context *ctx, const ir
     k->k4 = (k->k + 3) / 4;
     k->plane_in = g->in[0] * g->in[1];
     k->plane_out = g->out[0] * g->out[1];
-    k->direct = g->kernel[0] == 1 && g->kernel[1] == 1 && g->stride[0] == 1 &&
-                g->stride[1] == 1 && !g->pad0[0] && !g->pad0[1];
     k->x_signed = in[X]->dtype == WPK_DTYPE_INT8;
     k->y_signed = out[0]->dtype == WPK_DTYPE_INT8;
     k->xzp = quant_int_at(in[XZP], 0);
@@ -190,7 +286,7 @@ static wpk_status create(const kernel_provider *self, wpk_context *ctx, const ir
     if (relu && k->yzp > k->lo) k->lo = k->yzp;
     k->threads = dev->threads > 0 ? dev->threads : 1;
     k->rows_pad = k->depthwise ? k->m : round_up(k->m, QGEMM_MR);
-    k->blocks = (k->plane_out + QGEMM_LANES - 1) / QGEMM_LANES;
+    if (!k->depthwise) plan_gemm(k);
     /* a stride-2 row load reads one byte past its last lane: 32 bytes of slack */
     k->pad_h = g->in[0] + g->pad0[0] + g->pad1[0];
     k->pad_w = g->in[1] + g->pad0[1] + g->pad1[1] + 32;
@@ -201,8 +297,10 @@ static wpk_status create(const kernel_provider *self, wpk_context *ctx, const ir
                 !(k->pad = wpk_malloc((size_t)(k->pad_h * k->pad_w * k->threads)));
     } else {
         nomem = nomem || !(k->w = wpk_malloc((size_t)(k->rows_pad * k->k4 * 4))) ||
-                !(k->packed = wpk_malloc((size_t)(k->blocks * k->k4 * 64))) ||
-                (!k->direct && !(k->col = wpk_malloc((size_t)(k->k * k->plane_out))));
+                !(k->packed = wpk_malloc((size_t)(k->quads * k->quad_stride))) ||
+                !(k->tap_off = wpk_malloc(sizeof(int64_t) * (size_t)k->taps)) ||
+                (k->implicit && !(k->zero_row = wpk_calloc((size_t)k->plane_in, 1))) ||
+                !(k->rows4 = wpk_malloc((size_t)(4 * k->span * k->threads)));
     }
     if (nomem) {
         destroy(self, k);
@@ -210,61 +308,162 @@ static wpk_status create(const kernel_provider *self, wpk_context *ctx, const ir
                          "kernel", n->name, n->op_type);
     }
     pack_constants(k, n, in);
+    if (!k->depthwise) init_activations(k);
     *out_k = k;
     return WPK_OK;
 }
 
 /* ---- run ---- */
 
-/* Row r of the im2col matrix of image xb: the input pixel under tap (c, i, j) for every
- * output position, x's zero point (the real 0) where the tap falls in the padding. */
-static void im2col_row(const lib_kernel *k, const uint8_t *xb, int64_t r, uint8_t *dst) {
+/* Columns [c0, c1) of row r of the im2col matrix of image xb, at dst[0...]: the input pixel
+ * under tap (c, i, j) for each output position, x's zero point (the real 0) where the tap
+ * falls in the padding. */
+static void im2col_part(const lib_kernel *k, const uint8_t *xb, int64_t r, int64_t c0,
+                        int64_t c1, uint8_t *dst) {
     const sp_geom *g = &k->g;
-    int64_t kh = g->kernel[0], kw = g->kernel[1];
+    int64_t kh = g->kernel[0], kw = g->kernel[1], ow_n = g->out[1];
     int64_t c = r / (kh * kw), i = r / kw % kh, j = r % kw;
     const uint8_t *src = xb + c * k->plane_in;
     uint8_t pad = (uint8_t)k->xzp;
-    for (int64_t oh = 0; oh < g->out[0]; oh++) {
+    int64_t w0, w1, off = j * g->dil[1] - g->pad0[1], sw = g->stride[1];
+    sp_tap_range(ow_n, sw, off, g->in[1], &w0, &w1);
+    for (int64_t oh = c0 / ow_n; oh * ow_n < c1; oh++) {
+        /* this output row's part of [c0, c1), as [a, b) within the row */
+        int64_t a = c0 - oh * ow_n > 0 ? c0 - oh * ow_n : 0;
+        int64_t b = c1 - oh * ow_n < ow_n ? c1 - oh * ow_n : ow_n;
+        uint8_t *d = dst + oh * ow_n - c0;
         int64_t ih = oh * g->stride[0] + i * g->dil[0] - g->pad0[0];
-        uint8_t *d = dst + oh * g->out[1];
         if (ih < 0 || ih >= g->in[0]) {
-            memset(d, pad, (size_t)g->out[1]);
+            memset(d + a, pad, (size_t)(b - a));
             continue;
         }
-        const uint8_t *s = src + ih * g->in[1];
-        int64_t w0, w1, off = j * g->dil[1] - g->pad0[1];
-        sp_tap_range(g->out[1], g->stride[1], off, g->in[1], &w0, &w1);
-        if (w0 > 0) memset(d, pad, (size_t)w0);
-        if (g->stride[1] == 1)
-            memcpy(d + w0, s + w0 + off, (size_t)(w1 - w0));
+        const uint8_t *s = src + ih * g->in[1] + off;
+        int64_t va = a > w0 ? a : w0, vb = b < w1 ? b : w1;
+        if (va >= vb) {
+            memset(d + a, pad, (size_t)(b - a));
+            continue;
+        }
+        if (va > a) memset(d + a, pad, (size_t)(va - a));
+        if (sw == 1)
+            memcpy(d + va, s + va, (size_t)(vb - va));
         else
-            for (int64_t ow = w0; ow < w1; ow++) d[ow] = s[ow * g->stride[1] + off];
-        if (w1 < g->out[1]) memset(d + w1, pad, (size_t)(g->out[1] - w1));
+            for (int64_t ow = va; ow < vb; ow++) d[ow] = s[ow * sw];
+        if (vb < b) memset(d + vb, pad, (size_t)(b - vb));
     }
 }
 
-/* Column block b of the GEMM's right operand, from the rows (im2col's, or x's planes). */
-static void pack_block(const lib_kernel *k, const uint8_t *rows, int64_t b) {
-    static const uint8_t zeros[QGEMM_LANES];
-    uint8_t *out = k->packed + b * k->k4 * 64;
-    int64_t col = b * QGEMM_LANES, n = k->plane_out - col;
-    uint8_t tail[4][QGEMM_LANES];
+/* n pixels of 4 rows interleaved into d (4 n bytes). */
+static void interleave_run(uint8_t *d, const uint8_t *const r[4], int64_t n, uint8_t flip) {
+    int64_t w0 = 0;
+    for (; w0 + QGEMM_LANES <= n; w0 += QGEMM_LANES) {
+        const uint8_t *part[4] = {r[0] + w0, r[1] + w0, r[2] + w0, r[3] + w0};
+        qgemm_pack_group(d + w0 * 4, part, flip);
+    }
+    if (w0 == n) return;
+    uint8_t tail[4][QGEMM_LANES] = {{0}}, out[QGEMM_LANES * 4];
+    const uint8_t *part[4] = {tail[0], tail[1], tail[2], tail[3]};
+    for (int t = 0; t < 4; t++) memcpy(tail[t], r[t] + w0, (size_t)(n - w0));
+    qgemm_pack_group(out, part, flip);
+    memcpy(d + w0 * 4, out, (size_t)(n - w0) * 4);
+}
+
+/* A row of 4 channels at column stride 2 into both column phases, 32 pixels at a time: pixel w
+ * lands in phase (w + pad) % 2 at (w + pad) / 2, so the even ones go to phase pad % 2. */
+static void interleave_pairs(const lib_kernel *k, uint8_t *row, const uint8_t *const r[4],
+                             int64_t w_n, uint8_t flip) {
+    int64_t pl = k->g.pad0[1];
+    uint8_t *even = row + (pl % 2 * k->phase_size + pl / 2) * 4;
+    uint8_t *odd = row + ((pl + 1) % 2 * k->phase_size + (pl + 1) / 2) * 4;
+    int64_t w = 0;
+    for (; w + 2 * QGEMM_LANES <= w_n; w += 2 * QGEMM_LANES) {
+        const uint8_t *part[4] = {r[0] + w, r[1] + w, r[2] + w, r[3] + w};
+        qgemm_pack_group_pairs(even + w / 2 * 4, odd + w / 2 * 4, part, flip);
+    }
+    if (w == w_n) return;
+    uint8_t tail[4][2 * QGEMM_LANES] = {{0}}, e[QGEMM_LANES * 4], o[QGEMM_LANES * 4];
+    const uint8_t *part[4] = {tail[0], tail[1], tail[2], tail[3]};
+    for (int t = 0; t < 4; t++) memcpy(tail[t], r[t] + w, (size_t)(w_n - w));
+    qgemm_pack_group_pairs(e, o, part, flip);
+    memcpy(even + w / 2 * 4, e, (size_t)((w_n - w + 1) / 2 * 4));
+    memcpy(odd + w / 2 * 4, o, (size_t)((w_n - w) / 2 * 4));
+}
+
+/* Quad q of image xb into the inside of its padded phases: channels 4q..4q+3 interleaved per
+ * pixel (channels past c read as 0: their weights are 0). At stride 1 without left and right
+ * padding the rows are one run; at a column stride above 1 each row is split by column phase
+ * through rows4 (4 x span bytes). */
+static void interleave_quad(const lib_kernel *k, const uint8_t *xb, int64_t q, uint8_t *rows4) {
+    const sp_geom *g = &k->g;
+    int64_t sh = g->stride[0], sw = g->stride[1];
+    bool one_run = sh == 1 && sw == 1 && k->xp_w == g->in[1];
+    int64_t rows = one_run ? 1 : g->in[0], w_n = one_run ? k->plane_in : g->in[1];
     uint8_t flip = k->x_signed ? 0x80 : 0;
+    const uint8_t *plane[4];
+    for (int t = 0; t < 4; t++)
+        plane[t] = q * 4 + t < k->c ? xb + (q * 4 + t) * k->plane_in : NULL;
+    uint8_t *base = k->packed + q * k->quad_stride;
+    for (int64_t h = 0; h < rows; h++) {
+        const uint8_t *r[4];
+        for (int t = 0; t < 4; t++) r[t] = plane[t] ? plane[t] + h * w_n : k->zero_row;
+        int64_t hp = h + g->pad0[0];
+        if (!(k->phases_read >> (hp % sh * sw) & (((uint64_t)1 << sw) - 1)))
+            continue; /* no tap reads this row (a 1x1 stride-2 conv reads every other one) */
+        uint8_t *row = base + (hp % sh * sw * k->phase_size + hp / sh * k->xp_w) * 4;
+        if (sw == 1) {
+            interleave_run(row + g->pad0[1] * 4, r, w_n, flip);
+            continue;
+        }
+        if (sw == 2 && (k->phases_read >> (hp % sh * sw) & 3) == 3) {
+            interleave_pairs(k, row, r, w_n, flip);
+            continue;
+        }
+        for (int64_t pw = 0; pw < sw; pw++) {
+            /* the pixels w with (w + pad) % sw == pw, at v = (w + pad) / sw of phase pw */
+            int64_t w0 = ((pw - g->pad0[1]) % sw + sw) % sw;
+            if (w0 >= w_n || !(k->phases_read >> (hp % sh * sw + pw) & 1)) continue;
+            int64_t n = (w_n - w0 + sw - 1) / sw;
+            const uint8_t *split[4];
+            for (int t = 0; t < 4; t++) {
+                uint8_t *d = rows4 + t * k->span;
+                const uint8_t *src = r[t] + w0;
+                if (sw == 2) /* a constant stride, which the compiler vectorizes */
+                    for (int64_t i = 0; i < n; i++) d[i] = src[2 * i];
+                else
+                    for (int64_t i = 0; i < n; i++) d[i] = src[i * sw];
+                split[t] = d;
+            }
+            interleave_run(row + (pw * k->phase_size + (w0 + g->pad0[1]) / sw) * 4, split, n,
+                           flip);
+        }
+    }
+}
+
+/* Column blocks [b0, b1) of the GEMM's right operand, gathered from image xb 4 im2col rows at
+ * a time into rows4 (4 x span bytes, small enough to stay in L1) and packed from there, so the
+ * im2col matrix never goes through memory as a whole. */
+static void pack_blocks_gathered(const lib_kernel *k, const uint8_t *xb, int64_t b0, int64_t b1,
+                                 uint8_t *rows4) {
+    int64_t c0 = b0 * QGEMM_LANES, c1 = b1 * QGEMM_LANES;
+    if (c1 > k->plane_out) c1 = k->plane_out;
+    uint8_t flip = k->x_signed ? 0x80 : 0;
+    /* the columns past the plane are packed but never stored: 0 keeps them defined */
+    for (int t = 0; t < 4; t++)
+        memset(rows4 + t * k->span + (c1 - c0), 0, (size_t)((b1 - b0) * QGEMM_LANES - (c1 - c0)));
     for (int64_t kg = 0; kg < k->k4; kg++) {
         const uint8_t *r[4];
         for (int t = 0; t < 4; t++) {
             int64_t row = kg * 4 + t;
-            if (row >= k->k || n <= 0) {
-                r[t] = zeros; /* its weights are 0 / its columns are not stored */
-            } else if (n >= QGEMM_LANES) {
-                r[t] = rows + row * k->plane_out + col;
-            } else {
-                memset(tail[t], 0, sizeof tail[t]);
-                memcpy(tail[t], rows + row * k->plane_out + col, (size_t)n);
-                r[t] = tail[t];
-            }
+            uint8_t *dst = rows4 + t * k->span;
+            if (row < k->k)
+                im2col_part(k, xb, row, c0, c1, dst);
+            else
+                memset(dst, 0, (size_t)(c1 - c0)); /* its weights are 0 */
+            r[t] = dst;
         }
-        qgemm_pack_group(out + kg * 64, r, flip);
+        for (int64_t b = b0; b < b1; b++) {
+            qgemm_pack_group(k->packed + kg * k->quad_stride + b * 64, r, flip);
+            for (int t = 0; t < 4; t++) r[t] += QGEMM_LANES;
+        }
     }
 }
 
@@ -278,22 +477,32 @@ static void share(int64_t count, int t, int nt, int64_t *lo, int64_t *hi) {
  * a barrier between the steps when the team has more than one thread. */
 static void gemm_image(const lib_kernel *k, const uint8_t *xb, uint8_t *yb, int t, int nt) {
     int64_t lo, hi;
-    const uint8_t *rows = k->direct ? xb : k->col;
-    if (!k->direct) {
-        share(k->k, t, nt, &lo, &hi);
-        for (int64_t r = lo; r < hi; r++) im2col_row(k, xb, r, k->col + r * k->plane_out);
-        if (nt > 1) {
-#pragma omp barrier
-        }
+    if (k->implicit) {
+        share(k->quads, t, nt, &lo, &hi);
+        for (int64_t q = lo; q < hi; q++) interleave_quad(k, xb, q, k->rows4 + 4 * k->span * t);
+    } else {
+        share(k->blocks, t, nt, &lo, &hi);
+        if (lo < hi) pack_blocks_gathered(k, xb, lo, hi, k->rows4 + 4 * k->span * t);
     }
-    share(k->blocks, t, nt, &lo, &hi);
-    for (int64_t b = lo; b < hi; b++) pack_block(k, rows, b);
     if (nt > 1) {
 #pragma omp barrier
     }
-    qgemm_args a = {.w = k->w, .a = k->packed, .k4 = k->k4, .m = k->m, .p = k->plane_out,
+    qgemm_args a = {.w = k->w, .a = k->packed, .tap_off = k->tap_off, .taps = k->taps,
+                    .quads = k->quads, .quad_stride = k->quad_stride, .m = k->m,
+                    .cols = k->cols, .row_w = k->row_w, .out_w = k->g.out[1],
                     .ldy = k->plane_out, .bias = k->bias, .mult = k->mult, .yzp = k->yzp,
                     .lo = k->lo, .hi = k->hi, .y_signed = k->y_signed, .y = yb};
+    if (k->lanes) {
+        /* tiles of 64 rows x 6 positions, rows-major: a thread's tiles share weights */
+        int64_t pos = k->plane_out, ptiles = (pos + QGEMM_LANES_NP - 1) / QGEMM_LANES_NP;
+        share(k->rows_pad / QGEMM_LANES_MR * ptiles, t, nt, &lo, &hi);
+        for (int64_t u = lo; u < hi; u++) {
+            int64_t j0 = u % ptiles * QGEMM_LANES_NP;
+            qgemm_lanes_run(&a, u / ptiles, j0, j0 + QGEMM_LANES_NP < pos ? j0 + QGEMM_LANES_NP
+                                                                         : pos);
+        }
+        return;
+    }
     /* Tiles in column-tile-major order; a tile's work is its blocks (the last column tile may
      * be 1 or 2 blocks), and a thread takes the tiles whose first block-row falls in its share
      * of all rows x blocks, so that narrow tiles do not leave one thread the heavier half. */

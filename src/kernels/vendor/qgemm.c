@@ -1,7 +1,8 @@
 /* qgemm.c -- the int8 GEMM of qgemm.h: a portable tile and, on x86-64 CPUs with AVX512-VNNI,
  * register tiles of 8 rows x 16, 32 or 48 columns of _mm512_dpbusd_epi32 (16 s32 lanes, each
  * the 4-deep dot of u8 activations with s8 weights), compiled with a target attribute and chosen
- * by a CPU check at run time, so one binary runs everywhere. */
+ * by a CPU check at run time, so one binary runs everywhere. Both read the activations where
+ * the caller left them (a padded input, or a packed im2col matrix) through tap offsets. */
 #include "kernels/vendor/qgemm.h"
 
 #include "ops/quant.h"
@@ -23,12 +24,7 @@ static inline int32_t load_i32(const void *p) {
 
 #ifdef QGEMM_X86
 /* SSE2 (every x86-64): two rounds of interleaving turn the 4 rows into 16 groups of 4. */
-void qgemm_pack_group(uint8_t *out, const uint8_t *const r[4], uint8_t flip) {
-    const __m128i f = _mm_set1_epi8((char)flip);
-    __m128i r0 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(const void *)r[0]), f);
-    __m128i r1 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(const void *)r[1]), f);
-    __m128i r2 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(const void *)r[2]), f);
-    __m128i r3 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(const void *)r[3]), f);
+static inline void interleave4(uint8_t *out, __m128i r0, __m128i r1, __m128i r2, __m128i r3) {
     __m128i a = _mm_unpacklo_epi8(r0, r1), b = _mm_unpackhi_epi8(r0, r1);
     __m128i c = _mm_unpacklo_epi8(r2, r3), d = _mm_unpackhi_epi8(r2, r3);
     _mm_storeu_si128((__m128i *)(void *)out, _mm_unpacklo_epi16(a, c));
@@ -36,10 +32,42 @@ void qgemm_pack_group(uint8_t *out, const uint8_t *const r[4], uint8_t flip) {
     _mm_storeu_si128((__m128i *)(void *)(out + 32), _mm_unpacklo_epi16(b, d));
     _mm_storeu_si128((__m128i *)(void *)(out + 48), _mm_unpackhi_epi16(b, d));
 }
+
+void qgemm_pack_group(uint8_t *out, const uint8_t *const r[4], uint8_t flip) {
+    const __m128i f = _mm_set1_epi8((char)flip);
+    __m128i v[4];
+    for (int t = 0; t < 4; t++)
+        v[t] = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(const void *)r[t]), f);
+    interleave4(out, v[0], v[1], v[2], v[3]);
+}
+
+/* The even bytes of each 16-bit pair by masking, the odd ones by shifting, both packed. */
+void qgemm_pack_group_pairs(uint8_t *even, uint8_t *odd, const uint8_t *const r[4],
+                            uint8_t flip) {
+    const __m128i f = _mm_set1_epi8((char)flip), low = _mm_set1_epi16(0x00ff);
+    __m128i e[4], o[4];
+    for (int t = 0; t < 4; t++) {
+        __m128i lo = _mm_loadu_si128((const __m128i *)(const void *)r[t]);
+        __m128i hi = _mm_loadu_si128((const __m128i *)(const void *)(r[t] + 16));
+        e[t] = _mm_xor_si128(_mm_packus_epi16(_mm_and_si128(lo, low), _mm_and_si128(hi, low)), f);
+        o[t] = _mm_xor_si128(_mm_packus_epi16(_mm_srli_epi16(lo, 8), _mm_srli_epi16(hi, 8)), f);
+    }
+    interleave4(even, e[0], e[1], e[2], e[3]);
+    interleave4(odd, o[0], o[1], o[2], o[3]);
+}
 #else
 void qgemm_pack_group(uint8_t *out, const uint8_t *const r[4], uint8_t flip) {
     for (int l = 0; l < QGEMM_LANES; l++)
         for (int t = 0; t < 4; t++) out[l * 4 + t] = r[t][l] ^ flip;
+}
+
+void qgemm_pack_group_pairs(uint8_t *even, uint8_t *odd, const uint8_t *const r[4],
+                            uint8_t flip) {
+    for (int l = 0; l < QGEMM_LANES; l++)
+        for (int t = 0; t < 4; t++) {
+            even[l * 4 + t] = r[t][2 * l] ^ flip;
+            odd[l * 4 + t] = r[t][2 * l + 1] ^ flip;
+        }
 }
 #endif
 
@@ -49,46 +77,83 @@ static inline int32_t requant(int32_t acc, const qgemm_args *g, int64_t row) {
     return quant_round_clamp((float)(acc + g->bias[row]) * g->mult[row], g->yzp, g->lo, g->hi);
 }
 
-static void store_row(const qgemm_args *g, int64_t row, int64_t col, const int32_t *v,
-                      int64_t n) {
-    if (g->y_signed) {
-        int8_t *y = (int8_t *)g->y + row * g->ldy + col;
-        for (int64_t i = 0; i < n; i++) y[i] = (int8_t)v[i];
-    } else {
-        uint8_t *y = (uint8_t *)g->y + row * g->ldy + col;
-        for (int64_t i = 0; i < n; i++) y[i] = (uint8_t)v[i];
+/* Where the columns of one block (from c0) go in a row of y: runs of lanes (a mask of lanes)
+ * that land on one output row, each with the offset from the row's start of lane 0. */
+typedef struct col_map {
+    int runs;
+    uint32_t mask[QGEMM_LANES];
+    int64_t off[QGEMM_LANES];
+} col_map;
+
+static void map_block(const qgemm_args *g, int64_t c0, col_map *cm) {
+    int64_t n = g->cols - c0 < QGEMM_LANES ? g->cols - c0 : QGEMM_LANES;
+    cm->runs = 0;
+    for (int64_t l = 0; l < n;) {
+        int64_t p = c0 + l, oh = p / g->row_w, ow = p - oh * g->row_w;
+        int64_t run = g->row_w - ow < n - l ? g->row_w - ow : n - l;
+        if (ow < g->out_w) {
+            int64_t len = run < g->out_w - ow ? run : g->out_w - ow;
+            cm->mask[cm->runs] = ((1u << len) - 1) << l;
+            cm->off[cm->runs++] = oh * g->out_w + ow - l;
+        }
+        l += run;
     }
+}
+
+/* NULL when the block from c0 is 16 columns of one output row, else cm filled in. */
+static const col_map *block_map(const qgemm_args *g, int64_t c0, col_map *cm) {
+    if (g->row_w == g->out_w && c0 + QGEMM_LANES <= g->cols) return NULL;
+    map_block(g, c0, cm);
+    return cm;
+}
+
+/* The finished bytes of row r's block from column c0 to where qgemm.h says they go. */
+static void store_cols(const qgemm_args *g, int64_t r, int64_t c0, const uint8_t *v) {
+    uint8_t *y = (uint8_t *)g->y + r * g->ldy;
+    col_map cm;
+    map_block(g, c0, &cm);
+    for (int i = 0; i < cm.runs; i++)
+        for (int l = 0; l < QGEMM_LANES; l++)
+            if (cm.mask[i] >> l & 1) y[cm.off[i] + l] = v[l];
 }
 
 /* A tile of QGEMM_MR rows and nb (1 to QGEMM_NB) column blocks. */
 static void tile_portable(const qgemm_args *g, int64_t r, int64_t b, int nb) {
     int32_t acc[QGEMM_MR][QGEMM_NB * QGEMM_LANES];
     memset(acc, 0, sizeof acc);
-    for (int64_t kg = 0; kg < g->k4; kg++)
-        for (int i = 0; i < QGEMM_MR; i++) {
-            const int8_t *w = g->w + (r + i) * g->k4 * 4 + kg * 4;
-            for (int j = 0; j < nb; j++) {
-                const uint8_t *a = g->a + ((b + j) * g->k4 + kg) * QGEMM_LANES * 4;
-                int32_t *c = acc[i] + j * QGEMM_LANES;
-                for (int l = 0; l < QGEMM_LANES; l++)
-                    c[l] += a[l * 4] * w[0] + a[l * 4 + 1] * w[1] + a[l * 4 + 2] * w[2] +
-                            a[l * 4 + 3] * w[3];
+    const int64_t ldw = g->taps * g->quads * 4;
+    for (int64_t tap = 0; tap < g->taps; tap++)
+        for (int64_t q = 0; q < g->quads; q++) {
+            const uint8_t *a0 = g->a + b * QGEMM_LANES * 4 + g->tap_off[tap] + q * g->quad_stride;
+            for (int i = 0; i < QGEMM_MR; i++) {
+                const int8_t *w = g->w + (r + i) * ldw + (tap * g->quads + q) * 4;
+                for (int j = 0; j < nb; j++) {
+                    const uint8_t *a = a0 + j * QGEMM_LANES * 4;
+                    int32_t *c = acc[i] + j * QGEMM_LANES;
+                    for (int l = 0; l < QGEMM_LANES; l++)
+                        c[l] += a[l * 4] * w[0] + a[l * 4 + 1] * w[1] + a[l * 4 + 2] * w[2] +
+                                a[l * 4 + 3] * w[3];
+                }
             }
         }
-    int64_t col = b * QGEMM_LANES, n = g->p - col;
-    if (n > nb * QGEMM_LANES) n = nb * QGEMM_LANES;
-    for (int i = 0; i < QGEMM_MR && r + i < g->m; i++) {
-        for (int64_t l = 0; l < n; l++) acc[i][l] = requant(acc[i][l], g, r + i);
-        store_row(g, r + i, col, acc[i], n);
-    }
+    for (int i = 0; i < QGEMM_MR && r + i < g->m; i++)
+        for (int j = 0; j < nb; j++) {
+            uint8_t v[QGEMM_LANES];
+            for (int l = 0; l < QGEMM_LANES; l++)
+                v[l] = (uint8_t)requant(acc[i][j * QGEMM_LANES + l], g, r + i);
+            store_cols(g, r + i, (b + j) * QGEMM_LANES, v);
+        }
 }
 
 #ifdef QGEMM_X86
 #define VNNI_TARGET __attribute__((target("avx512f,avx512bw,avx512vnni")))
 
-/* The requantization of 16 sums (row r, columns c0...) and their store, n of them. */
-VNNI_TARGET static inline void finish16(const qgemm_args *g, int64_t r, int64_t c0, __m512i acc) {
-    int64_t n = g->p - c0;
+/* The requantization of 16 sums (row r, columns c0...) and their store: whole when the block
+ * is 16 columns of one output row, else by the runs of cm, with masked stores (which touch
+ * no byte outside their mask, so the address of a lane that is not stored does not matter). */
+VNNI_TARGET static inline void finish16(const qgemm_args *g, int64_t r, int64_t c0, __m512i acc,
+                                        const col_map *cm) {
+    int64_t n = g->cols - c0;
     if (r >= g->m || n <= 0) return;
     const __m512 lo = _mm512_set1_ps((float)g->lo), hi = _mm512_set1_ps((float)g->hi);
     __m512i a = _mm512_add_epi32(acc, _mm512_set1_epi32(g->bias[r]));
@@ -96,14 +161,14 @@ VNNI_TARGET static inline void finish16(const qgemm_args *g, int64_t r, int64_t 
     v = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     v = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(v, _mm512_set1_ps((float)g->yzp)), lo), hi);
     __m128i q = _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(v));
-    uint8_t *y = (uint8_t *)g->y + r * g->ldy + c0;
-    if (n >= QGEMM_LANES) {
-        _mm_storeu_si128((__m128i *)(void *)y, q);
-    } else {
-        uint8_t tmp[QGEMM_LANES];
-        _mm_storeu_si128((__m128i *)(void *)tmp, q);
-        memcpy(y, tmp, (size_t)n);
+    uintptr_t y = (uintptr_t)g->y + (uintptr_t)(r * g->ldy);
+    if (!cm) {
+        _mm_storeu_si128((__m128i *)(y + (uintptr_t)c0), q);
+        return;
     }
+    for (int i = 0; i < cm->runs; i++)
+        _mm512_mask_storeu_epi8((void *)(y + (uintptr_t)cm->off[i]), (__mmask64)cm->mask[i],
+                                _mm512_castsi128_si512(q));
 }
 
 /* The 8-row tile written out so that its 8 x nb sums stay in registers; nb is a constant at
@@ -118,9 +183,9 @@ VNNI_TARGET static inline void finish16(const qgemm_args *g, int64_t r, int64_t 
     } while (0)
 #define ROW_FINISH(i)                                                                        \
     do {                                                                                     \
-        finish16(g, r + (i), col, c##i##0);                                                  \
-        if (nb > 1) finish16(g, r + (i), col + QGEMM_LANES, c##i##1);                        \
-        if (nb > 2) finish16(g, r + (i), col + 2 * QGEMM_LANES, c##i##2);                    \
+        finish16(g, r + (i), col, c##i##0, cm0);                                             \
+        if (nb > 1) finish16(g, r + (i), col + QGEMM_LANES, c##i##1, cm1);                   \
+        if (nb > 2) finish16(g, r + (i), col + 2 * QGEMM_LANES, c##i##2, cm2);               \
     } while (0)
 
 VNNI_TARGET __attribute__((always_inline)) static inline void
@@ -133,24 +198,30 @@ tile_vnni_nb(const qgemm_args *g, int64_t r, int64_t b, const int nb) {
     ROW_DECL(5);
     ROW_DECL(6);
     ROW_DECL(7);
-    const int64_t ablock = g->k4 * QGEMM_LANES * 4, ldw = g->k4 * 4;
-    const uint8_t *a = g->a + b * ablock;
+    const int64_t ldw = g->taps * g->quads * 4, qs = g->quad_stride;
     const int8_t *w = g->w + r * ldw;
     __m512i a1 = _mm512_setzero_si512(), a2 = a1;
-    for (int64_t kg = 0; kg < g->k4; kg++, a += QGEMM_LANES * 4, w += 4) {
-        __m512i a0 = _mm512_loadu_si512((const void *)a);
-        if (nb > 1) a1 = _mm512_loadu_si512((const void *)(a + ablock));
-        if (nb > 2) a2 = _mm512_loadu_si512((const void *)(a + 2 * ablock));
-        ROW_STEP(0);
-        ROW_STEP(1);
-        ROW_STEP(2);
-        ROW_STEP(3);
-        ROW_STEP(4);
-        ROW_STEP(5);
-        ROW_STEP(6);
-        ROW_STEP(7);
+    for (int64_t tap = 0; tap < g->taps; tap++) {
+        const uint8_t *a = g->a + b * QGEMM_LANES * 4 + g->tap_off[tap];
+        for (int64_t q = 0; q < g->quads; q++, a += qs, w += 4) {
+            __m512i a0 = _mm512_loadu_si512((const void *)a);
+            if (nb > 1) a1 = _mm512_loadu_si512((const void *)(a + 64));
+            if (nb > 2) a2 = _mm512_loadu_si512((const void *)(a + 128));
+            ROW_STEP(0);
+            ROW_STEP(1);
+            ROW_STEP(2);
+            ROW_STEP(3);
+            ROW_STEP(4);
+            ROW_STEP(5);
+            ROW_STEP(6);
+            ROW_STEP(7);
+        }
     }
     int64_t col = b * QGEMM_LANES;
+    col_map maps[QGEMM_NB];
+    const col_map *cm0 = block_map(g, col, &maps[0]);
+    const col_map *cm1 = nb > 1 ? block_map(g, col + QGEMM_LANES, &maps[1]) : NULL;
+    const col_map *cm2 = nb > 2 ? block_map(g, col + 2 * QGEMM_LANES, &maps[2]) : NULL;
     ROW_FINISH(0);
     ROW_FINISH(1);
     ROW_FINISH(2);
