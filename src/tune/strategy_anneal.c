@@ -8,8 +8,12 @@
  * Energies are log-seconds; the temperature comes from the spread of the uphill steps seen so
  * far (their median: an uphill step of typical size is accepted with p ~ exp(-1/T_SCALE) =
  * 0.02 at first, so the chains stay near good configs), cooled geometrically over the budget.
- * A chain whose one-knob neighbourhood is all measured tries two-knob moves, then restarts at
- * the best config found so far or, every other time, at a random one. */
+ * A move changes one knob mostly, two or three sometimes (the extra knobs to any of their
+ * values): a config whose gain needs knobs changed together (a wider tile with fewer rows) is
+ * out of reach of one-knob steps through the slower configs between. A chain that has not
+ * improved on its own best for CHAIN_STALL of its moves, or whose neighbourhood is all
+ * measured, restarts at the best config found so far with a two- or three-knob move or, every
+ * other time, at a random one. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +30,9 @@
 #define DEFAULT_BUDGET 1000
 #define MAX_STEPS 64        /* uphill steps kept for the spread */
 #define MAX_CHAINS 8
+#define P_TWO_KNOBS 0.25    /* a move changes a second knob */
+#define P_THREE_KNOBS 0.1   /* and a third */
+#define CHAIN_STALL 12      /* a chain's moves without a new best of its own before it restarts */
 
 typedef struct chain {
     tune_config cur;
@@ -33,6 +40,8 @@ typedef struct chain {
     bool has_cur;   /* cur is where the chain stands (its energy may not be known yet) */
     bool known;     /* cur's result has been told */
     bool propose_cur; /* cur is another workload's config, not measured here yet: propose it */
+    double best_energy; /* the lowest energy this chain has stood on since it (re)started */
+    int stall;          /* its moves told since best_energy last fell */
 } chain;
 
 typedef struct pending {
@@ -113,8 +122,9 @@ static void learn_energy(const tune_strategy *s, chain *ch) {
         ch->has_cur = false; /* a failing seed: the chain restarts */
         return;
     }
-    ch->energy = log(t->result.seconds);
+    ch->energy = ch->best_energy = log(t->result.seconds);
     ch->known = true;
+    ch->stall = 0;
 }
 
 /* A restart point: the best config so far, or (every other restart, or with none) random. */
@@ -125,10 +135,13 @@ static bool restart(tune_strategy *s, anneal_state *a, chain *ch, tune_config *c
         ch->cur = best;
         ch->has_cur = ch->known = true;
         ch->energy = log(s->trials[s->best].result.seconds);
+        ch->best_energy = ch->energy;
+        ch->stall = 0;
         for (int t = 0; t < NEIGHBOUR_TRIES; t++) {
             *c = best;
             tune_strategy_mutate(s, c, P_ADJACENT);
             tune_strategy_mutate(s, c, 0);
+            if (t % 2) tune_strategy_mutate(s, c, 0);
             if (tune_strategy_fresh(s, c)) return true;
         }
         ch->has_cur = false;
@@ -147,12 +160,16 @@ static bool move(tune_strategy *s, anneal_state *a, chain *ch, tune_config *c) {
             return true;
         }
     }
-    if (ch->has_cur) {
+    if (ch->has_cur && ch->stall < CHAIN_STALL) {
+        const double u = tune_rng_unit(&s->rng);
+        const int extra = (u < P_TWO_KNOBS + P_THREE_KNOBS) + (u < P_THREE_KNOBS);
         for (int t = 0; t < NEIGHBOUR_TRIES; t++) {
             *c = ch->cur;
-            /* one knob; two once the one-knob moves keep landing on measured configs */
+            /* one knob, sometimes two or three; one more once the moves keep landing on
+               measured configs */
             tune_strategy_mutate(s, c, P_ADJACENT);
-            if (t >= NEIGHBOUR_TRIES / 2) tune_strategy_mutate(s, c, P_ADJACENT);
+            for (int i = 0; i < extra + (t >= NEIGHBOUR_TRIES / 2); i++)
+                tune_strategy_mutate(s, c, 0);
             if (tune_strategy_fresh(s, c)) return true;
         }
     }
@@ -200,9 +217,16 @@ static void anneal_tell(tune_strategy *s, const tune_config *c, const tune_resul
         if (!ch->has_cur || !ch->known) {
             /* the chain's seed is not measured yet (or it restarted): the move is its state */
             ch->cur = c[i];
-            ch->energy = e;
+            ch->energy = ch->best_energy = e;
             ch->has_cur = ch->known = true;
+            ch->stall = 0;
             continue;
+        }
+        if (e < ch->best_energy) {
+            ch->best_energy = e;
+            ch->stall = 0;
+        } else {
+            ch->stall++;
         }
         if (e > ch->energy) {
             a->steps[a->step_at] = e - ch->energy;

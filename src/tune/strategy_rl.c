@@ -37,8 +37,9 @@
 #define MAX_MOVES 4
 #define CTX0 (1 + TUNE_RL_WORKLOAD)
 #define TOP_ANCHORS 4
-/* Told results without a new best after which a sample moves one more knob */
-#define STALL_STEP 48
+/* Told results without a new best after which a sample moves one more knob: within a budget
+ * of 80 trials a plateau of 16 already takes two- and three-knob moves */
+#define STALL_STEP 16
 
 typedef struct sampled {
     tune_config c, anchor;
