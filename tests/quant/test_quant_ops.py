@@ -6,7 +6,8 @@ reference kernels.
    the depthwise loop) over shapes that reach every edge: uint8 and int8 x and y, per-tensor and
    per-channel weights, padding, stride 2, dilation, 1x1, depthwise, tails of the 16-column
    blocks, GEMM tiles of 1, 2 and 3 blocks (7x7 and smaller planes) and 8-row tiles. wpk's
-   output, on the VNNI path and (WPK_CPU_FLAGS_OFF=avx512f) the portable one, must equal its
+   output, on the VNNI path and (WPK_CPU_FLAGS_OFF=avx512f) the portable one (and for depthwise
+   convolutions, WPK_CPU_FLAGS_OFF=avx512_vnni, the widening AVX-512 one), must equal its
    reference kernel's (`--provider ref`) byte for byte, and ONNX Runtime's within one step.
 2. QDQ graphs (DequantizeLinear -> Conv (-> Relu) -> QuantizeLinear, a float bias and a DQ'd
    int32 bias): `wpk optimize` must turn the Conv into a QLinearConv (wpk::QLinearConv with the
@@ -127,6 +128,7 @@ def run_feeds(wpk, model, feeds, work, extra=(), env=None):
 
 
 PORTABLE = dict(os.environ, WPK_CPU_FLAGS_OFF="avx512f")
+NO_VNNI = dict(os.environ, WPK_CPU_FLAGS_OFF="avx512_vnni")  # depthwise: the AVX-512 path
 
 
 def qdq_single_model(op, shape, qt, per_axis, rng):
@@ -265,6 +267,11 @@ def main():
              (12, 12, 15, 3, 1, 1, 1, 12, U8, U8, True),    # depthwise, stride 1
              (12, 12, 15, 3, 2, 1, 1, 12, S8, U8, True),    # depthwise, stride 2, s8 x
              (32, 32, 7, 3, 1, 1, 1, 32, U8, U8, False),    # depthwise, short rows
+             (13, 13, 70, 3, 1, 1, 1, 13, U8, U8, True),    # depthwise, odd C, rows over 64
+             (5, 5, 70, 3, 2, 1, 1, 5, S8, S8, True),       # depthwise s2, rows over 32
+             (7, 7, 11, 5, 2, 2, 1, 7, U8, U8, True),       # depthwise 5x5: 2 tap groups a row
+             (6, 6, 12, 3, 1, 2, 2, 6, S8, U8, False),      # depthwise dilation 2
+             (9, 9, 8, 3, 2, 0, 1, 9, U8, U8, True),        # depthwise s2 unpadded, even size
              (6, 4, 5, 3, 1, 1, 1, 2, U8, U8, True),        # grouped: the reference kernel
              (8, 16, 40, 3, 1, 1, 1, 1, U8, U8, True),      # wide rows: blocks inside one row
              (16, 24, 15, 1, 2, 0, 1, 1, U8, U8, False),    # 1x1 stride 2: im2col
@@ -286,7 +293,11 @@ def main():
             got = wpk_run(args.wpk, path, x, work)
             ref = wpk_run(args.wpk, path, x, work, ["--provider", "ref"])
             portable = run_feeds(args.wpk, path, {"x": x}, work, env=PORTABLE)["y"]
-            for name, out in (("VNNI", got), ("portable", portable)):
+            paths = [("VNNI", got), ("portable", portable)]
+            if spec[7] == c and c > 1:
+                paths.append(("AVX-512", run_feeds(args.wpk, path, {"x": x}, work,
+                                                   env=NO_VNNI)["y"]))
+            for name, out in paths:
                 if not np.array_equal(out, ref):
                     failures.append(f"qconv {spec}: int8 provider ({name}) differs from the "
                                     f"reference kernel at {int((out != ref).sum())} of "

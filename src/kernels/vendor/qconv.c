@@ -35,8 +35,8 @@ struct lib_kernel {
     float *mult;       /* x_scale * w_scale[m] / y_scale */
     uint8_t *col;      /* im2col rows: k x plane_out (NULL when direct) */
     uint8_t *packed;   /* blocks x k4 x 64 */
-    uint8_t *pad;      /* depthwise: a padded input plane per thread, pad_h x pad_w */
-    int64_t pad_h, pad_w;
+    uint8_t *pad;      /* depthwise: scratch per thread, pad_bytes each (qdepthwise.h) */
+    size_t pad_bytes;
 };
 
 static const char *version(const kernel_provider *self) {
@@ -191,14 +191,16 @@ static wpk_status create(const kernel_provider *self, wpk_context *ctx, const ir
     k->threads = dev->threads > 0 ? dev->threads : 1;
     k->rows_pad = k->depthwise ? k->m : round_up(k->m, QGEMM_MR);
     k->blocks = (k->plane_out + QGEMM_LANES - 1) / QGEMM_LANES;
-    /* a stride-2 row load reads one byte past its last lane: 32 bytes of slack */
-    k->pad_h = g->in[0] + g->pad0[0] + g->pad1[0];
-    k->pad_w = g->in[1] + g->pad0[1] + g->pad1[1] + 32;
+    qdw_channel geometry = {.ih = g->in[0], .iw = g->in[1], .oh = g->out[0], .ow = g->out[1],
+                            .kh = g->kernel[0], .kw = g->kernel[1], .sh = g->stride[0],
+                            .sw = g->stride[1], .dh = g->dil[0], .dw = g->dil[1],
+                            .pad_top = g->pad0[0], .pad_left = g->pad0[1]};
+    k->pad_bytes = qdw_scratch_bytes(&geometry);
     bool nomem = !(k->bias = wpk_malloc(sizeof(int32_t) * (size_t)k->rows_pad)) ||
                  !(k->mult = wpk_malloc(sizeof(float) * (size_t)k->rows_pad));
     if (k->depthwise) {
         nomem = nomem || !(k->w = wpk_malloc((size_t)(k->m * k->k))) ||
-                !(k->pad = wpk_malloc((size_t)(k->pad_h * k->pad_w * k->threads)));
+                !(k->pad = wpk_malloc(k->pad_bytes * (size_t)k->threads));
     } else {
         nomem = nomem || !(k->w = wpk_malloc((size_t)(k->rows_pad * k->k4 * 4))) ||
                 !(k->packed = wpk_malloc((size_t)(k->blocks * k->k4 * 64))) ||
@@ -324,23 +326,19 @@ static void run_gemm(const lib_kernel *k, const uint8_t *x, uint8_t *y) {
     }
 }
 
-/* One depthwise output plane: the channel's plane copied into a padded one (the padding
- * holding x's zero point, the real 0), then every tap in bounds (qdepthwise.h). */
+/* One depthwise output plane (qdepthwise.h), pad: this thread's scratch. */
 static void depthwise_channel(const lib_kernel *k, const ir_tensor *x, uint8_t *y, int64_t img,
                               int64_t ch, uint8_t *pad) {
     const sp_geom *g = &k->g;
-    const uint8_t *src = (const uint8_t *)x->data + (img * k->c + ch) * k->plane_in;
-    int64_t prow = k->pad_w;
-    memset(pad, (uint8_t)k->xzp, (size_t)(k->pad_h * prow));
-    for (int64_t h = 0; h < g->in[0]; h++)
-        memcpy(pad + (h + g->pad0[0]) * prow + g->pad0[1], src + h * g->in[1], (size_t)g->in[1]);
-    qdw_plane p = {.x = pad, .x_row = prow, .oh = g->out[0], .ow = g->out[1],
-                   .kh = g->kernel[0], .kw = g->kernel[1], .sh = g->stride[0],
-                   .sw = g->stride[1], .dh = g->dil[0], .dw = g->dil[1], .w = k->w + ch * k->k,
-                   .is_signed = k->x_signed, .xzp = k->xzp, .bias = k->bias[ch],
-                   .yzp = k->yzp, .lo = k->lo, .hi = k->hi, .mult = k->mult[ch],
-                   .y = y + (img * k->m + ch) * k->plane_out};
-    qdw_run_plane(&p);
+    qdw_channel c = {.x = (const uint8_t *)x->data + (img * k->c + ch) * k->plane_in,
+                     .ih = g->in[0], .iw = g->in[1], .oh = g->out[0], .ow = g->out[1],
+                     .kh = g->kernel[0], .kw = g->kernel[1], .sh = g->stride[0],
+                     .sw = g->stride[1], .dh = g->dil[0], .dw = g->dil[1],
+                     .pad_top = g->pad0[0], .pad_left = g->pad0[1], .w = k->w + ch * k->k,
+                     .is_signed = k->x_signed, .xzp = k->xzp, .bias = k->bias[ch],
+                     .yzp = k->yzp, .lo = k->lo, .hi = k->hi, .mult = k->mult[ch],
+                     .y = y + (img * k->m + ch) * k->plane_out};
+    qdw_run_channel(&c, pad);
 }
 
 static void run_depthwise(const lib_kernel *k, const ir_tensor *x, uint8_t *y) {
@@ -348,7 +346,7 @@ static void run_depthwise(const lib_kernel *k, const ir_tensor *x, uint8_t *y) {
     if (k->threads > 1) {
 #pragma omp parallel num_threads(k->threads)
         {
-            uint8_t *pad = k->pad + (int64_t)omp_get_thread_num() * k->pad_h * k->pad_w;
+            uint8_t *pad = k->pad + (size_t)omp_get_thread_num() * k->pad_bytes;
 #pragma omp for schedule(static)
             for (int64_t t = 0; t < total; t++)
                 depthwise_channel(k, x, y, t / k->m, t % k->m, pad);
