@@ -21,6 +21,8 @@
 /* Taps of one 4-deep dot: at most this many per kernel (a 7x7 kernel takes 14). */
 #define MAX_GROUPS 64
 
+static bool has_vbmi2; /* with the VNNI path: the stride-1 plane compressed in registers */
+
 /* The padded plane: pw x ph bytes, then slack that the wide loads may read past the end. */
 typedef struct padded {
     int64_t pw, ph;
@@ -200,32 +202,68 @@ static inline __mmask64 mask64(int64_t n) {
     return n >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << n) - 1);
 }
 
-/* Outputs [0, count) at stride 1: 64 a step, lane k of register r being output 4k + r (the
- * load at byte r puts bytes 4k + r .. 4k + r + 3 in lane k); a 4 x 16 byte transpose restores
- * the order. */
+/* Outputs q .. q + 63 at stride 1 into v: lane k of register r is output 4k + r (the load at
+ * byte r puts bytes 4k + r .. 4k + r + 3 in lane k); a 4 x 16 byte transpose restores the
+ * order. Needs the names that S1_SETUP declares. */
+#define S1_SETUP(c, g)                                                                       \
+    REQUANT_DECL(c);                                                                         \
+    __m512i wv[MAX_GROUPS];                                                                  \
+    for (int t = 0; t < (g)->n; t++) wv[t] = _mm512_set1_epi32((g)->w4[t]);                 \
+    const __m512i bv = _mm512_set1_epi32((g)->bias)
+#define S1_CHUNK(g, x, q, v)                                                                 \
+    do {                                                                                     \
+        __m512i a0 = bv, a1 = bv, a2 = bv, a3 = bv;                                          \
+        for (int t = 0; t < (g)->n; t++) {                                                   \
+            const uint8_t *p = (x) + (q) + (g)->off[t];                                      \
+            a0 = _mm512_dpbusd_epi32(a0, _mm512_loadu_si512((const void *)p), wv[t]);        \
+            a1 = _mm512_dpbusd_epi32(a1, _mm512_loadu_si512((const void *)(p + 1)), wv[t]);  \
+            a2 = _mm512_dpbusd_epi32(a2, _mm512_loadu_si512((const void *)(p + 2)), wv[t]);  \
+            a3 = _mm512_dpbusd_epi32(a3, _mm512_loadu_si512((const void *)(p + 3)), wv[t]);  \
+        }                                                                                    \
+        __m128i b0 = REQUANT(a0), b1 = REQUANT(a1), b2 = REQUANT(a2), b3 = REQUANT(a3);      \
+        __m128i lo01 = _mm_unpacklo_epi8(b0, b1), hi01 = _mm_unpackhi_epi8(b0, b1);          \
+        __m128i lo23 = _mm_unpacklo_epi8(b2, b3), hi23 = _mm_unpackhi_epi8(b2, b3);          \
+        v = _mm512_castsi128_si512(_mm_unpacklo_epi16(lo01, lo23));                          \
+        v = _mm512_inserti32x4(v, _mm_unpackhi_epi16(lo01, lo23), 1);                        \
+        v = _mm512_inserti32x4(v, _mm_unpacklo_epi16(hi01, hi23), 2);                        \
+        v = _mm512_inserti32x4(v, _mm_unpackhi_epi16(hi01, hi23), 3);                        \
+    } while (0)
+
+/* Outputs [0, count) at stride 1 into out (64 bytes of slack past count). */
 VNNI_TARGET static void run_s1(const qdw_channel *c, const tap_groups *g, const uint8_t *x,
                                int64_t count, uint8_t *out) {
-    REQUANT_DECL(c);
-    __m512i wv[MAX_GROUPS];
-    for (int t = 0; t < g->n; t++) wv[t] = _mm512_set1_epi32(g->w4[t]);
-    const __m512i bv = _mm512_set1_epi32(g->bias);
+    S1_SETUP(c, g);
     for (int64_t q = 0; q < count; q += 64) {
-        __m512i a0 = bv, a1 = bv, a2 = bv, a3 = bv;
-        for (int t = 0; t < g->n; t++) {
-            const uint8_t *p = x + q + g->off[t];
-            a0 = _mm512_dpbusd_epi32(a0, _mm512_loadu_si512((const void *)p), wv[t]);
-            a1 = _mm512_dpbusd_epi32(a1, _mm512_loadu_si512((const void *)(p + 1)), wv[t]);
-            a2 = _mm512_dpbusd_epi32(a2, _mm512_loadu_si512((const void *)(p + 2)), wv[t]);
-            a3 = _mm512_dpbusd_epi32(a3, _mm512_loadu_si512((const void *)(p + 3)), wv[t]);
+        __m512i v;
+        S1_CHUNK(g, x, q, v);
+        _mm512_storeu_si512((void *)(out + q), v);
+    }
+}
+
+#define VBMI2_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi2")))
+
+/* The whole stride-1 plane, rows of pw outputs of which the first ow are kept: each 64-byte
+ * step's kept bytes compressed in a register and stored at once (no copy through memory). */
+VBMI2_TARGET static void run_s1_compress(const qdw_channel *c, const tap_groups *g,
+                                         const uint8_t *x, int64_t pw) {
+    S1_SETUP(c, g);
+    int64_t count = (c->oh - 1) * pw + c->ow, done = 0;
+    for (int64_t q = 0; q < count; q += 64) {
+        __m512i v;
+        S1_CHUNK(g, x, q, v);
+        /* the lanes of [q, q + 64) whose column is under ow, row by row */
+        __mmask64 keep = 0;
+        for (int64_t row = q / pw * pw; row < q + 64; row += pw) {
+            int64_t lo = row - q, hi = row + c->ow - q;
+            lo = lo < 0 ? 0 : lo;
+            hi = hi > 64 ? 64 : hi;
+            if (hi > lo) keep |= mask64(hi - lo) << lo;
         }
-        __m128i b0 = REQUANT(a0), b1 = REQUANT(a1), b2 = REQUANT(a2), b3 = REQUANT(a3);
-        __m128i lo01 = _mm_unpacklo_epi8(b0, b1), hi01 = _mm_unpackhi_epi8(b0, b1);
-        __m128i lo23 = _mm_unpacklo_epi8(b2, b3), hi23 = _mm_unpackhi_epi8(b2, b3);
-        __m512i v = _mm512_castsi128_si512(_mm_unpacklo_epi16(lo01, lo23));
-        v = _mm512_inserti32x4(v, _mm_unpackhi_epi16(lo01, lo23), 1);
-        v = _mm512_inserti32x4(v, _mm_unpacklo_epi16(hi01, hi23), 2);
-        v = _mm512_inserti32x4(v, _mm_unpackhi_epi16(hi01, hi23), 3);
-        _mm512_storeu_si512((void *)(out + q), v); /* out has 64 bytes of slack */
+        if (q + 64 > count) keep &= mask64(count - q);
+        int64_t n = __builtin_popcountll(keep);
+        _mm512_mask_storeu_epi8((void *)(c->y + done), mask64(n),
+                                _mm512_maskz_compress_epi8(keep, v));
+        done += n;
     }
 }
 
@@ -264,6 +302,10 @@ VNNI_TARGET static void channel_vnni(const qdw_channel *c, const uint8_t *x, int
     if (c->sw == 2) {
         for (int64_t oh = 0; oh < c->oh; oh++)
             run_s2(c, &g, x + oh * 2 * pw, c->ow, c->y + oh * c->ow);
+        return;
+    }
+    if (has_vbmi2) {
+        run_s1_compress(c, &g, x, pw);
         return;
     }
     /* rows of pw outputs, of which the first ow are the plane's; copied out with whole stores
@@ -308,6 +350,7 @@ static void choose(void) {
         return;
     path = PATH_AVX512;
     if (__builtin_cpu_supports("avx512vnni") && !flag_hidden("avx512_vnni")) path = PATH_VNNI;
+    has_vbmi2 = __builtin_cpu_supports("avx512vbmi2") && !flag_hidden("avx512_vbmi2");
 #endif
 }
 
