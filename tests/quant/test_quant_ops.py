@@ -7,7 +7,8 @@ reference kernels.
    per-channel weights, padding, stride 2, dilation, 1x1, depthwise, tails of the 16-column
    blocks, GEMM tiles of 1, 2 and 3 blocks (7x7 and smaller planes) and 8-row tiles. wpk's
    output, on the VNNI path and (WPK_CPU_FLAGS_OFF=avx512f) the portable one (and for depthwise
-   convolutions, WPK_CPU_FLAGS_OFF=avx512_vnni, the widening AVX-512 one), must equal its
+   convolutions, WPK_CPU_FLAGS_OFF=avx512_vnni, the widening AVX-512 one, and avx512_vbmi2,
+   VNNI with the rows copied out through memory), must equal its
    reference kernel's (`--provider ref`) byte for byte, and ONNX Runtime's within one step.
 2. QDQ graphs (DequantizeLinear -> Conv (-> Relu) -> QuantizeLinear, a float bias and a DQ'd
    int32 bias): `wpk optimize` must turn the Conv into a QLinearConv (wpk::QLinearConv with the
@@ -129,6 +130,7 @@ def run_feeds(wpk, model, feeds, work, extra=(), env=None):
 
 PORTABLE = dict(os.environ, WPK_CPU_FLAGS_OFF="avx512f")
 NO_VNNI = dict(os.environ, WPK_CPU_FLAGS_OFF="avx512_vnni")  # depthwise: the AVX-512 path
+NO_VBMI2 = dict(os.environ, WPK_CPU_FLAGS_OFF="avx512_vbmi2")  # depthwise VNNI, copied rows
 
 
 def qdq_single_model(op, shape, qt, per_axis, rng):
@@ -295,8 +297,8 @@ def main():
             portable = run_feeds(args.wpk, path, {"x": x}, work, env=PORTABLE)["y"]
             paths = [("VNNI", got), ("portable", portable)]
             if spec[7] == c and c > 1:
-                paths.append(("AVX-512", run_feeds(args.wpk, path, {"x": x}, work,
-                                                   env=NO_VNNI)["y"]))
+                for name, env in (("AVX-512", NO_VNNI), ("VNNI without VBMI2", NO_VBMI2)):
+                    paths.append((name, run_feeds(args.wpk, path, {"x": x}, work, env=env)["y"]))
             for name, out in paths:
                 if not np.array_equal(out, ref):
                     failures.append(f"qconv {spec}: int8 provider ({name}) differs from the "
