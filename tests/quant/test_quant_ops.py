@@ -282,7 +282,13 @@ def main():
              (24, 16, 4, 1, 1, 0, 1, 1, U8, U8, False),     # 16 positions: one full block
              (8, 20, 5, 3, 1, 1, 1, 1, S8, U8, True),       # 25: a full and a partial block
              (8, 16, 6, 3, 1, 1, 1, 1, U8, S8, True),       # 36: 2 full + 1 partial, one tile
-             (16, 8, 11, 1, 1, 0, 1, 1, U8, U8, True)]      # 121: tiles of 3, 3, 2 blocks
+             (16, 8, 11, 1, 1, 0, 1, 1, U8, U8, True),      # 121: tiles of 3, 3, 2 blocks
+             # few input channels (qstem: slices of 96 positions) and, past 256 taps, im2col:
+             (3, 20, 37, 7, 2, 3, 1, 1, U8, U8, True),      # 7x7/2 stem: 4 slices, a partial
+             (3, 16, 33, 3, 2, 1, 1, 1, S8, S8, False),     # 3x3/2 stem, s8, odd rows in slices
+             (4, 8, 16, 5, 3, 2, 1, 1, U8, S8, True),       # stride 3: the scalar gather
+             (40, 16, 9, 3, 1, 1, 1, 1, S8, U8, True),      # 360 taps: im2col
+             (32, 24, 12, 3, 2, 1, 1, 1, U8, U8, False)]    # 288 taps, stride 2: im2col
     with tempfile.TemporaryDirectory(prefix="wpk-quant-ops.") as tmp:
         work = Path(tmp)
         for i, spec in enumerate(convs):

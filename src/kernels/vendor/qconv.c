@@ -19,6 +19,7 @@
 #include "kernels/vendor/lib.h"
 #include "kernels/vendor/qdepthwise.h"
 #include "kernels/vendor/qgemm.h"
+#include "kernels/vendor/qstem.h"
 #include "ops/quant.h"
 
 enum { X, XS, XZP, W, WS, WZP, YS, YZP, B };
@@ -27,14 +28,15 @@ struct lib_kernel {
     char name[64];
     sp_geom g;
     int64_t batch, c, m, k, k4, rows_pad, plane_in, plane_out, blocks;
-    bool depthwise, direct, x_signed, y_signed;
+    bool depthwise, direct, stem, x_signed, y_signed;
     int32_t xzp, yzp, lo, hi;
     int threads;
     int8_t *w;         /* GEMM: rows_pad x 4 k4; depthwise: m x taps */
     int32_t *bias;     /* GEMM: bias - (x zero point, as u8) x row sum; depthwise: bias */
     float *mult;       /* x_scale * w_scale[m] / y_scale */
     uint8_t *col;      /* im2col rows: k x plane_out (NULL when direct) */
-    uint8_t *packed;   /* blocks x k4 x 64 */
+    uint8_t *packed;   /* blocks x k4 x 64; stem: scratch per thread, stem_bytes each */
+    size_t stem_bytes;
     uint8_t *pad;      /* depthwise: scratch per thread, pad_bytes each (qdepthwise.h) */
     size_t pad_bytes;
 };
@@ -198,7 +200,12 @@ static wpk_status create(const kernel_provider *self, wpk_context *ctx, const ir
     k->pad_bytes = qdw_scratch_bytes(&geometry);
     bool nomem = !(k->bias = wpk_malloc(sizeof(int32_t) * (size_t)k->rows_pad)) ||
                  !(k->mult = wpk_malloc(sizeof(float) * (size_t)k->rows_pad));
-    if (k->depthwise) {
+    k->stem = !k->depthwise && qstem_takes(g, k->c);
+    if (k->stem) {
+        k->stem_bytes = qstem_scratch_bytes(k->k);
+        nomem = nomem || !(k->w = wpk_malloc((size_t)(k->rows_pad * k->k4 * 4))) ||
+                !(k->packed = wpk_malloc(k->stem_bytes * (size_t)k->threads));
+    } else if (k->depthwise) {
         nomem = nomem || !(k->w = wpk_malloc((size_t)(k->m * k->k))) ||
                 !(k->pad = wpk_malloc(k->pad_bytes * (size_t)k->threads));
     } else {
@@ -279,6 +286,13 @@ static void share(int64_t count, int t, int nt, int64_t *lo, int64_t *hi) {
 /* Thread t's part (of nt) of one image: gathering, packing, then the GEMM's output tiles, with
  * a barrier between the steps when the team has more than one thread. */
 static void gemm_image(const lib_kernel *k, const uint8_t *xb, uint8_t *yb, int t, int nt) {
+    if (k->stem) { /* few input channels: qstem.h */
+        qgemm_args s = {.w = k->w, .k4 = k->k4, .m = k->m, .bias = k->bias, .mult = k->mult,
+                        .yzp = k->yzp, .lo = k->lo, .hi = k->hi, .y_signed = k->y_signed};
+        qstem_image(&k->g, k->c, xb, (uint8_t)k->xzp, k->x_signed ? 0x80 : 0, &s, k->rows_pad,
+                    yb, k->packed + (size_t)t * k->stem_bytes, t, nt);
+        return;
+    }
     int64_t lo, hi;
     const uint8_t *rows = k->direct ? xb : k->col;
     if (!k->direct) {

@@ -1,0 +1,146 @@
+/* qstem.c -- the few-channel int8 convolution of qstem.h: a slice of output positions (whole
+ * 16-column blocks) gathered (im2col rows of the slice), packed into the GEMM's 4-deep groups
+ * and multiplied, all within one thread's scratch. */
+#include "kernels/vendor/qstem.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define QSTEM_X86 1
+#include <immintrin.h>
+#endif
+
+/* Output positions a slice: 6 blocks (two tiles of 3) keep a slice's rows (k x 96 bytes) and
+ * its packed blocks (6 x 4 k4 x 16 bytes) under 56 KB at the largest k. */
+#define SLICE_BLOCKS 6
+#define SLICE (SLICE_BLOCKS * QGEMM_LANES)
+
+bool qstem_takes(const sp_geom *g, int64_t c) {
+    int64_t taps = g->kernel[0] * g->kernel[1];
+    return g->nsp == 2 && taps > 1 && c * taps <= QSTEM_MAX_K;
+}
+
+size_t qstem_scratch_bytes(int64_t k) {
+    int64_t k4 = (k + 3) / 4;
+    return (size_t)(k * SLICE + SLICE_BLOCKS * k4 * 64 + 64);
+}
+
+/* d[i] = s[2 * i] for i in [0, n): stride-2 gathers, the commonest in stems. */
+static void gather2_portable(uint8_t *d, const uint8_t *s, int64_t n) {
+    for (int64_t i = 0; i < n; i++) d[i] = s[2 * i];
+}
+
+#ifdef QSTEM_X86
+#define AVX512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl")))
+/* 32 outputs a step: the even bytes are the low bytes of the 16-bit words (vpmovwb). */
+AVX512_TARGET static void gather2_avx512(uint8_t *d, const uint8_t *s, int64_t n) {
+    for (int64_t i = 0; i < n; i += 32) {
+        int64_t left = n - i, bytes = left > 32 ? 64 : 2 * left - 1;
+        __mmask64 in = bytes >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << bytes) - 1);
+        __mmask32 out = left >= 32 ? 0xffffffffu : (__mmask32)((1u << left) - 1);
+        __m512i v = _mm512_maskz_loadu_epi8(in, (const void *)(s + 2 * i));
+        _mm256_mask_storeu_epi8((void *)(d + i), out, _mm512_cvtepi16_epi8(v));
+    }
+}
+
+/* Whether $WPK_CPU_FLAGS_OFF (a comma-separated list of /proc/cpuinfo flags) names flag. */
+static bool flag_hidden(const char *flag) {
+    size_t want = strlen(flag);
+    for (const char *p = getenv("WPK_CPU_FLAGS_OFF"); p && *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == want && !strncmp(p, flag, len)) return true;
+        p = end ? end + 1 : NULL;
+    }
+    return false;
+}
+#endif
+
+static void (*gather2)(uint8_t *d, const uint8_t *s, int64_t n);
+static pthread_once_t gather_once = PTHREAD_ONCE_INIT;
+
+static void choose(void) {
+    gather2 = gather2_portable;
+#ifdef QSTEM_X86
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && !flag_hidden("avx512vl") &&
+        !flag_hidden("avx512f") && !flag_hidden("avx512bw"))
+        gather2 = gather2_avx512;
+#endif
+}
+
+/* Row r (tap c, i, j) of the im2col matrix for positions [p0, p0 + n) into dst: the input
+ * pixel under the tap, xpad where it falls in the padding. */
+static void slice_row(const sp_geom *g, const uint8_t *x, uint8_t xpad, int64_t r, int64_t p0,
+                      int64_t n, uint8_t *dst) {
+    int64_t kh = g->kernel[0], kw = g->kernel[1], ow_n = g->out[1];
+    int64_t c = r / (kh * kw), i = r / kw % kh, j = r % kw;
+    const uint8_t *plane = x + c * g->in[0] * g->in[1];
+    int64_t off = j * g->dil[1] - g->pad0[1], sw = g->stride[1];
+    for (int64_t p = p0; p < p0 + n;) {
+        int64_t oh = p / ow_n, ow = p % ow_n;
+        int64_t len = ow_n - ow < p0 + n - p ? ow_n - ow : p0 + n - p;
+        uint8_t *d = dst + (p - p0);
+        int64_t ih = oh * g->stride[0] + i * g->dil[0] - g->pad0[0];
+        if (ih < 0 || ih >= g->in[0]) {
+            memset(d, xpad, (size_t)len);
+        } else {
+            const uint8_t *s = plane + ih * g->in[1];
+            int64_t w0, w1;
+            sp_tap_range(ow_n, sw, off, g->in[1], &w0, &w1);
+            /* the in-bounds part of [ow, ow + len) */
+            int64_t a = w0 > ow ? w0 : ow, b = w1 < ow + len ? w1 : ow + len;
+            if (b <= a) {
+                memset(d, xpad, (size_t)len);
+            } else {
+                if (a > ow) memset(d, xpad, (size_t)(a - ow));
+                if (sw == 1)
+                    memcpy(d + (a - ow), s + a + off, (size_t)(b - a));
+                else if (sw == 2)
+                    gather2(d + (a - ow), s + 2 * a + off, b - a);
+                else
+                    for (int64_t q = a; q < b; q++) d[q - ow] = s[q * sw + off];
+                if (b < ow + len) memset(d + (b - ow), xpad, (size_t)(ow + len - b));
+            }
+        }
+        p += len;
+    }
+}
+
+void qstem_image(const sp_geom *g, int64_t c, const uint8_t *x, uint8_t xpad, uint8_t flip,
+                 const qgemm_args *gemm, int64_t rows_pad, uint8_t *y, uint8_t *scratch, int t,
+                 int nt) {
+    pthread_once(&gather_once, choose);
+    static const uint8_t zeros[QGEMM_LANES];
+    int64_t k = c * g->kernel[0] * g->kernel[1], k4 = gemm->k4;
+    int64_t plane = g->out[0] * g->out[1];
+    int64_t slices = (plane + SLICE - 1) / SLICE;
+    uint8_t *rows = scratch, *packed = scratch + k * SLICE;
+    qgemm_args a = *gemm;
+    a.a = packed;
+    a.ldy = plane;
+    for (int64_t s = slices * t / nt; s < slices * (t + 1) / nt; s++) {
+        int64_t p0 = s * SLICE, n = plane - p0 < SLICE ? plane - p0 : SLICE;
+        int64_t blocks = (n + QGEMM_LANES - 1) / QGEMM_LANES;
+        for (int64_t r = 0; r < k; r++) slice_row(g, x, xpad, r, p0, n, rows + r * SLICE);
+        /* columns past n in the last block: zeros (their sums are not stored) */
+        if (n < blocks * QGEMM_LANES)
+            for (int64_t r = 0; r < k; r++)
+                memset(rows + r * SLICE + n, 0, (size_t)(blocks * QGEMM_LANES - n));
+        for (int64_t b = 0; b < blocks; b++)
+            for (int64_t kg = 0; kg < k4; kg++) {
+                const uint8_t *r4[4];
+                for (int q = 0; q < 4; q++) {
+                    int64_t r = kg * 4 + q;
+                    r4[q] = r < k ? rows + r * SLICE + b * QGEMM_LANES : zeros;
+                }
+                qgemm_pack_group(packed + (b * k4 + kg) * 64, r4, flip);
+            }
+        a.p = plane - p0;
+        a.y = y + p0;
+        qgemm_run(&a, 0, rows_pad, 0, blocks);
+    }
+}
