@@ -1,7 +1,7 @@
 /* qstem.h -- the int8 convolution of few input channels (a network's stem: 3 channels under a
  * 3x3 or 7x7 kernel) for the int8 provider (qconv.c). Its im2col matrix has few rows, so it
  * is built a slice of output positions at a time, packed into the GEMM's blocks while they are
- * in L1 and multiplied at once (qgemm.h), instead of gathered for the whole plane first; the
+ * in cache and multiplied at once (qgemm.h), instead of gathered for the whole plane first; the
  * stride-2 gathers are vector loads on AVX-512. Threads take slices. */
 #ifndef WPK_KERNELS_VENDOR_QSTEM_H
 #define WPK_KERNELS_VENDOR_QSTEM_H
@@ -13,9 +13,9 @@
 #include "kernels/vendor/qgemm.h"
 #include "ops/spatial.h"
 
-/* Whether a convolution of c input channels and geometry g goes this way: one group, a kernel
- * larger than 1x1, and c * kh * kw at most QSTEM_MAX_K (a slice's rows and blocks then fit in
- * L1 beside the weights). */
+/* Whether a convolution of c input channels and geometry g goes this way (the caller checks
+ * one group): a kernel larger than 1x1 and c * kh * kw at most QSTEM_MAX_K (a slice's rows and
+ * blocks then stay in L2; larger k is the whole-plane im2col's). */
 #define QSTEM_MAX_K 256
 bool qstem_takes(const sp_geom *g, int64_t c);
 
