@@ -274,6 +274,7 @@ def main():
              (7, 7, 11, 5, 2, 2, 1, 7, U8, U8, True),       # depthwise 5x5: 2 tap groups a row
              (6, 6, 12, 3, 1, 2, 2, 6, S8, U8, False),      # depthwise dilation 2
              (9, 9, 8, 3, 2, 0, 1, 9, U8, U8, True),        # depthwise s2 unpadded, even size
+             (2, 2, 130, 3, 1, 1, 1, 2, S8, U8, True),      # depthwise, rows of 128 bytes and more
              (6, 4, 5, 3, 1, 1, 1, 2, U8, U8, True),        # grouped: the reference kernel
              (8, 16, 40, 3, 1, 1, 1, 1, U8, U8, True),      # wide rows: blocks inside one row
              (16, 24, 15, 1, 2, 0, 1, 1, U8, U8, False),    # 1x1 stride 2: im2col

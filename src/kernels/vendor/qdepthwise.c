@@ -81,6 +81,11 @@ static void channel_portable(const qdw_channel *c, const uint8_t *x, int64_t pw,
 
 /* ---- AVX-512 without VNNI: 16 outputs of a row a vector, bytes widened to int32 ---- */
 
+/* Bits [0, n) for n in [0, 64]. */
+static inline __mmask64 mask64(int64_t n) {
+    return n >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << n) - 1);
+}
+
 #define AVX512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl")))
 
 /* Lanes [0, count) of x[0], x[stride], ... (stride 1 or 2) widened to int32, 0 past count. */
@@ -142,7 +147,19 @@ AVX512_TARGET static int32_t pad_plane_avx512(const qdw_channel *c, const padded
     uint8_t flip = c->is_signed ? 0x80 : 0;
     const __m512i padv = _mm512_set1_epi8((char)((uint8_t)c->xzp ^ flip));
     const __m512i fv = _mm512_set1_epi8((char)flip);
-    for (int64_t r = 0; r < p->ph; r++) {
+    if (p->pw <= 64) { /* one store a row, the row's lanes the same in every row */
+        __mmask64 m = mask64(c->pad_left + c->iw) & ~mask64(c->pad_left);
+        const __m512i fm = _mm512_maskz_mov_epi8(m, fv);
+        for (int64_t r = 0; r < p->ph; r++) {
+            int64_t h = r - c->pad_top;
+            __m512i v = padv;
+            if (h >= 0 && h < c->ih)
+                v = _mm512_xor_si512(_mm512_mask_loadu_epi8(padv, m, c->x + h * c->iw -
+                                                            c->pad_left), fm);
+            _mm512_storeu_si512((void *)(dst + r * p->pw), v);
+        }
+    }
+    for (int64_t r = 0; p->pw > 64 && r < p->ph; r++) {
         int64_t h = r - c->pad_top;
         uint8_t *d = dst + r * p->pw;
         for (int64_t i = 0; i < p->pw; i += 64) {
@@ -182,6 +199,18 @@ static bool group_taps(const qdw_channel *c, int64_t pw, int32_t xzp, tap_groups
     if (c->kh * per_row > MAX_GROUPS) return false;
     int64_t wsum = 0;
     g->n = 0;
+    if (c->kw == 3 && c->dw == 1) { /* the common kernel, its loops unrolled */
+        for (int64_t i = 0; i < c->kh; i++) {
+            const int8_t *w = c->w + 3 * i;
+            wsum += w[0] + w[1] + w[2];
+            g->w4[i] = (int32_t)((uint32_t)(uint8_t)w[0] | (uint32_t)(uint8_t)w[1] << 8 |
+                                 (uint32_t)(uint8_t)w[2] << 16);
+            g->off[i] = i * c->dh * pw;
+        }
+        g->n = (int)c->kh;
+        g->bias = (int32_t)(c->bias - xzp * wsum);
+        return true;
+    }
     for (int64_t i = 0; i < c->kh; i++)
         for (int64_t j = 0; j < c->kw; j += step) {
             uint32_t packed = 0;
@@ -198,9 +227,6 @@ static bool group_taps(const qdw_channel *c, int64_t pw, int32_t xzp, tap_groups
     return true;
 }
 
-static inline __mmask64 mask64(int64_t n) {
-    return n >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << n) - 1);
-}
 
 /* Outputs q .. q + 63 at stride 1 into v: lane k of register r is output 4k + r (the load at
  * byte r puts bytes 4k + r .. 4k + r + 3 in lane k); a 4 x 16 byte transpose restores the
@@ -248,16 +274,31 @@ VBMI2_TARGET static void run_s1_compress(const qdw_channel *c, const tap_groups 
                                          const uint8_t *x, int64_t pw) {
     S1_SETUP(c, g);
     int64_t count = (c->oh - 1) * pw + c->ow, done = 0;
+    /* rows under 128 bytes: each lane's column (q + lane) % pw kept in a byte vector */
+    const bool narrow = pw < 128;
+    const __m512i pwv = _mm512_set1_epi8((char)pw), owv = _mm512_set1_epi8((char)c->ow);
+    const __m512i step = _mm512_set1_epi8((char)(narrow ? 64 % pw : 0));
+    __m512i col = _mm512_set_epi64(0x3f3e3d3c3b3a3938, 0x3736353433323130, 0x2f2e2d2c2b2a2928,
+                                   0x2726252423222120, 0x1f1e1d1c1b1a1918, 0x1716151413121110,
+                                   0x0f0e0d0c0b0a0908, 0x0706050403020100);
+    for (int64_t r = 0; narrow && r < 64 / pw; r++)
+        col = _mm512_mask_sub_epi8(col, _mm512_cmpge_epu8_mask(col, pwv), col, pwv);
     for (int64_t q = 0; q < count; q += 64) {
         __m512i v;
         S1_CHUNK(g, x, q, v);
-        /* the lanes of [q, q + 64) whose column is under ow, row by row */
+        /* the lanes of [q, q + 64) whose column is under ow */
         __mmask64 keep = 0;
-        for (int64_t row = q / pw * pw; row < q + 64; row += pw) {
-            int64_t lo = row - q, hi = row + c->ow - q;
-            lo = lo < 0 ? 0 : lo;
-            hi = hi > 64 ? 64 : hi;
-            if (hi > lo) keep |= mask64(hi - lo) << lo;
+        if (narrow) {
+            keep = _mm512_cmplt_epu8_mask(col, owv);
+            col = _mm512_add_epi8(col, step);
+            col = _mm512_mask_sub_epi8(col, _mm512_cmpge_epu8_mask(col, pwv), col, pwv);
+        } else {
+            for (int64_t row = q / pw * pw; row < q + 64; row += pw) {
+                int64_t lo = row - q, hi = row + c->ow - q;
+                lo = lo < 0 ? 0 : lo;
+                hi = hi > 64 ? 64 : hi;
+                if (hi > lo) keep |= mask64(hi - lo) << lo;
+            }
         }
         if (q + 64 > count) keep &= mask64(count - q);
         int64_t n = __builtin_popcountll(keep);
