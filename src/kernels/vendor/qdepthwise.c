@@ -148,15 +148,16 @@ AVX512_TARGET static int32_t pad_plane_avx512(const qdw_channel *c, const padded
     const __m512i padv = _mm512_set1_epi8((char)((uint8_t)c->xzp ^ flip));
     const __m512i fv = _mm512_set1_epi8((char)flip);
     if (p->pw <= 64) { /* one store a row, the row's lanes the same in every row */
-        __mmask64 m = mask64(c->pad_left + c->iw) & ~mask64(c->pad_left);
+        const int64_t top = c->pad_top, ih = c->ih, iw = c->iw, ph = p->ph, pw = p->pw;
+        const uint8_t *x = c->x - c->pad_left;
+        __mmask64 m = mask64(c->pad_left + iw) & ~mask64(c->pad_left);
         const __m512i fm = _mm512_maskz_mov_epi8(m, fv);
-        for (int64_t r = 0; r < p->ph; r++) {
-            int64_t h = r - c->pad_top;
+        for (int64_t r = 0; r < ph; r++) {
+            int64_t h = r - top;
             __m512i v = padv;
-            if (h >= 0 && h < c->ih)
-                v = _mm512_xor_si512(_mm512_mask_loadu_epi8(padv, m, c->x + h * c->iw -
-                                                            c->pad_left), fm);
-            _mm512_storeu_si512((void *)(dst + r * p->pw), v);
+            if (h >= 0 && h < ih)
+                v = _mm512_xor_si512(_mm512_mask_loadu_epi8(padv, m, x + h * iw), fm);
+            _mm512_storeu_si512((void *)(dst + r * pw), v);
         }
     }
     for (int64_t r = 0; p->pw > 64 && r < p->ph; r++) {
@@ -281,8 +282,11 @@ VBMI2_TARGET static void run_s1_compress(const qdw_channel *c, const tap_groups 
     __m512i col = _mm512_set_epi64(0x3f3e3d3c3b3a3938, 0x3736353433323130, 0x2f2e2d2c2b2a2928,
                                    0x2726252423222120, 0x1f1e1d1c1b1a1918, 0x1716151413121110,
                                    0x0f0e0d0c0b0a0908, 0x0706050403020100);
-    for (int64_t r = 0; narrow && r < 64 / pw; r++)
-        col = _mm512_mask_sub_epi8(col, _mm512_cmpge_epu8_mask(col, pwv), col, pwv);
+    for (int64_t k = 32; narrow && k >= 1; k /= 2) { /* lane % pw by halving multiples */
+        if (k * pw > 63) continue;
+        const __m512i kp = _mm512_set1_epi8((char)(k * pw));
+        col = _mm512_mask_sub_epi8(col, _mm512_cmpge_epu8_mask(col, kp), col, kp);
+    }
     for (int64_t q = 0; q < count; q += 64) {
         __m512i v;
         S1_CHUNK(g, x, q, v);
