@@ -312,26 +312,61 @@ VBMI2_TARGET static void run_s1_compress(const qdw_channel *c, const tap_groups 
     }
 }
 
-/* Outputs [0, count) at stride 2: 32 a step, lane k of register r being output 2k + r. */
+/* 32 outputs from q at stride 2 into v: lane k of register r is output q + 2k + r. */
+#define S2_CHUNK(g, x, q, v)                                                                 \
+    do {                                                                                     \
+        __m512i a0 = bv, a1 = bv;                                                            \
+        for (int t = 0; t < (g)->n; t++) {                                                   \
+            const uint8_t *p = (x) + 2 * (q) + (g)->off[t];                                  \
+            a0 = _mm512_dpbusd_epi32(a0, _mm512_loadu_si512((const void *)p), wv[t]);        \
+            a1 = _mm512_dpbusd_epi32(a1, _mm512_loadu_si512((const void *)(p + 2)), wv[t]);  \
+        }                                                                                    \
+        __m128i b0 = REQUANT(a0), b1 = REQUANT(a1);                                          \
+        v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi8(b0, b1)),       \
+                                    _mm_unpackhi_epi8(b0, b1), 1);                           \
+    } while (0)
+
+/* The stride-2 plane a row at a time: ow outputs of row oh from input row 2 oh. */
 VNNI_TARGET static void run_s2(const qdw_channel *c, const tap_groups *g, const uint8_t *x,
-                               int64_t count, uint8_t *out) {
-    REQUANT_DECL(c);
-    __m512i wv[MAX_GROUPS];
-    for (int t = 0; t < g->n; t++) wv[t] = _mm512_set1_epi32(g->w4[t]);
-    const __m512i bv = _mm512_set1_epi32(g->bias);
-    for (int64_t q = 0; q < count; q += 32) {
-        __m512i a0 = bv, a1 = bv;
-        for (int t = 0; t < g->n; t++) {
-            const uint8_t *p = x + 2 * q + g->off[t];
-            a0 = _mm512_dpbusd_epi32(a0, _mm512_loadu_si512((const void *)p), wv[t]);
-            a1 = _mm512_dpbusd_epi32(a1, _mm512_loadu_si512((const void *)(p + 2)), wv[t]);
+                               int64_t pw) {
+    S1_SETUP(c, g);
+    for (int64_t oh = 0; oh < c->oh; oh++)
+        for (int64_t q = 0; q < c->ow; q += 32) {
+            __m256i v;
+            S2_CHUNK(g, x + oh * 2 * pw, q, v);
+            int64_t n = c->ow - q;
+            __mmask32 m = n >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << n) - 1);
+            _mm256_mask_storeu_epi8((void *)(c->y + oh * c->ow + q), m, v);
         }
-        __m128i b0 = REQUANT(a0), b1 = REQUANT(a1);
-        __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi8(b0, b1)),
-                                            _mm_unpackhi_epi8(b0, b1), 1);
-        int64_t n = count - q;
+}
+
+/* The stride-2 plane as one run when its rows are at most 32 bytes (pw): output q = oh pw + ow
+ * reads byte 2 q + offset, so a step covers 32 / pw rows instead of one; the lanes of columns
+ * under ow are compressed in a register and stored. */
+VBMI2_TARGET static void run_s2_compress(const qdw_channel *c, const tap_groups *g,
+                                         const uint8_t *x, int64_t pw) {
+    S1_SETUP(c, g);
+    int64_t count = (c->oh - 1) * pw + c->ow, done = 0;
+    const __m256i pwv = _mm256_set1_epi8((char)pw), owv = _mm256_set1_epi8((char)c->ow);
+    const __m256i step = _mm256_set1_epi8((char)(32 % pw));
+    __m256i col = _mm256_set_epi64x(0x1f1e1d1c1b1a1918, 0x1716151413121110, 0x0f0e0d0c0b0a0908,
+                                    0x0706050403020100);
+    for (int64_t k = 16; k >= 1; k /= 2) { /* lane % pw by halving multiples */
+        if (k * pw > 31) continue;
+        const __m256i kp = _mm256_set1_epi8((char)(k * pw));
+        col = _mm256_mask_sub_epi8(col, _mm256_cmpge_epu8_mask(col, kp), col, kp);
+    }
+    for (int64_t q = 0; q < count; q += 32) {
+        __m256i v;
+        S2_CHUNK(g, x, q, v);
+        __mmask32 keep = _mm256_cmplt_epu8_mask(col, owv);
+        col = _mm256_add_epi8(col, step);
+        col = _mm256_mask_sub_epi8(col, _mm256_cmpge_epu8_mask(col, pwv), col, pwv);
+        if (q + 32 > count) keep &= (__mmask32)((1u << (count - q)) - 1);
+        int n = __builtin_popcount(keep);
         __mmask32 m = n >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << n) - 1);
-        _mm256_mask_storeu_epi8((void *)(out + q), m, v);
+        _mm256_mask_storeu_epi8((void *)(c->y + done), m, _mm256_maskz_compress_epi8(keep, v));
+        done += n;
     }
 }
 
@@ -345,8 +380,10 @@ VNNI_TARGET static void channel_vnni(const qdw_channel *c, const uint8_t *x, int
         return;
     }
     if (c->sw == 2) {
-        for (int64_t oh = 0; oh < c->oh; oh++)
-            run_s2(c, &g, x + oh * 2 * pw, c->ow, c->y + oh * c->ow);
+        if (has_vbmi2 && pw <= 32)
+            run_s2_compress(c, &g, x, pw);
+        else
+            run_s2(c, &g, x, pw);
         return;
     }
     if (has_vbmi2) {
