@@ -3,8 +3,9 @@
  * weights packed when the kernel is made. One group: the convolution as a GEMM (qgemm.h) of
  * the s8 weights [M, C*KH*KW] with the u8 activations, gathered (im2col, skipped for 1x1
  * stride-1 unpadded convs) and packed in 16-column blocks; bias, requantization and the
- * activation's clamp run in the GEMM's epilogue. Depthwise (one channel per group): each
- * channel's plane copied into a padded one, then qdepthwise.h. Threads split the GEMM over
+ * activation's clamp run in the GEMM's epilogue; few input channels (qstem.h) are gathered
+ * and packed a slice of positions at a time. Depthwise (one channel per group): qdepthwise.h
+ * a channel at a time. Threads split the GEMM over
  * output tiles (rows x column blocks), the gathering over rows and blocks, the depthwise
  * convolution over channels.
  *
