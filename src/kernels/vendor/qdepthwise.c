@@ -4,7 +4,9 @@
  * s*q + offset, so the taps j..j+3 of a kernel row are four neighbouring bytes, one 32-bit lane
  * of an unaligned load and one vpdpbusd with those four weights; no shuffles gather them. At
  * stride 1 the whole plane is one run (the columns past the output width are computed and
- * dropped, which wastes little even on 7x7 planes); at stride 2 each output row is one. */
+ * dropped, which wastes little even on 7x7 planes; AVX512-VBMI2 compresses the kept lanes in
+ * a register); at stride 2 each output row is one, or with VBMI2 the whole plane when its
+ * rows are at most 32 bytes (half the lanes dropped, fewer than a row at a time wastes). */
 #include "kernels/vendor/qdepthwise.h"
 
 #include <pthread.h>
@@ -21,7 +23,9 @@
 /* Taps of one 4-deep dot: at most this many per kernel (a 7x7 kernel takes 14). */
 #define MAX_GROUPS 64
 
-static bool has_vbmi2; /* with the VNNI path: the stride-1 plane compressed in registers */
+#ifdef QDW_X86
+static bool has_vbmi2; /* with the VNNI path: output lanes compressed in registers */
+#endif
 
 /* The padded plane: pw x ph bytes, then slack that the wide loads may read past the end. */
 typedef struct padded {
