@@ -114,11 +114,39 @@ static void slice_row(const sp_geom *g, const uint8_t *x, uint8_t xpad, const ta
     }
 }
 
+/* The slice of positions [p0, p0 + n) (blocks of 16): its im2col rows, then packed. */
+static void build_slice(const sp_geom *g, const uint8_t *x, uint8_t xpad, uint8_t flip,
+                        const tap_row *taps, int64_t k, int64_t k4, int64_t p0, int64_t n,
+                        int64_t blocks, uint8_t *rows, uint8_t *packed) {
+    static const uint8_t zeros[QGEMM_LANES];
+    segment seg[SLICE + 1];
+    int nseg = 0;
+    for (int64_t p = p0; p < p0 + n; nseg++) {
+        int64_t oh = p / g->out[1], ow = p % g->out[1];
+        int64_t len = g->out[1] - ow < p0 + n - p ? g->out[1] - ow : p0 + n - p;
+        seg[nseg] = (segment){.oh = oh, .ow = ow, .len = len, .at = p - p0};
+        p += len;
+    }
+    for (int64_t r = 0; r < k; r++) slice_row(g, x, xpad, &taps[r], seg, nseg, rows + r * SLICE);
+    /* columns past n in the last block: zeros (their sums are not stored) */
+    if (n < blocks * QGEMM_LANES)
+        for (int64_t r = 0; r < k; r++)
+            memset(rows + r * SLICE + n, 0, (size_t)(blocks * QGEMM_LANES - n));
+    for (int64_t b = 0; b < blocks; b++)
+        for (int64_t kg = 0; kg < k4; kg++) {
+            const uint8_t *r4[4];
+            for (int q = 0; q < 4; q++) {
+                int64_t r = kg * 4 + q;
+                r4[q] = r < k ? rows + r * SLICE + b * QGEMM_LANES : zeros;
+            }
+            qgemm_pack_group(packed + (b * k4 + kg) * 64, r4, flip);
+        }
+}
+
 void qstem_image(const sp_geom *g, int64_t c, const uint8_t *x, uint8_t xpad, uint8_t flip,
                  const qgemm_args *gemm, int64_t rows_pad, uint8_t *y, uint8_t *scratch, int t,
                  int nt) {
     pthread_once(&gather_once, choose);
-    static const uint8_t zeros[QGEMM_LANES];
     int64_t k = c * g->kernel[0] * g->kernel[1], k4 = gemm->k4;
     int64_t plane = g->out[0] * g->out[1];
     int64_t slices = (plane + SLICE - 1) / SLICE;
@@ -136,34 +164,24 @@ void qstem_image(const sp_geom *g, int64_t c, const uint8_t *x, uint8_t xpad, ui
     qgemm_args a = *gemm;
     a.a = packed;
     a.ldy = plane;
-    for (int64_t s = slices * t / nt; s < slices * (t + 1) / nt; s++) {
+    /* Work items: slices, each split into row parts when there are too few slices to keep
+     * every thread busy (small planes); a thread builds a slice once for its consecutive items
+     * of it, and two threads sharing a slice both build it (cheap next to its GEMM). */
+    int64_t tiles = rows_pad / QGEMM_MR;
+    int64_t parts = slices >= 2 * nt ? 1 : (2 * nt + slices - 1) / slices;
+    parts = parts < tiles ? parts : tiles;
+    int64_t items = slices * parts, built = -1;
+    for (int64_t it = items * t / nt; it < items * (t + 1) / nt; it++) {
+        int64_t s = it / parts, part = it % parts;
         int64_t p0 = s * SLICE, n = plane - p0 < SLICE ? plane - p0 : SLICE;
         int64_t blocks = (n + QGEMM_LANES - 1) / QGEMM_LANES;
-        segment seg[SLICE + 1];
-        int nseg = 0;
-        for (int64_t p = p0; p < p0 + n; nseg++) {
-            int64_t oh = p / g->out[1], ow = p % g->out[1];
-            int64_t len = g->out[1] - ow < p0 + n - p ? g->out[1] - ow : p0 + n - p;
-            seg[nseg] = (segment){.oh = oh, .ow = ow, .len = len, .at = p - p0};
-            p += len;
+        if (s != built) {
+            built = s;
+            build_slice(g, x, xpad, flip, taps, k, k4, p0, n, blocks, rows, packed);
         }
-        for (int64_t r = 0; r < k; r++)
-            slice_row(g, x, xpad, &taps[r], seg, nseg, rows + r * SLICE);
-        /* columns past n in the last block: zeros (their sums are not stored) */
-        if (n < blocks * QGEMM_LANES)
-            for (int64_t r = 0; r < k; r++)
-                memset(rows + r * SLICE + n, 0, (size_t)(blocks * QGEMM_LANES - n));
-        for (int64_t b = 0; b < blocks; b++)
-            for (int64_t kg = 0; kg < k4; kg++) {
-                const uint8_t *r4[4];
-                for (int q = 0; q < 4; q++) {
-                    int64_t r = kg * 4 + q;
-                    r4[q] = r < k ? rows + r * SLICE + b * QGEMM_LANES : zeros;
-                }
-                qgemm_pack_group(packed + (b * k4 + kg) * 64, r4, flip);
-            }
+        int64_t r0 = tiles * part / parts * QGEMM_MR, r1 = tiles * (part + 1) / parts * QGEMM_MR;
         a.p = plane - p0;
         a.y = y + p0;
-        qgemm_run(&a, 0, rows_pad, 0, blocks);
+        qgemm_run(&a, r0, r1, 0, blocks);
     }
 }
