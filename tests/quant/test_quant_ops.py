@@ -8,8 +8,10 @@ reference kernels.
    blocks, GEMM tiles of 1, 2 and 3 blocks (7x7 and smaller planes) and 8-row tiles, the
    implicit GEMM (strides 1 and 2; 7x7, 14x14 and 56x56 planes, channels not a multiple of 4,
    dilation, 5x5), the gathered im2col it falls back to, and the GEMM with channels in the
-   lanes that small planes with a long K take. wpk's output, on the VNNI path on 2
-   threads and on 1 and (WPK_CPU_FLAGS_OFF=avx512f) the portable one, must equal its reference
+   lanes that small planes with a long K take, and few input channels (qstem). wpk's output, on
+   the VNNI path on 2 threads and on 1, on (WPK_CPU_FLAGS_OFF=avx512f) the portable one, and
+   for depthwise convolutions on WPK_CPU_FLAGS_OFF=avx512_vnni (the widening AVX-512 path) and
+   avx512_vbmi2 (VNNI with the rows copied out through memory), must equal its reference
    kernel's (`--provider ref`) byte for byte, and ONNX Runtime's within one step.
 2. QDQ graphs (DequantizeLinear -> Conv (-> Relu) -> QuantizeLinear, a float bias and a DQ'd
    int32 bias): `wpk optimize` must turn the Conv into a QLinearConv (wpk::QLinearConv with the
@@ -131,6 +133,8 @@ def run_feeds(wpk, model, feeds, work, extra=(), env=None):
 
 
 PORTABLE = dict(os.environ, WPK_CPU_FLAGS_OFF="avx512f")
+NO_VNNI = dict(os.environ, WPK_CPU_FLAGS_OFF="avx512_vnni")  # depthwise: the AVX-512 path
+NO_VBMI2 = dict(os.environ, WPK_CPU_FLAGS_OFF="avx512_vbmi2")  # depthwise VNNI, copied rows
 
 
 def qdq_single_model(op, shape, qt, per_axis, rng):
@@ -269,6 +273,12 @@ def main():
              (12, 12, 15, 3, 1, 1, 1, 12, U8, U8, True),    # depthwise, stride 1
              (12, 12, 15, 3, 2, 1, 1, 12, S8, U8, True),    # depthwise, stride 2, s8 x
              (32, 32, 7, 3, 1, 1, 1, 32, U8, U8, False),    # depthwise, short rows
+             (13, 13, 70, 3, 1, 1, 1, 13, U8, U8, True),    # depthwise, odd C, rows over 64
+             (5, 5, 70, 3, 2, 1, 1, 5, S8, S8, True),       # depthwise s2, rows over 32
+             (7, 7, 11, 5, 2, 2, 1, 7, U8, U8, True),       # depthwise 5x5: 2 tap groups a row
+             (6, 6, 12, 3, 1, 2, 2, 6, S8, U8, False),      # depthwise dilation 2
+             (9, 9, 8, 3, 2, 0, 1, 9, U8, U8, True),        # depthwise s2 unpadded, even size
+             (2, 2, 130, 3, 1, 1, 1, 2, S8, U8, True),      # depthwise, rows of 128 bytes and more
              (6, 4, 5, 3, 1, 1, 1, 2, U8, U8, True),        # grouped: the reference kernel
              (8, 16, 40, 3, 1, 1, 1, 1, U8, U8, True),      # wide rows: blocks inside one row
              (16, 24, 15, 1, 2, 0, 1, 1, U8, U8, False),    # 1x1 stride 2: im2col
@@ -291,7 +301,13 @@ def main():
              # channels in lanes (small planes, long K): 64-row blocks x 6 positions
              (160, 124, 7, 3, 1, 1, 1, 1, U8, U8, True),    # 7x7, a partial 64-row block
              (256, 64, 14, 3, 1, 1, 1, 1, S8, U8, False),   # 14x14, s8 x
-             (160, 124, 14, 3, 2, 1, 1, 1, U8, S8, True)]   # over the im2col (stride 2)
+             (160, 124, 14, 3, 2, 1, 1, 1, U8, S8, True),   # over the im2col (stride 2)
+             # few input channels (qstem: slices of 96 positions) and, past 256 taps, im2col:
+             (3, 20, 37, 7, 2, 3, 1, 1, U8, U8, True),      # 7x7/2 stem: 4 slices, a partial
+             (3, 16, 33, 3, 2, 1, 1, 1, S8, S8, False),     # 3x3/2 stem, s8, odd rows in slices
+             (4, 8, 16, 5, 3, 2, 1, 1, U8, S8, True),       # stride 3: the scalar gather
+             (40, 16, 9, 3, 1, 1, 1, 1, S8, U8, True),      # 360 taps: im2col
+             (32, 24, 12, 3, 2, 1, 1, 1, U8, U8, False)]    # 288 taps, stride 2: im2col
     with tempfile.TemporaryDirectory(prefix="wpk-quant-ops.") as tmp:
         work = Path(tmp)
         for i, spec in enumerate(convs):
@@ -305,7 +321,11 @@ def main():
             one = wpk_run(args.wpk, path, x, work, ["--threads", "1"])
             ref = wpk_run(args.wpk, path, x, work, ["--provider", "ref"])
             portable = run_feeds(args.wpk, path, {"x": x}, work, env=PORTABLE)["y"]
-            for name, out in (("VNNI", got), ("VNNI, 1 thread", one), ("portable", portable)):
+            paths = [("VNNI", got), ("VNNI, 1 thread", one), ("portable", portable)]
+            if spec[7] == c and c > 1:
+                for name, env in (("AVX-512", NO_VNNI), ("VNNI without VBMI2", NO_VBMI2)):
+                    paths.append((name, run_feeds(args.wpk, path, {"x": x}, work, env=env)["y"]))
+            for name, out in paths:
                 if not np.array_equal(out, ref):
                     failures.append(f"qconv {spec}: int8 provider ({name}) differs from the "
                                     f"reference kernel at {int((out != ref).sum())} of "
