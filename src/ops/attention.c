@@ -1,9 +1,12 @@
 /* attention.c -- wpk::Attention, scaled dot-product attention as one op (passes/fuse_attention.c
  * creates it): softmax(scale * Q K^T + mask) V over the trailing two dims, batched over the
  * leading ones. Q, K, V and the output may be stored transposed (q_perm, k_perm, v_perm,
- * out_perm), so the head split/merge transposes around attention are never materialized. */
+ * out_perm), so the head split/merge transposes around attention are never materialized, and
+ * Q, K, V may be strided views into a larger tensor (q_view, k_view, v_view: the slices of a
+ * fused QKV projection read in place). */
 #include <math.h>
 #include <omp.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "ops/op_util.h"
@@ -26,6 +29,7 @@ typedef struct attn_dims {
     int64_t batch[WPK_MAX_DIMS - 2]; /* the leading (batch, head) dims */
     int64_t groups;                   /* their product */
     int64_t sq, sk, d, dv;
+    int64_t q_off, k_off, v_off; /* first element of each operand's view */
     /* element strides of each logical dim in the stored tensor */
     int64_t qs[WPK_MAX_DIMS], ks[WPK_MAX_DIMS], vs[WPK_MAX_DIMS], os[WPK_MAX_DIMS],
         ms[WPK_MAX_DIMS];
@@ -53,16 +57,57 @@ static wpk_status read_perm(wpk_context *ctx, const ir_node *n, const char *name
     return WPK_OK;
 }
 
-/* Logical dims of t seen through perm (logical = Transpose(t, perm)), and their strides. */
-static void view(const ir_tensor *t, const int *perm, int r, int64_t *dims, int64_t *strides) {
-    int64_t st[WPK_MAX_DIMS], s = 1;
-    for (int i = r - 1; i >= 0; i--) {
-        st[i] = s;
-        s *= t->dims[i];
+/* The stored operand `what` (input i) of rank r: t's dims with contiguous strides, or the
+ * strided view the attribute `<what>_view` describes ([offset, r dims, r strides] in elements
+ * of t, read in place); the view must stay inside t and keep rows contiguous. */
+static wpk_status stored(wpk_context *ctx, const ir_node *n, const ir_tensor *t, const char *what,
+                         int r, int64_t *offset, int64_t *dims, int64_t *strides) {
+    char name[16];
+    snprintf(name, sizeof name, "%s_view", what);
+    int count;
+    const int64_t *v = ir_attr_ints(n, name, &count);
+    *offset = 0;
+    if (!v) {
+        if (t->ndim != r)
+            return op_fail(ctx, n, "%s has rank %d, Q has %d; they must be equal", what,
+                           t->ndim, r);
+        int64_t s = 1;
+        for (int i = r - 1; i >= 0; i--) {
+            dims[i] = t->dims[i];
+            strides[i] = s;
+            s *= t->dims[i];
+        }
+        return WPK_OK;
     }
+    if (count != 1 + 2 * r)
+        return op_fail(ctx, n, "attribute '%s' has %d entries, needs %d (offset, %d dims, %d "
+                       "strides)", name, count, 1 + 2 * r, r, r);
+    int64_t last = v[0];
     for (int i = 0; i < r; i++) {
-        dims[i] = t->dims[perm[i]];
-        strides[i] = st[perm[i]];
+        dims[i] = v[1 + i];
+        strides[i] = v[1 + r + i];
+        if (dims[i] < 1 || strides[i] < 0)
+            return op_fail(ctx, n, "attribute '%s' has dim %lld stride %lld at %d", name,
+                           (long long)dims[i], (long long)strides[i], i);
+        last += (dims[i] - 1) * strides[i];
+    }
+    *offset = v[0];
+    if (v[0] < 0 || last >= ir_numel(t))
+        return op_fail(ctx, n, "attribute '%s' reaches element %lld of input %s, which has %lld",
+                       name, (long long)last, what, (long long)ir_numel(t));
+    if (strides[r - 1] != 1)
+        return op_unsupported(ctx, n, "attribute '%s' has rows of stride %lld (rows must be "
+                              "contiguous)", name, (long long)strides[r - 1]);
+    return WPK_OK;
+}
+
+/* Logical dims of a stored operand seen through perm (logical = Transpose(t, perm)), and
+ * their strides. */
+static void view(const int64_t *sdims, const int64_t *sstrides, const int *perm, int r,
+                 int64_t *dims, int64_t *strides) {
+    for (int i = 0; i < r; i++) {
+        dims[i] = sdims[perm[i]];
+        strides[i] = sstrides[perm[i]];
     }
 }
 
@@ -74,20 +119,23 @@ static wpk_status setup(wpk_context *ctx, const ir_node *n, ir_tensor *const *in
         if ((st = op_need_input(ctx, n, in, i, what[i])) || (st = op_need_f32(ctx, n, in, i)))
             return st;
     }
-    int r = in[0]->ndim;
+    /* the rank: Q's view's, else Q's own */
+    int count, r = in[0]->ndim;
+    if (ir_attr_ints(n, "q_view", &count)) r = (count - 1) / 2;
     if (r < 3 || r > WPK_MAX_DIMS)
         return op_fail(ctx, n, "Q has rank %d, needs 3 to %d", r, WPK_MAX_DIMS);
-    if (in[1]->ndim != r || in[2]->ndim != r)
-        return op_fail(ctx, n, "Q, K and V have ranks %d, %d, %d; they must be equal", r,
-                       in[1]->ndim, in[2]->ndim);
     int qp[WPK_MAX_DIMS], kp[WPK_MAX_DIMS], vp[WPK_MAX_DIMS], op[WPK_MAX_DIMS];
     if ((st = read_perm(ctx, n, "q_perm", r, qp)) || (st = read_perm(ctx, n, "k_perm", r, kp)) ||
         (st = read_perm(ctx, n, "v_perm", r, vp)) || (st = read_perm(ctx, n, "out_perm", r, op)))
         return st;
-    int64_t qd[WPK_MAX_DIMS], kd[WPK_MAX_DIMS], vd[WPK_MAX_DIMS];
-    view(in[0], qp, r, qd, a->qs);
-    view(in[1], kp, r, kd, a->ks);
-    view(in[2], vp, r, vd, a->vs);
+    int64_t qd[WPK_MAX_DIMS], kd[WPK_MAX_DIMS], vd[WPK_MAX_DIMS], sdims[WPK_MAX_DIMS],
+        sstr[WPK_MAX_DIMS];
+    if ((st = stored(ctx, n, in[0], "q", r, &a->q_off, sdims, sstr))) return st;
+    view(sdims, sstr, qp, r, qd, a->qs);
+    if ((st = stored(ctx, n, in[1], "k", r, &a->k_off, sdims, sstr))) return st;
+    view(sdims, sstr, kp, r, kd, a->ks);
+    if ((st = stored(ctx, n, in[2], "v", r, &a->v_off, sdims, sstr))) return st;
+    view(sdims, sstr, vp, r, vd, a->vs);
     a->rank = r;
     a->groups = 1;
     for (int i = 0; i < r - 2; i++) {
@@ -450,8 +498,10 @@ wpk_status op_attention_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const
     int64_t dims[WPK_MAX_DIMS];
     wpk_status st = setup(ctx, n, in, &a, dims);
     if (st) return st;
-    attn_job j = {.a = &a, .scale = ir_attr_float(n, "scale", 1.0f), .q = in[0]->data,
-                  .k = in[1]->data, .v = in[2]->data,
+    attn_job j = {.a = &a, .scale = ir_attr_float(n, "scale", 1.0f),
+                  .q = (const float *)in[0]->data + a.q_off,
+                  .k = (const float *)in[1]->data + a.k_off,
+                  .v = (const float *)in[2]->data + a.v_off,
                   .mask = n->nin > 3 && in[3] ? in[3]->data : NULL, .out = out[0]->data};
     const attn_chunk_fn attn_chunk = attn_chunk_for_cpu(&a);
     int64_t rows = QUERY_CHUNK;

@@ -3,7 +3,9 @@
 cross the kernel's blocks (keys not a multiple of the key block, its last block one to four
 vectors long, more query rows than one chunk, head sizes apart for Q/K and V, value rows of 32
 and 64 floats for the vector kernel), stored transposed operands, a broadcast mask, and 3-D
-cases; and the errors a bad node gets (exit 1, the node, op and attribute named).
+cases; Q, K and V read in place through views of one fused projection (ViT's 197 tokens at
+batch 1, BERT's layout at batch 2 with a mask); and the errors a bad node gets (exit 1, the
+node, op and attribute named).
     test_attention_op.py [--wpk PATH]
 """
 import argparse
@@ -72,6 +74,45 @@ def numeric_cases():
                [h, keys, 64], None, ([0, 1, 2],) * 4, 0.125)
 
 
+def view_model(qkv_shape, attrs, mask_shape, out_shape):
+    """One Attention node reading Q, K and V in place from one input `qkv` through views."""
+    names = ["qkv", "qkv", "qkv"] + (["mask"] if mask_shape else [])
+    inputs = [helper.make_tensor_value_info("qkv", TensorProto.FLOAT, qkv_shape)]
+    if mask_shape:
+        inputs.append(helper.make_tensor_value_info("mask", TensorProto.FLOAT, mask_shape))
+    node = helper.make_node("Attention", names, ["y"], name="attn", domain="wpk", **attrs)
+    out = helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)
+    graph = helper.make_graph([node], "attention_views", inputs, [out])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14),
+                                                   helper.make_opsetid("wpk", 1)])
+
+
+def strided(flat, view):
+    """The view [offset, dims..., strides...] of the flat array, as q_view describes it."""
+    r = (len(view) - 1) // 2
+    dims, strides = view[1:1 + r], view[1 + r:]
+    return np.lib.stride_tricks.as_strided(flat[view[0]:], dims,
+                                           [s * flat.itemsize for s in strides])
+
+
+def view_cases():
+    """(label, qkv shape, per-operand views, mask shape, perms, scale): Q, K, V as the three
+    slices of a fused projection's last axis, each split into heads."""
+    # ViT at batch 1: [S, 1, 3*H*D] viewed [S, H, D], heads first; 197 keys, head size 64
+    s, h, d = 197, 3, 64
+    row = 3 * h * d
+    views = [[i * h * d, s, h, d, row, d, 1] for i in range(3)]
+    yield ("ViT-style [S,1,3HD] views, 197 keys, head size 64", [s, 1, row], views, None,
+           ([1, 0, 2],) * 4, 0.125)
+    # BERT at batch 2 with a padding mask: [N, S, 3*H*D] viewed [N, S, H, D]; head size 40
+    n, s, h, d = 2, 37, 3, 40
+    row = 3 * h * d
+    views = [[i * h * d, n, s, h, d, s * row, row, d, 1] for i in range(3)]
+    bshd = [0, 2, 1, 3]
+    yield ("BERT-style [N,S,3HD] views, batch 2, mask [N,1,1,S]", [n, s, row], views,
+           [n, 1, 1, s], (bshd,) * 4, 0.2)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--wpk", default=str(REPO / "build/wpk"))
@@ -99,6 +140,43 @@ def main():
             print(f"{label}: rel L2 {err:.2g}")
             if got.shape != want.shape or not err <= 1e-5:
                 failures.append(f"{label}: rel L2 {err:.3g}, shape {got.shape} vs {want.shape}")
+
+        for label, qkv_shape, views, ms, perms, scale in view_cases():
+            qkv = rng.uniform(-1, 1, qkv_shape).astype(np.float32)
+            feeds = {"qkv": qkv}
+            if ms:
+                feeds["mask"] = rng.uniform(-4, 0, ms).astype(np.float32)
+            flat = qkv.reshape(-1)
+            q, k, v = (strided(flat, vw) for vw in views)
+            want = reference(q, k, v, feeds.get("mask"), scale, perms)
+            attrs = dict(zip(["q_perm", "k_perm", "v_perm", "out_perm"], perms), scale=scale,
+                         q_view=views[0], k_view=views[1], v_view=views[2])
+            proc = run(args.wpk, work, view_model(qkv_shape, attrs, ms, list(want.shape)), feeds)
+            if proc.returncode != 0:
+                failures.append(f"{label}: wpk run exited {proc.returncode}: {proc.stderr[-400:]}")
+                continue
+            got = np.load(work / "out" / "y.npy")
+            err = np.linalg.norm(got - want) / np.linalg.norm(want)
+            print(f"{label}: rel L2 {err:.2g}")
+            if got.shape != want.shape or not err <= 1e-5:
+                failures.append(f"{label}: rel L2 {err:.3g}, shape {got.shape} vs {want.shape}")
+
+        # a view reaching past its input, and one with rows not contiguous
+        good = [0, 2, 5, 3, 8, 360, 72, 8, 1]
+        for label, view, pattern in [
+                ("view past the input", [56] + good[1:],
+                 r"attribute 'k_view' reaches element 727 of input k, which has 720"),
+                ("view with strided rows", good[:-1] + [2],
+                 r"attribute 'k_view' has rows of stride 2")]:
+            attrs = dict(q_perm=[0, 2, 1, 3], k_perm=[0, 2, 1, 3], v_perm=[0, 2, 1, 3],
+                         out_perm=[0, 2, 1, 3], q_view=good, k_view=view, v_view=good)
+            model = view_model([2, 5, 72], attrs, None, [2, 5, 3, 8])
+            proc = run(args.wpk, work, model, {"qkv": np.zeros([2, 5, 72], np.float32)})
+            ok = (proc.returncode == 1 and re.search(pattern, proc.stderr)
+                  and "'attn'" in proc.stderr)
+            print(f"error, {label}: exit {proc.returncode}: {proc.stderr.strip()[:200]}")
+            if not ok:
+                failures.append(f"error case '{label}': want exit 1 and /{pattern}/ naming 'attn'")
 
         bad = [("q_perm not a permutation", dict(q_perm=[0, 0, 1, 3]), None,
                 r"attribute 'q_perm' is not a permutation"),
