@@ -2,13 +2,15 @@
 """wpk::Attention on its own: `wpk run` against a NumPy reference (rel L2 <= 1e-5) on sizes that
 cross the kernel's blocks (keys not a multiple of the key block, its last block one to four
 vectors long, more query rows than one chunk, head sizes apart for Q/K and V, value rows of 32
-and 64 floats for the vector kernel), stored transposed operands, a broadcast mask, and 3-D
-cases; Q, K and V read in place through views of one fused projection (ViT's 197 tokens at
-batch 1, BERT's layout at batch 2 with a mask); and the errors a bad node gets (exit 1, the
-node, op and attribute named).
+and 64 floats for the vector kernel, more keys than the whole-row kernel holds), stored
+transposed operands, broadcast masks, and 3-D cases, the head-size-64 ones also on the AVX2 and
+portable kernels (WPK_VECTOR_FLOATS=8, 4); Q, K and V read in place through views of one fused
+projection (ViT's 197 tokens at batch 1, BERT's layout at batch 2 with a mask); and the errors
+a bad node gets (exit 1, the node, op and attribute named).
     test_attention_op.py [--wpk PATH]
 """
 import argparse
+import os
 import re
 import subprocess
 import sys
@@ -44,14 +46,17 @@ def reference(q, k, v, mask, scale, perms):
     return np.matmul(p, vl).transpose(op)
 
 
-def run(wpk, work, model, feeds):
+def run(wpk, work, model, feeds, lanes=None):
+    """`wpk run` on model; lanes (WPK_VECTOR_FLOATS) narrows the kernels to AVX2's or the
+    portable ones."""
+    env = dict(os.environ, WPK_VECTOR_FLOATS=str(lanes)) if lanes else None
     path = work / "m.onnx"
     onnx.save(model, path)
     args = [wpk, "run", str(path), "-o", str(work / "out")]
     for name, value in feeds.items():
         np.save(work / f"{name}.npy", value)
         args += ["-i", f"{name}={work / (name + '.npy')}"]
-    return subprocess.run(args, capture_output=True, text=True, timeout=300)
+    return subprocess.run(args, capture_output=True, text=True, timeout=300, env=env)
 
 
 def numeric_cases():
@@ -68,6 +73,12 @@ def numeric_cases():
            [n, sk, h, 64], [n, sk, h, 64], [1, h, 1, sk], (bshd, bshd, bshd, bshd), 0.125)
     yield ("3-D, head sizes 48 / 32, plain, no mask", [n * h, sq, 48], [n * h, sk, 48],
            [n * h, sk, 32], None, ([0, 1, 2],) * 4, 0.2)
+    # too many keys for a head's K^T on the stack: the online kernel's key blocks
+    yield ("3-D, head size 64, 600 keys, plain, mask [Sq,Sk]", [2, 7, 64], [2, 600, 64],
+           [2, 600, 64], [7, 600], ([0, 1, 2],) * 4, 0.125)
+    # a mask constant along the keys (stride 0 there)
+    yield ("4-D, head size 32, plain, mask [N,1,Sq,1]", [n, h, 21, 32], [n, h, 33, 32],
+           [n, h, 33, 32], [n, 1, 21, 1], ([0, 1, 2, 3],) * 4, 0.2)
     # last key blocks of one and of three vectors
     for keys in (197, 45):
         yield (f"3-D, head size 64, {keys} keys, plain, no mask", [h, 9, 64], [h, keys, 64],
@@ -121,7 +132,12 @@ def main():
     failures = []
     with tempfile.TemporaryDirectory(prefix="wpk-attention.") as tmp:
         work = Path(tmp)
-        for label, qs, ks, vs, ms, perms, scale in numeric_cases():
+        cases = [(c, None) for c in numeric_cases()]
+        # the AVX2 and portable kernels on the vector kernel's sizes
+        cases += [(c, lanes) for lanes in (8, 4) for c in numeric_cases() if "64" in c[0]]
+        for (label, qs, ks, vs, ms, perms, scale), lanes in cases:
+            if lanes:
+                label += f", {lanes}-lane kernels"
             feeds = {"q": rng.uniform(-1, 1, qs), "k": rng.uniform(-1, 1, ks),
                      "v": rng.uniform(-1, 1, vs)}
             if ms:
@@ -131,7 +147,7 @@ def main():
             names = ["q_perm", "k_perm", "v_perm", "out_perm"]
             attrs = dict(zip(names, perms), scale=scale)
             model = attention_model([qs, ks, vs], attrs, ms, list(want.shape))
-            proc = run(args.wpk, work, model, feeds)
+            proc = run(args.wpk, work, model, feeds, lanes)
             if proc.returncode != 0:
                 failures.append(f"{label}: wpk run exited {proc.returncode}: {proc.stderr[-400:]}")
                 continue
