@@ -6,7 +6,10 @@
  * The schedule: rows in parallel (`parallel`). The mean of every row is computed first (a
  * stage of its own: both the variance and the output read it); the variance is a "local"
  * stage computed at the row loop (`stats` 1) or also computed first for all rows (`stats`
- * 0); the row's normalized elements are fused into one loop cut into `vec`-lane vectors. */
+ * 0); the row's normalized elements are fused into one loop cut into `vec`-lane vectors.
+ * Rows of whole `vec`-lane vectors with full or one-value parameters take the lanes form
+ * instead (build_lanes): a scalar sum of 768 floats is a chain of dependent adds, the lane
+ * sums are one vector add per 16 floats. */
 #include <string.h>
 
 #include "te/algo/layer_norm.h"
