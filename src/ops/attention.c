@@ -58,7 +58,7 @@ static wpk_status read_perm(wpk_context *ctx, const ir_node *n, const char *name
     return WPK_OK;
 }
 
-/* The stored operand `what` (input i) of rank r: t's dims with contiguous strides, or the
+/* The stored operand `what` ("q", "k" or "v") of rank r: t's dims with contiguous strides, or the
  * strided view the attribute `<what>_view` describes ([offset, r dims, r strides] in elements
  * of t, read in place); the view must stay inside t and keep rows contiguous. */
 static wpk_status stored(wpk_context *ctx, const ir_node *n, const ir_tensor *t, const char *what,
