@@ -12,9 +12,8 @@
  * An operand that is a Reshape of a Slice along one axis (the split of a fused QKV projection)
  * becomes a strided view of the sliced tensor (q_view, k_view, v_view): read in place, the
  * Slice's copy is left unread. Every value inside the pattern has exactly one reader and is
- * not a graph output; shapes must
- * be static (the pass declines on symbolic dims; specialization runs it again once the input
- * shapes are bound). */
+ * not a graph output; shapes must be static (the pass declines on symbolic dims;
+ * specialization runs it again once the input shapes are bound). */
 #include "passes/pass.h"
 
 #include <string.h>
