@@ -165,6 +165,11 @@ def main():
         fmt = lambda t: f"{t:.2f}" if t is not None else "-"  # noqa: E731
         verdict = f"{ratio:.2f}x ({best})" if ratio else f"refused: {error}"
         lines.append(f"| {name} | {fmt(w)} | {fmt(o)} | {fmt(v)} | {verdict} |")
+    busy = max(load_start[0], os.getloadavg()[0])
+    if busy > (os.cpu_count() or 1):
+        lines += ["", f"**The machine was loaded** (1-minute load average up to {busy:.1f} on "
+                  f"{os.cpu_count()} CPUs): the times are inflated and the ratios indicative "
+                  "only; rerun on a quiet machine."]
     lines += ["", "Medians per round (ms):", ""]
     for name, rounds in per_round.items():
         lines.append(f"- {name}: " + "; ".join(
