@@ -4,10 +4,13 @@ BERT-style encoder (4 layers, hidden 768, 12 heads, seq 128) and torchvision's v
 exported by tests/transformers/export_models.py. wpk runs untuned (`wpk bench`, its default
 kernels; with --db, the records of a `wpk tune` run), ONNX Runtime with its full graph
 optimizations, OpenVINO with the latency hint at f32; all on the same thread count, idle
-threads waiting as each runtime does by default (as models_vs_ort.py's --wait default). Every ratio
-is the faster peer's median over wpk's median (above 1: wpk is faster).
-Writes bench/results/transformers.md (table, provenance, raw samples).
-    bench/transformers.py [--models bert_base4,vit_b_16] [--threads 2] [--iters 30]
+threads waiting as each runtime does by default (as models_vs_ort.py's --wait default). The
+runtimes take turns: each of --rounds rounds times wpk, then ONNX Runtime, then OpenVINO for
+--iters runs each, so a change in the machine's load falls on all of them. Every ratio is the
+faster peer's median over wpk's median, over all rounds' samples (above 1: wpk is faster).
+Writes bench/results/transformers.md (table, per-round medians, load averages, provenance, raw
+samples).
+    bench/transformers.py [--models bert_base4,vit_b_16] [--threads 2] [--iters 30] [--rounds 3]
 """
 import argparse
 import json
@@ -98,6 +101,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="turns each runtime takes, --iters runs per turn")
     ap.add_argument("--db", help="wpk's tuning records (default: wpk's own default; '' none)")
     ap.add_argument("--torch-python", default="/usr/bin/python3")
     ap.add_argument("--out", default=str(REPO / "bench/results/transformers.md"))
@@ -107,24 +112,32 @@ def main():
     names = [m for m in args.models.split(",") if m]
     export(names, out_dir, args.torch_python)
 
-    rows, raw = [], {}
+    rows, raw, per_round = [], {}, {}
+    load_start = os.getloadavg()
     for name in names:
         path = out_dir / f"{name}.onnx"
         inp, x = batch1_input(path)
-        samples = {}
-        try:
-            samples["wpk"], report = bench_wpk(args.wpk, path, args.threads, args.warmup,
-                                               args.iters, args.db)
-        except RuntimeError as e:  # a model wpk refuses: its row says why, the run goes on
-            print(e, file=sys.stderr)
-            lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
-            report = {"sources": "-", "nodes": [], "error": "; ".join(lines[-8:])}
-        samples["onnxruntime"] = bench_ort(path, inp, x, args.threads, args.warmup, args.iters)
-        try:
-            samples["openvino"] = bench_openvino(path, inp, x, args.threads, args.warmup,
-                                                 args.iters)
-        except Exception as e:  # reported in the table, the run goes on
-            print(f"openvino on {name}: {e}", file=sys.stderr)
+        samples, rounds, report = {}, [], None
+        for _ in range(args.rounds):
+            this = {}
+            if report is None or "error" not in report:
+                try:
+                    this["wpk"], report = bench_wpk(args.wpk, path, args.threads, args.warmup,
+                                                    args.iters, args.db)
+                except RuntimeError as e:  # a model wpk refuses: its row says why
+                    print(e, file=sys.stderr)
+                    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+                    report = {"sources": "-", "nodes": [], "error": "; ".join(lines[-8:])}
+            this["onnxruntime"] = bench_ort(path, inp, x, args.threads, args.warmup, args.iters)
+            try:
+                this["openvino"] = bench_openvino(path, inp, x, args.threads, args.warmup,
+                                                  args.iters)
+            except Exception as e:  # reported in the table, the run goes on
+                print(f"openvino on {name}: {e}", file=sys.stderr)
+            for k, v in this.items():
+                samples.setdefault(k, []).extend(v)
+            rounds.append({k: round(statistics.median(v), 3) for k, v in this.items()})
+        per_round[name] = rounds
         med = {k: statistics.median(v) for k, v in samples.items()}
         peers = {k: v for k, v in med.items() if k != "wpk"}
         best = min(peers, key=peers.get)
@@ -141,21 +154,32 @@ def main():
 
     import openvino
     lines = ["# Transformers: wpk vs ONNX Runtime and OpenVINO", "",
-             f"`bench/transformers.py --threads {args.threads} --iters {args.iters}`: batch 1, "
-             f"f32, {args.threads} threads, medians of {args.iters} runs after {args.warmup} "
-             "warm-up. wpk untuned unless --db gave records; ratio = faster peer / wpk "
-             "(above 1: wpk is faster).", "",
+             f"`bench/transformers.py --threads {args.threads} --iters {args.iters} --rounds "
+             f"{args.rounds}`: batch 1, f32, {args.threads} threads, medians of {args.rounds} "
+             f"rounds x {args.iters} runs (each after {args.warmup} warm-up), the runtimes "
+             "taking turns in every round. wpk untuned unless --db gave records; ratio = "
+             "faster peer / wpk (above 1: wpk is faster).", "",
              "| model | wpk ms | ONNX Runtime ms | OpenVINO ms | ratio vs faster peer |",
              "|---|---:|---:|---:|---:|"]
     for name, w, o, v, best, ratio, _, error in rows:
         fmt = lambda t: f"{t:.2f}" if t is not None else "-"  # noqa: E731
         verdict = f"{ratio:.2f}x ({best})" if ratio else f"refused: {error}"
         lines.append(f"| {name} | {fmt(w)} | {fmt(o)} | {fmt(v)} | {verdict} |")
+    busy = max(load_start[0], os.getloadavg()[0])
+    if busy > (os.cpu_count() or 1):
+        lines += ["", f"**The machine was loaded** (1-minute load average up to {busy:.1f} on "
+                  f"{os.cpu_count()} CPUs): the times are inflated and the ratios indicative "
+                  "only; rerun on a quiet machine."]
+    lines += ["", "Medians per round (ms):", ""]
+    for name, rounds in per_round.items():
+        lines.append(f"- {name}: " + "; ".join(
+            ", ".join(f"{k} {v:.2f}" for k, v in r.items()) for r in rounds))
     cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo")
                 if ln.startswith("model name")), platform.processor())
     lines += ["", "## Provenance", "",
               f"- commit: {sh('git', 'rev-parse', '--short', 'HEAD')}",
-              f"- cpu: {cpu}; load average at the end: {os.getloadavg()}",
+              f"- cpu: {cpu}; load average (1, 5, 15 min) at the start: {load_start}, at "
+              f"the end: {os.getloadavg()}",
               f"- onnxruntime {ort.__version__}, openvino {openvino.__version__}",
               "- OMP_WAIT_POLICY: "
               + os.environ.get("OMP_WAIT_POLICY", "unset (each runtime's default)"),

@@ -57,7 +57,7 @@ static wpk_status infer_static(wpk_context *ctx, ir_graph *g) {
 /* The rewrites that decline on symbolic dims, run again once the inputs' dims are bound. */
 #define BOUND_SHAPE_REWRITES \
     "fold-constants,eliminate-identity,simplify-reshape,cse,dce,fuse-layernorm,fuse-attention," \
-    "fuse-epilogue"
+    "hoist-residual,fuse-epilogue"
 
 static wpk_status specialize(wpk_context *ctx, exec_plan *p, const ir_graph *src,
                              const ir_tensor *shapes, int opt_level) {

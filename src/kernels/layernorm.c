@@ -6,7 +6,10 @@
  * The schedule: rows in parallel (`parallel`). The mean of every row is computed first (a
  * stage of its own: both the variance and the output read it); the variance is a "local"
  * stage computed at the row loop (`stats` 1) or also computed first for all rows (`stats`
- * 0); the row's normalized elements are fused into one loop cut into `vec`-lane vectors. */
+ * 0); the row's normalized elements are fused into one loop cut into `vec`-lane vectors.
+ * Rows of whole `vec`-lane vectors with full or one-value parameters take the lanes form
+ * instead (build_lanes): a scalar sum of 768 floats is a chain of dependent adds, the lane
+ * sums are one vector add per 16 floats. */
 #include <string.h>
 
 #include "te/algo/layer_norm.h"
@@ -109,6 +112,70 @@ static void default_config(const kernel_provider *self, const tune_task *t, cons
     tune_config_set(s, cfg, "parallel", g.rows * g.cols >= 16384);
 }
 
+/* The lanes form (te_layer_norm_lanes) takes a row of whole vectors whose scale and bias are
+ * either full (one value per element) or one value: then every sum runs in vector lanes. */
+static bool lanes_fit(const tune_task *t, const ln *g, int64_t vec) {
+    if (vec <= 1 || g->cols % vec) return false;
+    for (int i = 1; i < 3; i++) {
+        const ir_tensor *p = tune_task_in(t, i);
+        if (p && ir_numel(p) != g->cols && ir_numel(p) != 1) return false;
+    }
+    return true;
+}
+
+/* The schedule of the lanes form: rows in parallel (`parallel`); each statistic's lane sums
+ * are computed at its row as one vector (the groups reduced outside, the lanes inside);
+ * the mean is a stage of its own (both the variance and the output read it), the variance is
+ * computed at the output's row (`stats` 1) or first for all rows; the output row in vectors. */
+static wpk_status build_lanes(te_ctx *c, const tune_task *t, const ln *g, int64_t vec,
+                              bool stats_at_row, bool parallel, tune_build *out) {
+    const int64_t groups = g->cols / vec;
+    te_tensor *x = te_placeholder(c, "x", TE_F32, 3, (const int64_t[]){g->rows, groups, vec});
+    te_tensor *params[2] = {NULL, NULL};
+    for (int i = 0; i < 2; i++) {
+        const ir_tensor *p = tune_task_in(t, 1 + i);
+        if (!p) continue;
+        bool one = ir_numel(p) == 1;
+        params[i] = te_placeholder(c, i ? "bias" : "scale", TE_F32, 2,
+                                   (const int64_t[]){one ? 1 : groups, one ? 1 : vec});
+        if (!params[i]) return tune_failed(c, NAME);
+    }
+    if (!x) return tune_failed(c, NAME);
+    out->args[out->nargs++] = x;
+    for (int i = 0; i < 2; i++)
+        if (params[i]) out->args[out->nargs++] = params[i];
+    out->ninputs = out->nargs;
+    te_algo_parts parts;
+    te_tensor *lane_parts[2];
+    te_tensor *y = te_layer_norm_lanes(c, "y", x, params[0], params[1], g->eps, &parts,
+                                       lane_parts);
+    if (!y) return tune_failed(c, NAME);
+    out->args[out->nargs++] = y;
+    te_schedule *sc = te_schedule_create(c, &y, 1);
+    if (!sc) return tune_failed(c, NAME);
+    out->schedule = sc;
+    te_stage *so = te_stage_of(sc, y);
+    if (parallel) TRY(te_parallel(so, y->axes[0]));
+    TRY(te_vectorize(so, y->axes[2]));
+    for (int k = 0; k < 2; k++) {
+        te_tensor *st = parts.stats[k];
+        te_stage *ss = te_stage_of(sc, st);
+        if (stats_at_row && k == 1) {
+            TRY(te_compute_at(ss, so, y->axes[0]));
+            TRY(te_set_scope(ss, "local"));
+        } else if (parallel) {
+            TRY(te_parallel(ss, st->axes[0]));
+        }
+        te_tensor *lp = lane_parts[k];
+        te_stage *ls = te_stage_of(sc, lp);
+        TRY(te_compute_at(ls, ss, st->axes[0]));
+        TRY(te_set_scope(ls, "local"));
+        TRY(te_reorder(ls, 2, (te_iter *[]){lp->body->raxes[0], lp->axes[2]}));
+        TRY(te_vectorize(ls, lp->axes[2]));
+    }
+    return WPK_OK;
+}
+
 static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task *t,
                         const tune_space *s,
                         const tune_config *cfg, tune_build *out) {
@@ -122,6 +189,7 @@ static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task 
     const int64_t vec = tune_value(s, cfg, "vec");
     const bool stats_at_row = tune_value(s, cfg, "stats") != 0;
     const bool parallel = tune_value(s, cfg, "parallel") != 0;
+    if (lanes_fit(t, &g, vec)) return build_lanes(c, t, &g, vec, stats_at_row, parallel, out);
     const ir_tensor *x0 = &t->in[0];
     int64_t shape[TE_MAX_DIMS];
     int nd = 1 + x0->ndim - g.axis;

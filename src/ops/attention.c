@@ -1,11 +1,15 @@
 /* attention.c -- wpk::Attention, scaled dot-product attention as one op (passes/fuse_attention.c
  * creates it): softmax(scale * Q K^T + mask) V over the trailing two dims, batched over the
  * leading ones. Q, K, V and the output may be stored transposed (q_perm, k_perm, v_perm,
- * out_perm), so the head split/merge transposes around attention are never materialized. */
+ * out_perm), so the head split/merge transposes around attention are never materialized, and
+ * Q, K, V may be strided views into a larger tensor (q_view, k_view, v_view: the slices of a
+ * fused QKV projection read in place). */
 #include <math.h>
 #include <omp.h>
+#include <stdio.h>
 #include <string.h>
 
+#include "base/target.h"
 #include "ops/op_util.h"
 #if defined(__x86_64__)
 #include "ops/vec_math.h"
@@ -26,6 +30,7 @@ typedef struct attn_dims {
     int64_t batch[WPK_MAX_DIMS - 2]; /* the leading (batch, head) dims */
     int64_t groups;                   /* their product */
     int64_t sq, sk, d, dv;
+    int64_t q_off, k_off, v_off; /* first element of each operand's view */
     /* element strides of each logical dim in the stored tensor */
     int64_t qs[WPK_MAX_DIMS], ks[WPK_MAX_DIMS], vs[WPK_MAX_DIMS], os[WPK_MAX_DIMS],
         ms[WPK_MAX_DIMS];
@@ -53,16 +58,57 @@ static wpk_status read_perm(wpk_context *ctx, const ir_node *n, const char *name
     return WPK_OK;
 }
 
-/* Logical dims of t seen through perm (logical = Transpose(t, perm)), and their strides. */
-static void view(const ir_tensor *t, const int *perm, int r, int64_t *dims, int64_t *strides) {
-    int64_t st[WPK_MAX_DIMS], s = 1;
-    for (int i = r - 1; i >= 0; i--) {
-        st[i] = s;
-        s *= t->dims[i];
+/* The stored operand `what` ("q", "k" or "v") of rank r: t's dims with contiguous strides, or the
+ * strided view the attribute `<what>_view` describes ([offset, r dims, r strides] in elements
+ * of t, read in place); the view must stay inside t and keep rows contiguous. */
+static wpk_status stored(wpk_context *ctx, const ir_node *n, const ir_tensor *t, const char *what,
+                         int r, int64_t *offset, int64_t *dims, int64_t *strides) {
+    char name[16];
+    snprintf(name, sizeof name, "%s_view", what);
+    int count;
+    const int64_t *v = ir_attr_ints(n, name, &count);
+    *offset = 0;
+    if (!v) {
+        if (t->ndim != r)
+            return op_fail(ctx, n, "%s has rank %d, Q has %d; they must be equal", what,
+                           t->ndim, r);
+        int64_t s = 1;
+        for (int i = r - 1; i >= 0; i--) {
+            dims[i] = t->dims[i];
+            strides[i] = s;
+            s *= t->dims[i];
+        }
+        return WPK_OK;
     }
+    if (count != 1 + 2 * r)
+        return op_fail(ctx, n, "attribute '%s' has %d entries, needs %d (offset, %d dims, %d "
+                       "strides)", name, count, 1 + 2 * r, r, r);
+    int64_t last = v[0];
     for (int i = 0; i < r; i++) {
-        dims[i] = t->dims[perm[i]];
-        strides[i] = st[perm[i]];
+        dims[i] = v[1 + i];
+        strides[i] = v[1 + r + i];
+        if (dims[i] < 1 || strides[i] < 0)
+            return op_fail(ctx, n, "attribute '%s' has dim %lld stride %lld at %d", name,
+                           (long long)dims[i], (long long)strides[i], i);
+        last += (dims[i] - 1) * strides[i];
+    }
+    *offset = v[0];
+    if (v[0] < 0 || last >= ir_numel(t))
+        return op_fail(ctx, n, "attribute '%s' reaches element %lld of input %s, which has %lld",
+                       name, (long long)last, what, (long long)ir_numel(t));
+    if (strides[r - 1] != 1)
+        return op_unsupported(ctx, n, "attribute '%s' has rows of stride %lld (rows must be "
+                              "contiguous)", name, (long long)strides[r - 1]);
+    return WPK_OK;
+}
+
+/* Logical dims of a stored operand seen through perm (logical = Transpose(t, perm)), and
+ * their strides. */
+static void view(const int64_t *sdims, const int64_t *sstrides, const int *perm, int r,
+                 int64_t *dims, int64_t *strides) {
+    for (int i = 0; i < r; i++) {
+        dims[i] = sdims[perm[i]];
+        strides[i] = sstrides[perm[i]];
     }
 }
 
@@ -74,20 +120,23 @@ static wpk_status setup(wpk_context *ctx, const ir_node *n, ir_tensor *const *in
         if ((st = op_need_input(ctx, n, in, i, what[i])) || (st = op_need_f32(ctx, n, in, i)))
             return st;
     }
-    int r = in[0]->ndim;
+    /* the rank: Q's view's, else Q's own */
+    int count, r = in[0]->ndim;
+    if (ir_attr_ints(n, "q_view", &count)) r = (count - 1) / 2;
     if (r < 3 || r > WPK_MAX_DIMS)
         return op_fail(ctx, n, "Q has rank %d, needs 3 to %d", r, WPK_MAX_DIMS);
-    if (in[1]->ndim != r || in[2]->ndim != r)
-        return op_fail(ctx, n, "Q, K and V have ranks %d, %d, %d; they must be equal", r,
-                       in[1]->ndim, in[2]->ndim);
     int qp[WPK_MAX_DIMS], kp[WPK_MAX_DIMS], vp[WPK_MAX_DIMS], op[WPK_MAX_DIMS];
     if ((st = read_perm(ctx, n, "q_perm", r, qp)) || (st = read_perm(ctx, n, "k_perm", r, kp)) ||
         (st = read_perm(ctx, n, "v_perm", r, vp)) || (st = read_perm(ctx, n, "out_perm", r, op)))
         return st;
-    int64_t qd[WPK_MAX_DIMS], kd[WPK_MAX_DIMS], vd[WPK_MAX_DIMS];
-    view(in[0], qp, r, qd, a->qs);
-    view(in[1], kp, r, kd, a->ks);
-    view(in[2], vp, r, vd, a->vs);
+    int64_t qd[WPK_MAX_DIMS], kd[WPK_MAX_DIMS], vd[WPK_MAX_DIMS], sdims[WPK_MAX_DIMS],
+        sstr[WPK_MAX_DIMS];
+    if ((st = stored(ctx, n, in[0], "q", r, &a->q_off, sdims, sstr))) return st;
+    view(sdims, sstr, qp, r, qd, a->qs);
+    if ((st = stored(ctx, n, in[1], "k", r, &a->k_off, sdims, sstr))) return st;
+    view(sdims, sstr, kp, r, kd, a->ks);
+    if ((st = stored(ctx, n, in[2], "v", r, &a->v_off, sdims, sstr))) return st;
+    view(sdims, sstr, vp, r, vd, a->vs);
     a->rank = r;
     a->groups = 1;
     for (int i = 0; i < r - 2; i++) {
@@ -430,16 +479,177 @@ VEC_TARGET static void attn_chunk_avx512(const attn_job *j, int64_t g, int64_t i
         for (int64_t c = 0; c < dv; c++) orow[c] *= inv;
     }
 }
+
+/* Whole rows of scores at once, where a head's K^T fits the online kernel's stack block: K^T
+ * of the group is packed once per chunk ([d][keys rounded up to a vector], zero padded), each
+ * block of ROW_BLOCK query rows gets its full score rows (register tiles of up to 4 x 4
+ * vectors, the last key vector masked), one exact max and sum per row, then P V over every
+ * key with the output tile in registers, written once. Compared with the online kernel no
+ * partial block is scored in full, and no output row is rescaled and rewritten per key block
+ * (ViT's 197 keys: 13 vectors, not 4 blocks of 4). */
+#define WHOLE_ROW_FLOATS (HEAD_DIM_MAX * KEY_BLOCK)
+
+/* The scores of ROW_BLOCK query rows against nv (1..4) key vectors of kt at column t0. */
+VEC_TARGET static inline __attribute__((always_inline)) void
+score_tile(const float *kt, int64_t ldk, int64_t d, const float *const *qrow, int nv,
+           __m512 acc[ROW_BLOCK][4]) {
+#pragma GCC unroll 4
+    for (int x = 0; x < ROW_BLOCK; x++)
+#pragma GCC unroll 4
+        for (int v = 0; v < nv; v++) acc[x][v] = _mm512_setzero_ps();
+    for (int64_t c = 0; c < d; c++) {
+        const float *kc = kt + c * ldk;
+        __m512 kv[4];
+#pragma GCC unroll 4
+        for (int v = 0; v < nv; v++) kv[v] = _mm512_loadu_ps(kc + 16 * v);
+#pragma GCC unroll 4
+        for (int x = 0; x < ROW_BLOCK; x++) {
+            const __m512 q = _mm512_set1_ps(qrow[x][c]);
+#pragma GCC unroll 4
+            for (int v = 0; v < nv; v++) acc[x][v] = _mm512_fmadd_ps(q, kv[v], acc[x][v]);
+        }
+    }
+}
+
+/* out rows = (P V) * inv for ROW_BLOCK rows of p (ldp apart), nv (1..4) value vectors. */
+VEC_TARGET static inline __attribute__((always_inline)) void
+pv_tile(const attn_job *j, int64_t vb, const float *p, int64_t ldp, int nv, float *const *orow,
+        const float *inv, int64_t nr) {
+    const attn_dims *a = j->a;
+    const int64_t vs = a->vs[a->rank - 2];
+    __m512 acc[ROW_BLOCK][4];
+#pragma GCC unroll 4
+    for (int x = 0; x < ROW_BLOCK; x++)
+#pragma GCC unroll 4
+        for (int v = 0; v < nv; v++) acc[x][v] = _mm512_setzero_ps();
+    const float *vrow = j->v + vb;
+    for (int64_t t = 0; t < a->sk; t++, vrow += vs) {
+        __m512 vv[4];
+#pragma GCC unroll 4
+        for (int v = 0; v < nv; v++) vv[v] = _mm512_loadu_ps(vrow + 16 * v);
+#pragma GCC unroll 4
+        for (int x = 0; x < ROW_BLOCK; x++) {
+            const __m512 pb = _mm512_set1_ps(p[x * ldp + t]);
+#pragma GCC unroll 4
+            for (int v = 0; v < nv; v++) acc[x][v] = _mm512_fmadd_ps(pb, vv[v], acc[x][v]);
+        }
+    }
+    for (int64_t x = 0; x < nr; x++) {
+        const __m512 sc = _mm512_set1_ps(inv[x]);
+        for (int v = 0; v < nv; v++)
+            _mm512_storeu_ps(orow[x] + 16 * v, _mm512_mul_ps(acc[x][v], sc));
+    }
+}
+
+/* The mask's 16 values of row mrow at keys t0.., lanes outside `live` zero. */
+VEC_TARGET static inline __m512 mask_vec(const attn_job *j, const float *mrow, int64_t t0,
+                                         __mmask16 live) {
+    const int64_t step = j->a->ms[j->a->rank - 1];
+    if (step == 1) return _mm512_maskz_loadu_ps(live, mrow + t0);
+    if (step == 0) return _mm512_maskz_mov_ps(live, _mm512_set1_ps(mrow[0]));
+    float mv[16] = {0};
+    for (int t = 0; t < 16; t++)
+        if (live >> t & 1) mv[t] = mrow[(t0 + t) * step];
+    return _mm512_loadu_ps(mv);
+}
+
+static bool whole_rows_fit(const attn_dims *a) {
+    return a->d * ((a->sk + 15) / 16 * 16) <= WHOLE_ROW_FLOATS;
+}
+
+VEC_TARGET static void attn_rows_avx512(const attn_job *j, int64_t g, int64_t i0,
+                                        int64_t rows) {
+    const attn_dims *a = j->a;
+    int64_t qb, kb, vb, ob, mb;
+    group_base(a, g, &qb, &kb, &vb, &ob, &mb);
+    const int64_t d = a->d, sk = a->sk, r = a->rank, ldk = (sk + 15) / 16 * 16;
+    const int64_t nvec = ldk / 16, nv = a->dv / 16;
+    float kt[WHOLE_ROW_FLOATS];
+    float p[ROW_BLOCK * (WHOLE_ROW_FLOATS / 16)]; /* score rows, ldk apart */
+    for (int64_t t = 0; t < sk; t++) {
+        const float *krow = j->k + kb + t * a->ks[r - 2];
+        for (int64_t c = 0; c < d; c++) kt[c * ldk + t] = krow[c];
+    }
+    for (int64_t c = 0; c < d; c++)
+        for (int64_t t = sk; t < ldk; t++) kt[c * ldk + t] = 0.0f;
+    const __mmask16 tail = sk % 16 ? (__mmask16)((1u << (sk % 16)) - 1) : (__mmask16)0xffff;
+    const __m512 scale = _mm512_set1_ps(j->scale), ninf = _mm512_set1_ps(-INFINITY);
+    for (int64_t ib = 0; ib < rows; ib += ROW_BLOCK) {
+        const int64_t nr = rows - ib < ROW_BLOCK ? rows - ib : ROW_BLOCK;
+        const float *qrow[ROW_BLOCK], *mrow[ROW_BLOCK];
+        float *orow[ROW_BLOCK];
+        for (int x = 0; x < ROW_BLOCK; x++) {
+            const int64_t i = i0 + ib + (x < nr ? x : nr - 1); /* past nr: the last row again */
+            qrow[x] = j->q + qb + i * a->qs[r - 2];
+            orow[x] = j->out + ob + i * a->os[r - 2];
+            mrow[x] = j->mask ? j->mask + mb + i * a->ms[r - 2] : NULL;
+        }
+        __m512 vmax[ROW_BLOCK];
+        for (int x = 0; x < ROW_BLOCK; x++) vmax[x] = ninf;
+        for (int64_t v0 = 0; v0 < nvec; v0 += 4) {
+            const int nk = nvec - v0 < 4 ? (int)(nvec - v0) : 4;
+            __m512 acc[ROW_BLOCK][4];
+            switch (nk) {
+            case 4: score_tile(kt + 16 * v0, ldk, d, qrow, 4, acc); break;
+            case 3: score_tile(kt + 16 * v0, ldk, d, qrow, 3, acc); break;
+            case 2: score_tile(kt + 16 * v0, ldk, d, qrow, 2, acc); break;
+            default: score_tile(kt + 16 * v0, ldk, d, qrow, 1, acc); break;
+            }
+            for (int x = 0; x < ROW_BLOCK; x++)
+                for (int v = 0; v < nk; v++) {
+                    const int64_t t0 = 16 * (v0 + v);
+                    const __mmask16 live = v0 + v == nvec - 1 ? tail : (__mmask16)0xffff;
+                    __m512 sv = _mm512_mul_ps(acc[x][v], scale);
+                    if (mrow[x]) sv = _mm512_add_ps(sv, mask_vec(j, mrow[x], t0, live));
+                    sv = _mm512_mask_blend_ps(live, ninf, sv);
+                    _mm512_storeu_ps(p + x * ldk + t0, sv);
+                    vmax[x] = _mm512_max_ps(vmax[x], sv);
+                }
+        }
+        float inv[ROW_BLOCK];
+        for (int x = 0; x < ROW_BLOCK; x++) {
+            float *px = p + x * ldk;
+            const float mx = _mm512_reduce_max_ps(vmax[x]);
+            if (mx == -INFINITY) { /* every key masked out: ONNX's Softmax gives NaN too */
+                memset(px, 0, sizeof(float) * (size_t)ldk);
+                inv[x] = NAN;
+                continue;
+            }
+            const __m512 m = _mm512_set1_ps(mx);
+            __m512 vsum = _mm512_setzero_ps();
+            for (int64_t v = 0; v < nvec; v++) {
+                const __mmask16 live = v == nvec - 1 ? tail : (__mmask16)0xffff;
+                const __m512 e = _mm512_maskz_mov_ps(
+                    live, vec_exp(_mm512_sub_ps(_mm512_loadu_ps(px + 16 * v), m)));
+                _mm512_storeu_ps(px + 16 * v, e);
+                vsum = _mm512_add_ps(vsum, e);
+            }
+            inv[x] = 1.0f / _mm512_reduce_add_ps(vsum);
+        }
+        switch (nv) {
+        case 4: pv_tile(j, vb, p, ldk, 4, orow, inv, nr); break;
+        case 3: pv_tile(j, vb, p, ldk, 3, orow, inv, nr); break;
+        case 2: pv_tile(j, vb, p, ldk, 2, orow, inv, nr); break;
+        default: pv_tile(j, vb, p, ldk, 1, orow, inv, nr); break;
+        }
+    }
+}
 #endif
 
 typedef void (*attn_chunk_fn)(const attn_job *, int64_t, int64_t, int64_t);
 
+/* The widest kernel the CPU runs; target_vector_floats (WPK_VECTOR_FLOATS=8 or 4) narrows the
+ * choice, so the AVX2 and portable kernels are tested on an AVX-512 machine. */
 static attn_chunk_fn attn_chunk_for_cpu(const attn_dims *a) {
 #if defined(__GNUC__) && defined(__x86_64__)
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-        a->dv % 16 == 0 && a->dv <= AVX512_DV_MAX)
-        return attn_chunk_avx512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return attn_chunk_avx2;
+    const int lanes = target_vector_floats();
+    if (lanes >= 16 && __builtin_cpu_supports("avx512f") &&
+        __builtin_cpu_supports("avx512dq") && a->dv % 16 == 0 && a->dv <= AVX512_DV_MAX)
+        return whole_rows_fit(a) ? attn_rows_avx512 : attn_chunk_avx512;
+    if (lanes >= 8 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return attn_chunk_avx2;
+#else
+    (void)a;
 #endif
     return attn_chunk_generic;
 }
@@ -450,13 +660,16 @@ wpk_status op_attention_ref(wpk_context *ctx, const ir_node *n, ir_tensor *const
     int64_t dims[WPK_MAX_DIMS];
     wpk_status st = setup(ctx, n, in, &a, dims);
     if (st) return st;
-    attn_job j = {.a = &a, .scale = ir_attr_float(n, "scale", 1.0f), .q = in[0]->data,
-                  .k = in[1]->data, .v = in[2]->data,
+    attn_job j = {.a = &a, .scale = ir_attr_float(n, "scale", 1.0f),
+                  .q = (const float *)in[0]->data + a.q_off,
+                  .k = (const float *)in[1]->data + a.k_off,
+                  .v = (const float *)in[2]->data + a.v_off,
                   .mask = n->nin > 3 && in[3] ? in[3]->data : NULL, .out = out[0]->data};
     const attn_chunk_fn attn_chunk = attn_chunk_for_cpu(&a);
     int64_t rows = QUERY_CHUNK;
 #if defined(__GNUC__) && defined(__x86_64__)
-    if (attn_chunk == attn_chunk_avx512 && a.groups >= 2 * (int64_t)omp_get_max_threads())
+    if ((attn_chunk == attn_chunk_avx512 || attn_chunk == attn_rows_avx512) &&
+        a.groups >= 2 * (int64_t)omp_get_max_threads())
         rows = a.sq < QUERY_CHUNK_WIDE ? a.sq : QUERY_CHUNK_WIDE;
 #endif
     const int64_t chunks = (a.sq + rows - 1) / rows, tasks = a.groups * chunks;

@@ -9,9 +9,11 @@
  * last dim last: the kernel reads rows in place instead of materialized transposes.
  * Swin's shifted windows add their window mask in a reshaped view of the scores (Reshape, Add,
  * Reshape back); with both masks constant they are summed into one of the scores' shape.
- * Every value inside the pattern has exactly one reader and is not a graph output; shapes must
- * be static (the pass declines on symbolic dims; specialization runs it again once the input
- * shapes are bound). */
+ * An operand that is a Reshape of a Slice along one axis (the split of a fused QKV projection)
+ * becomes a strided view of the sliced tensor (q_view, k_view, v_view): read in place, the
+ * Slice's copy is left unread. Every value inside the pattern has exactly one reader and is
+ * not a graph output; shapes must be static (the pass declines on symbolic dims;
+ * specialization runs it again once the input shapes are bound). */
 #include "passes/pass.h"
 
 #include <string.h>
@@ -89,6 +91,99 @@ static void absorb_transposes(ir_graph *g, int *v, int *perm, int r) {
     }
 }
 
+/* The int64 or int32 constant v as n int64 values (at most WPK_MAX_DIMS); false otherwise. */
+static bool const_ints(const ir_graph *g, int v, int64_t *out, int *n) {
+    if (v < 0 || !g->values[v].is_const || !g->values[v].t.data) return false;
+    const ir_tensor *t = &g->values[v].t;
+    int64_t count = ir_numel(t);
+    if (count > WPK_MAX_DIMS || t->ndim > 1) return false;
+    for (int64_t i = 0; i < count; i++) {
+        if (t->dtype == WPK_DTYPE_INT64) out[i] = ((const int64_t *)t->data)[i];
+        else if (t->dtype == WPK_DTYPE_INT32) out[i] = ((const int32_t *)t->data)[i];
+        else return false;
+    }
+    *n = (int)count;
+    return true;
+}
+
+/* Slice node s as one range [*start, *start + *len) along *axis of its input with step 1, the
+ * other axes whole (*axis -1: nothing cut); false for anything else. */
+static bool one_axis_slice(const ir_graph *g, const ir_node *s, int *axis, int64_t *start,
+                           int64_t *len) {
+    const ir_tensor *x = &g->values[s->in[0]].t;
+    int64_t starts[WPK_MAX_DIMS], ends[WPK_MAX_DIMS], axes[WPK_MAX_DIMS], steps[WPK_MAX_DIMS];
+    int ns, ne, na, nst;
+    if (s->nin < 3 || !const_ints(g, s->in[1], starts, &ns) ||
+        !const_ints(g, s->in[2], ends, &ne) || ne != ns)
+        return false;
+    if (s->nin > 3 && s->in[3] >= 0) {
+        if (!const_ints(g, s->in[3], axes, &na) || na != ns) return false;
+    } else {
+        for (int i = 0; i < ns; i++) axes[i] = i;
+    }
+    if (s->nin > 4 && s->in[4] >= 0) {
+        if (!const_ints(g, s->in[4], steps, &nst) || nst != ns) return false;
+        for (int i = 0; i < ns; i++)
+            if (steps[i] != 1) return false;
+    }
+    *axis = -1;
+    for (int i = 0; i < ns; i++) {
+        int64_t a = axes[i] < 0 ? axes[i] + x->ndim : axes[i];
+        if (a < 0 || a >= x->ndim) return false;
+        int64_t d = x->dims[a], b = starts[i], e = ends[i];
+        if (b < 0) b += d;
+        if (e < 0) e += d;
+        b = b < 0 ? 0 : b > d ? d : b;
+        e = e < b ? b : e > d ? d : e;
+        if (b == 0 && e == d) continue;
+        if (*axis >= 0 && *axis != a) return false;
+        *axis = (int)a;
+        *start = b;
+        *len = e - b;
+    }
+    return true;
+}
+
+/* Operand *v, when Reshapes of a Slice along one axis of x: *v becomes x and view the elements
+ * of *v inside x ([offset, dims..., strides...], q_view's form). Such a view exists when the
+ * trailing dims of *v span exactly the sliced part of a row of x (a head split of one of Q, K,
+ * V in a fused projection); else false and nothing changes. */
+static bool absorb_slice(ir_graph *g, int *v, int64_t *view) {
+    const ir_tensor o = g->values[*v].t;
+    const int r = o.ndim;
+    int x = *v;
+    ir_node *reshape;
+    while ((reshape = producer_of(g, x, IR_OP_RESHAPE))) x = reshape->in[0];
+    ir_node *s = producer_of(g, x, IR_OP_SLICE);
+    if (!s || !static_f32(g, s->in[0]) || !static_f32(g, x)) return false;
+    const ir_tensor *src = &g->values[s->in[0]].t;
+    int axis;
+    int64_t start = 0, len = 0;
+    if (!one_axis_slice(g, s, &axis, &start, &len)) return false;
+    if (axis < 0) {
+        axis = 0;
+        len = src->dims[0];
+    }
+    int64_t inner = 1;
+    for (int i = axis + 1; i < src->ndim; i++) inner *= src->dims[i];
+    const int64_t part = len * inner, row = src->dims[axis] * inner;
+    if (part == 0 || ir_numel(&o) != ir_numel(&g->values[x].t)) return false;
+    /* the first dim of the trailing group spanning `part` */
+    int split = r;
+    int64_t span = 1;
+    while (split > 0 && span < part) span *= o.dims[--split];
+    if (span != part) return false;
+    view[0] = start * inner;
+    int64_t contiguous = 1;
+    for (int i = r - 1; i >= 0; i--) {
+        view[1 + i] = o.dims[i];
+        view[1 + r + i] = i >= split ? contiguous : contiguous / part * row;
+        contiguous *= o.dims[i];
+    }
+    *v = s->in[0];
+    return true;
+}
+
 /* The mask m broadcasts to scores of shape s (rank r). */
 static bool mask_fits(const ir_tensor *m, const ir_tensor *s) {
     if (m->ndim > s->ndim) return false;
@@ -101,7 +196,10 @@ static bool mask_fits(const ir_tensor *m, const ir_tensor *s) {
 
 typedef struct attn_match {
     ir_node *softmax, *qk, *pv, *add, *scale_node, *q_scale_node, *out_transpose;
-    int q, k, v, mask;
+    int q, k, v, mask, rank;
+    /* operands read in place from a fused projection: [offset, dims, strides] (absorb_slice) */
+    bool has_view[3];
+    int64_t view[3][1 + 2 * WPK_MAX_DIMS];
     int q_perm[WPK_MAX_DIMS], k_perm[WPK_MAX_DIMS], v_perm[WPK_MAX_DIMS],
         out_perm[WPK_MAX_DIMS];
     float scale;
@@ -192,6 +290,7 @@ static bool match(ir_graph *g, ir_node *sm, attn_match *m) {
     if (!static_f32(g, x)) return false;
     const int r = g->values[x].t.ndim;
     if (r < 3 || r > WPK_MAX_DIMS) return false;
+    m->rank = r;
     int64_t axis = ir_attr_int(sm, "axis", sm->opset >= 13 ? -1 : 1);
     if (axis != -1 && axis != r - 1) return false;
     const ir_tensor scores = g->values[x].t;
@@ -247,9 +346,10 @@ static bool match(ir_graph *g, ir_node *sm, attn_match *m) {
     absorb_transposes(g, &m->k, m->k_perm, r);
     absorb_transposes(g, &m->v, m->v_perm, r);
     if (m->k_perm[r - 1] != r - 1) return false; /* K^T was not a transpose of row-major K */
-    int operands[3] = {m->q, m->k, m->v};
+    int *operands[3] = {&m->q, &m->k, &m->v};
     for (int i = 0; i < 3; i++)
-        if (!static_f32(g, operands[i]) || g->values[operands[i]].t.ndim != r) return false;
+        if (!static_f32(g, *operands[i]) || g->values[*operands[i]].t.ndim != r) return false;
+    for (int i = 0; i < 3; i++) m->has_view[i] = absorb_slice(g, operands[i], m->view[i]);
     int o = m->pv->out[0];
     if (!static_f32(g, o)) return false;
     ir_node *t = single_reader(g, o, IR_OP_TRANSPOSE);
@@ -276,7 +376,7 @@ static wpk_status set_perm(ir_graph *g, ir_node *n, const char *name, const int 
 /* Turn the pattern's last node into the Attention node; the nodes before it die. */
 static wpk_status rewrite(wpk_context *ctx, ir_graph *g, attn_match *m) {
     ir_node *last = m->out_transpose ? m->out_transpose : m->pv;
-    int out = last->out[0], r = g->values[m->q].t.ndim;
+    int out = last->out[0], r = m->rank;
     if (m->win_in) {
         int scores = m->win_in->in[0], mask = combined_mask(g, m->mask, m->win_mask, scores,
                                                             m->win_in->out[0]);
@@ -303,6 +403,9 @@ static wpk_status rewrite(wpk_context *ctx, ir_graph *g, attn_match *m) {
     if (!st) st = set_perm(g, last, "k_perm", m->k_perm, r);
     if (!st) st = set_perm(g, last, "v_perm", m->v_perm, r);
     if (!st) st = set_perm(g, last, "out_perm", m->out_perm, r);
+    static const char *const views[3] = {"q_view", "k_view", "v_view"};
+    for (int i = 0; i < 3 && !st; i++)
+        if (m->has_view[i]) st = ir_node_set_ints(g, last, views[i], m->view[i], 1 + 2 * r);
     if (st) return wpk_error(ctx, st, "out of memory fusing attention at '%s'", last->name);
     return WPK_OK;
 }

@@ -946,6 +946,36 @@ static void test_softmax_layer_norm(void) {
         }
         free(xd), free(sd), free(bd), free(want);
     }
+
+    /* the lanes form: x [3, 4, 8] normalized over its 32-element rows, scale per element, a
+       one-value bias, an offset mean so the variance's (x - mean) matters */
+    fresh();
+    float *xd, *sd, *bd, *want = NULL;
+    te_tensor *x = input("x", SHAPE(3, 4, 8), &xd);
+    for (int64_t i = 0; i < numel(x); i++) xd[i] = xd[i] * 20.0f + 5.0f;
+    te_tensor *s = input("s", SHAPE(4, 8), &sd), *b = input("b", SHAPE(1, 1), &bd);
+    te_algo_parts parts;
+    te_tensor *lane_parts[2] = {NULL, NULL};
+    te_tensor *ln = te_layer_norm_lanes(&C, "ln", x, s, b, 1e-5f, &parts, lane_parts);
+    CHECK(ln && lane_parts[0] && lane_parts[1] && parts.stats[0] && parts.stats[1]);
+    node_builder nb;
+    nb_init(&nb, "", "LayerNormalization", 17);
+    nb_int(&nb, "axis", 1);
+    nb_float(&nb, "epsilon", 1e-5f);
+    ir_tensor tx = irt(x, xd), ts = irt(s, sd), tb = irt(b, bd);
+    int64_t count = 0;
+    if (ln && run_ref(&nb, (ir_tensor *[]){&tx, &ts, &tb}, 3, &want, &count)) {
+        evaluator ev;
+        ev_init(&ev, &C);
+        ev_bind(&ev, x, xd);
+        ev_bind(&ev, s, sd);
+        ev_bind(&ev, b, bd);
+        COMPARE("layer norm lanes", &ev, ln, want, count);
+        ev_free(&ev);
+    } else {
+        check_failures++;
+    }
+    free(xd), free(sd), free(bd), free(want);
 }
 
 /* ---- Gemm's epilogue over a rounded-up product ---- */

@@ -2,7 +2,8 @@
  * global_pool, softmax, layernorm, elementwise) end to end. Each case is one hand-built node
  * (odd sizes, batch > 1, transposes, broadcasting bias and operands, 1-D MatMul operands,
  * pools with pads, strides, dilation, ceil_mode, count_include_pad, SAME padding and the
- * blocked layout, softmax axes of both opset forms, layer norm axes and broadcast parameters,
+ * blocked layout, softmax axes of both opset forms, layer norm axes and broadcast parameters
+ * (rows of whole vectors too, their sums in lanes),
  * every unary and binary elementwise op) whose template is built under its default config and
  * random legal configs (tune_config_random, fixed seed; WPK_TEST_SEED changes it), pre-packed,
  * lowered and run on the loop interpreter (bounds-checked); the default and the first random
@@ -122,6 +123,11 @@ static const tcase CASES[] = {
      {0, 1}, 0, "axis=i:-2;epsilon=f:0.001", "layernorm"},
     {"layernorm broadcast scale", "LayerNormalization", "", 17, 3, {3, 2, 1},
      {D(4, 3, 10), D(1, 10), D(1)}, {0, 1, 1}, 0, "axis=i:1", "layernorm"},
+    /* rows of whole vectors: the sums in vector lanes (te_layer_norm_lanes) */
+    {"layernorm lanes, two axes", "LayerNormalization", "", 17, 3, {3, 2, 2},
+     {D(3, 4, 12), D(4, 12), D(4, 12)}, {0, 1, 1}, 0, "axis=i:1", "layernorm"},
+    {"layernorm lanes, one-value scale", "LayerNormalization", "", 17, 3, {2, 1, 1},
+     {D(5, 32), D(1), D(1)}, {0, 1, 1}, 0, "epsilon=f:0.01", "layernorm"},
     /* ---- elementwise ---- */
     {"relu", "Relu", "", 13, 1, {3}, {D(2, 3, 37)}, {0}, 0, "", "elementwise"},
     {"leaky relu", "LeakyRelu", "", 13, 1, {2}, {D(5, 9)}, {0}, 0, "alpha=f:0.3", "elementwise"},
@@ -477,8 +483,8 @@ static void test_keys(wpk_context *ctx) {
         {27, "softmax:outer2,len5,inner19"},
         {29, "softmax:outer2,len12,inner1"},
         {30, "layernorm:x=2x5x16,axis2,scale=16,bias=16,eps1e-05"},
-        {34, "elementwise:LeakyRelu(0.3):5x9"},
-        {50, "elementwise:Add:1x16x9x9,16x1x1"},
+        {36, "elementwise:LeakyRelu(0.3):5x9"},
+        {52, "elementwise:Add:1x16x9x9,16x1x1"},
     };
     for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
         CHECK(problem_init(&p, &CASES[want[k].i], ctx));

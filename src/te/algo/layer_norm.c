@@ -147,3 +147,85 @@ te_tensor *te_layer_norm_split_mean(te_ctx *c, const char *name, te_tensor *x, t
                                     te_algo_parts *parts) {
     return layer_norm(c, name, x, scale, bias, axis, epsilon, true, parts);
 }
+
+/* [rows, 1, lanes] = sum over groups of f(x[row, g, lane]) (f: x, or (x - mean)^2). */
+static te_tensor *lane_sums(te_ctx *c, const char *name, te_tensor *x, te_tensor *mean) {
+    const int64_t shape[3] = {x->shape[0], 1, x->shape[2]};
+    te_iter **ax = te_compute_axes(c, 3, shape, (const char *const[]){"d0", "d1", "l"});
+    te_iter *g = te_reduce_axis(c, "g", 0, x->shape[1]);
+    if (!ax || !g) return NULL;
+    const te_expr *v = te_load(c, x, 3, (const te_expr *[]){te_var(c, ax[0]), te_var(c, g),
+                                                            te_var(c, ax[2])});
+    if (mean) {
+        v = te_sub(c, v, te_load(c, mean, 3, (const te_expr *[]){te_var(c, ax[0]), te_int(c, 0),
+                                                                 te_int(c, 0)}));
+        v = te_mul(c, v, v);
+    }
+    return te_compute(c, name, 3, shape, ax, te_reduce(c, TE_REDUCE_SUM, v, 1, &g));
+}
+
+/* [rows, 1, 1] = (sum over lanes of p[row, 0, lane]) / D. */
+static te_tensor *lane_total(te_ctx *c, const char *name, te_tensor *p, const te_expr *inv_d) {
+    const int64_t shape[3] = {p->shape[0], 1, 1};
+    te_iter **ax = te_compute_axes(c, 3, shape, (const char *const[]){"d0", "d1", "d2"});
+    te_iter *l = te_reduce_axis(c, "l", 0, p->shape[2]);
+    if (!ax || !l) return NULL;
+    const te_expr *v = te_load(c, p, 3, (const te_expr *[]){te_var(c, ax[0]), te_int(c, 0),
+                                                            te_var(c, l)});
+    return te_compute(c, name, 3, shape, ax, te_reduce(c, TE_REDUCE_SUM, te_mul(c, v, inv_d), 1,
+                                                       &l));
+}
+
+te_tensor *te_layer_norm_lanes(te_ctx *c, const char *name, te_tensor *x, te_tensor *scale,
+                               te_tensor *bias, float epsilon, te_algo_parts *parts,
+                               te_tensor **lane_parts) {
+    if (parts) memset(parts, 0, sizeof *parts);
+    if (!x || x->dtype != TE_F32 || x->ndim != 3)
+        return te_algo_fail(c, "layer_norm '%s': input '%s' must be float32 [rows, groups, "
+                            "lanes]", name, x ? x->name : "(null)");
+    if (!scale) return te_algo_fail(c, "layer_norm '%s': scale is missing", name);
+    const te_tensor *params[2] = {scale, bias};
+    for (int i = 0; i < 2; i++) {
+        const te_tensor *p = params[i];
+        if (p && (p->dtype != TE_F32 || p->ndim != 2 ||
+                  !((p->shape[0] == x->shape[1] && p->shape[1] == x->shape[2]) ||
+                    (p->shape[0] == 1 && p->shape[1] == 1))))
+            return te_algo_fail(c, "layer_norm '%s': %s '%s' must be float32 [groups, lanes] "
+                                "or [1, 1]", name, i ? "bias" : "scale", p->name);
+    }
+    const te_expr *inv_d = te_float(c, 1.0 / (double)(x->shape[1] * x->shape[2]));
+    te_tensor *psum = lane_sums(c, te_algo_name(c, name, "lane_sum"), x, NULL);
+    te_tensor *mean = psum ? lane_total(c, te_algo_name(c, name, "mean"), psum, inv_d) : NULL;
+    te_tensor *pvar = mean ? lane_sums(c, te_algo_name(c, name, "lane_var"), x, mean) : NULL;
+    te_tensor *var = pvar ? lane_total(c, te_algo_name(c, name, "var"), pvar, inv_d) : NULL;
+    if (!var) return NULL;
+    te_iter **oa = te_compute_axes(c, 3, x->shape, (const char *const[]){"d0", "d1", "d2"});
+    if (!oa) return NULL;
+    const te_expr *at[3] = {te_var(c, oa[0]), te_var(c, oa[1]), te_var(c, oa[2])};
+    const te_expr *row[3] = {at[0], te_int(c, 0), te_int(c, 0)};
+    const te_expr *inv_std = te_div(c, te_float(c, 1.0),
+                                    te_call(c, TE_FN_SQRT, te_add(c, te_load(c, var, 3, row),
+                                                                  te_float(c, epsilon)), NULL));
+    const te_expr *v = te_mul(c, te_sub(c, te_load(c, x, 3, at), te_load(c, mean, 3, row)),
+                              inv_std);
+    for (int i = 0; i < 2; i++) {
+        const te_tensor *p = params[i];
+        if (!p) continue;
+        const te_expr *pi[2] = {p->shape[0] == 1 ? te_int(c, 0) : at[1],
+                                p->shape[1] == 1 ? te_int(c, 0) : at[2]};
+        const te_expr *pv = te_load(c, p, 2, pi);
+        v = i ? te_add(c, v, pv) : te_mul(c, v, pv);
+    }
+    te_tensor *out = te_compute(c, name, 3, x->shape, oa, v);
+    if (!out) return NULL;
+    if (parts) {
+        parts->out = parts->main = out;
+        parts->stats[0] = mean;
+        parts->stats[1] = var;
+    }
+    if (lane_parts) {
+        lane_parts[0] = psum;
+        lane_parts[1] = pvar;
+    }
+    return out;
+}

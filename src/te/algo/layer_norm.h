@@ -23,4 +23,16 @@ te_tensor *te_layer_norm_split_mean(te_ctx *c, const char *name, te_tensor *x, t
                                     te_tensor *bias, int axis, float epsilon,
                                     te_algo_parts *parts);
 
+/* The same over x viewed as [rows, groups, lanes] (the normalized D = groups * lanes elements
+ * of a row in `groups` runs of `lanes`), each sum taken in two steps so a schedule can keep
+ * its partial sums in vector lanes (float sums are not reassociated otherwise):
+ *   lane_sum[r, 0, l] = sum(g: x[r, g, l])               ("<name>.lane_sum", lane_parts[0])
+ *   mean[r, 0, 0]     = sum(l: lane_sum[r, 0, l] * (1/D))
+ *   lane_var[r, 0, l] = sum(g: (x[r, g, l] - mean)^2)    ("<name>.lane_var", lane_parts[1])
+ *   var[r, 0, 0]      = sum(l: lane_var[r, 0, l] * (1/D))
+ * scale and bias (bias may be NULL) are [groups, lanes] or [1, 1]. parts as te_layer_norm's. */
+te_tensor *te_layer_norm_lanes(te_ctx *c, const char *name, te_tensor *x, te_tensor *scale,
+                               te_tensor *bias, float epsilon, te_algo_parts *parts,
+                               te_tensor **lane_parts);
+
 #endif

@@ -4,6 +4,9 @@ added, heads merged by Transpose 0,2,1,3), whose transposes become the op's perm
 nn.MultiheadAttention's 3-D one ([heads, seq, d] operands, Q multiplied by the scale before
 the MatMul, no mask); and Swin's shifted windows (a bias added, then a window mask added in a
 [batch, windows, ...] view between two Reshapes), whose two constant masks become one.
+And a fused QKV projection split by Slices (nn.MultiheadAttention's in_proj): the Slices and
+head-split Reshapes become strided views (q_view, k_view, v_view) of the projection's output,
+except V's, sliced with step 2, which keeps its Slice.
 Declined: a Softmax over another axis, and scores read by a second node."""
 from case_util import model, node, tensor, weights, const
 
@@ -52,7 +55,25 @@ def build():
               node("Add", ["w5", "window_mask"], ["w5m"]),
               node("Reshape", ["w5m", "unwindowed"], ["w4"]),
               node("Softmax", ["w4"], ["wp"], axis=-1), node("MatMul", ["wp", "wv"], ["y4"])]
-    inits = [const("heads", [N, S, H, D]), const("merged", [N, S, H * D]),
+    # one [N, S, 3*H*D] projection sliced into Q, K, V along its last axis
+    hd = H * D
+    nodes += [node("Slice", ["xqkv", "q_start", "q_end", "last_axis"], ["fq"]),
+              node("Slice", ["xqkv", "q_end", "k_end", "last_axis"], ["fk"]),
+              node("Slice", ["xqkv2", "zero", "v_end", "last_axis", "two"], ["fv"]),
+              node("Reshape", ["fq", "heads"], ["fq_r"]),
+              node("Reshape", ["fk", "heads"], ["fk_r"]),
+              node("Reshape", ["fv", "heads"], ["fv_r"]),
+              node("Transpose", ["fq_r"], ["fq_t"], perm=[0, 2, 1, 3]),
+              node("Transpose", ["fk_r"], ["fk_t"], perm=[0, 2, 3, 1]),
+              node("Transpose", ["fv_r"], ["fv_t"], perm=[0, 2, 1, 3]),
+              node("Mul", ["fq_t", "rsqrt_d"], ["fqs"]),
+              node("MatMul", ["fqs", "fk_t"], ["fs"]), node("Softmax", ["fs"], ["fp"], axis=-1),
+              node("MatMul", ["fp", "fv_t"], ["fc"]),
+              node("Transpose", ["fc"], ["y5"], perm=[0, 2, 1, 3])]
+    inits = [const("q_start", [0]), const("q_end", [hd]), const("k_end", [2 * hd]),
+             const("zero", [0]), const("v_end", [2 * hd]), const("two", [2]),
+             const("last_axis", [-1]),
+             const("heads", [N, S, H, D]), const("merged", [N, S, H * D]),
              const("mha_heads", [S, N * H, D]),
              const("sqrt_d", D ** 0.5, "float32"), const("rsqrt_d", D ** -0.5, "float32"),
              weights("mask", [N, 1, 1, S], 7), weights("bias", [1, H, S, S], 8),
@@ -60,6 +81,8 @@ def build():
              const("unwindowed", [4, H, S, S])]
     inputs = [tensor(n, [N, S, H * D]) for n in ("xq", "xk", "xv")]
     inputs += [tensor(n, [4, H, S, D]) for n in ("wq", "wk", "wv")]
+    inputs += [tensor("xqkv", [N, S, 3 * H * D]), tensor("xqkv2", [N, S, 4 * H * D])]
     outputs = [tensor(f"y{i}", [N, S, H * D]) for i in range(3)]
-    outputs += [tensor("y3", [S, N * H, D]), tensor("z2", [N, H, S, S]), tensor("y4", [4, H, S, D])]
+    outputs += [tensor("y3", [S, N * H, D]), tensor("z2", [N, H, S, S]), tensor("y4", [4, H, S, D]),
+                tensor("y5", [N, S, H, D])]
     return model(nodes, inputs, outputs, inits, opset=14)
