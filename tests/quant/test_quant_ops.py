@@ -8,7 +8,7 @@ reference kernels.
    blocks, GEMM tiles of 1, 2 and 3 blocks (7x7 and smaller planes) and 8-row tiles, the
    implicit GEMM (strides 1 and 2; 7x7, 14x14 and 56x56 planes, channels not a multiple of 4,
    dilation, 5x5), the gathered im2col it falls back to, and the GEMM with channels in the
-   lanes that small planes with a long K take, and few input channels (qstem). wpk's output, on
+   lanes that small planes with a long K take, and few input channels (stems). wpk's output, on
    the VNNI path on 2 threads and on 1, on (WPK_CPU_FLAGS_OFF=avx512f) the portable one, and
    for depthwise convolutions on WPK_CPU_FLAGS_OFF=avx512_vnni (the widening AVX-512 path) and
    avx512_vbmi2 (VNNI with the rows copied out through memory), must equal its reference
@@ -302,12 +302,12 @@ def main():
              (160, 124, 7, 3, 1, 1, 1, 1, U8, U8, True),    # 7x7, a partial 64-row block
              (256, 64, 14, 3, 1, 1, 1, 1, S8, U8, False),   # 14x14, s8 x
              (160, 124, 14, 3, 2, 1, 1, 1, U8, S8, True),   # over the im2col (stride 2)
-             # few input channels (qstem: slices of 96 positions) and, past 256 taps, im2col:
-             (3, 20, 37, 7, 2, 3, 1, 1, U8, U8, True),      # 7x7/2 stem: 4 slices, a partial
-             (3, 16, 33, 3, 2, 1, 1, 1, S8, S8, False),     # 3x3/2 stem, s8, odd rows in slices
-             (4, 8, 16, 5, 3, 2, 1, 1, U8, S8, True),       # stride 3: the scalar gather
-             (40, 16, 9, 3, 1, 1, 1, 1, S8, U8, True),      # 360 taps: im2col
-             (32, 24, 12, 3, 2, 1, 1, 1, U8, U8, False)]    # 288 taps, stride 2: im2col
+             # few input channels (networks' stems), strides 2 and 3, long K:
+             (3, 20, 37, 7, 2, 3, 1, 1, U8, U8, True),      # 7x7/2 stem, a partial last row
+             (3, 16, 33, 3, 2, 1, 1, 1, S8, S8, False),     # 3x3/2 stem, s8
+             (4, 8, 16, 5, 3, 2, 1, 1, U8, S8, True),       # stride 3
+             (40, 16, 9, 3, 1, 1, 1, 1, S8, U8, True),      # 360 taps
+             (32, 24, 12, 3, 2, 1, 1, 1, U8, U8, False)]    # 288 taps, stride 2
     with tempfile.TemporaryDirectory(prefix="wpk-quant-ops.") as tmp:
         work = Path(tmp)
         for i, spec in enumerate(convs):

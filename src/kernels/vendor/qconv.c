@@ -5,10 +5,10 @@
  * with 4 channels interleaved per pixel (an implicit GEMM: no im2col), or where that would
  * compute too many dropped columns from an im2col matrix gathered 4 rows at a time; bias,
  * requantization and the activation's clamp run in the GEMM's epilogue. Small planes take the
- * GEMM with channels in the lanes (qgemm_lanes_run); few input channels (qstem.h) are gathered
- * and packed a slice of positions at a time. Depthwise (one channel per group): qdepthwise.h a
- * channel at a time. Threads split the copy of x over channel quads (or the gathering over
- * column blocks), then the GEMM over output tiles, the depthwise convolution over channels.
+ * GEMM with channels in the lanes (qgemm_lanes_run). Depthwise (one channel per group):
+ * qdepthwise.h a channel at a time. Threads split the copy of x over channel quads (or the
+ * gathering over column blocks), then the GEMM over output tiles, the depthwise convolution
+ * over channels.
  *
  * Asymmetric weights (a nonzero w zero point), u8 weights, float16 scales and other groupings
  * are left to the reference kernel. Results are the reference kernel's bytes: the sums are
@@ -21,7 +21,6 @@
 #include "kernels/vendor/lib.h"
 #include "kernels/vendor/qdepthwise.h"
 #include "kernels/vendor/qgemm.h"
-#include "kernels/vendor/qstem.h"
 #include "ops/quant.h"
 
 enum { X, XS, XZP, W, WS, WZP, YS, YZP, B };
@@ -30,7 +29,7 @@ struct lib_kernel {
     char name[64];
     sp_geom g;
     int64_t batch, c, m, k, k4, rows_pad, plane_in, plane_out, blocks;
-    bool depthwise, implicit, lanes, stem, x_signed, y_signed;
+    bool depthwise, implicit, lanes, x_signed, y_signed;
     int32_t xzp, yzp, lo, hi;
     int threads;
     int8_t *w;         /* GEMM: rows_pad x 4 k4 (lanes: qgemm_lanes_run's order); depthwise:
@@ -49,8 +48,6 @@ struct lib_kernel {
     uint8_t *zero_row; /* implicit: a plane of zeros, the channels past c of the last quad */
     uint8_t *pad;      /* depthwise: scratch per thread, pad_bytes each (qdepthwise.h) */
     size_t pad_bytes;
-    uint8_t *stem_scratch; /* stem: per thread, stem_bytes each (qstem.h) */
-    size_t stem_bytes;
 };
 
 static const char *version(const kernel_provider *self) {
@@ -129,7 +126,6 @@ static void destroy(const kernel_provider *self, lib_kernel *k) {
     wpk_free(k->zero_row);
     wpk_free(k->packed);
     wpk_free(k->pad);
-    wpk_free(k->stem_scratch);
     wpk_free(k);
 }
 
@@ -290,13 +286,7 @@ static wpk_status create(const kernel_provider *self, wpk_context *ctx, const ir
     if (relu && k->yzp > k->lo) k->lo = k->yzp;
     k->threads = dev->threads > 0 ? dev->threads : 1;
     k->rows_pad = k->depthwise ? k->m : round_up(k->m, QGEMM_MR);
-    k->stem = !k->depthwise && qstem_takes(g, k->c);
-    if (k->stem) { /* qstem.h packs its own activations; the weights in im2col's row order */
-        k->taps = 1;
-        k->quads = k->k4;
-    } else if (!k->depthwise) {
-        plan_gemm(k);
-    }
+    if (!k->depthwise) plan_gemm(k);
     qdw_channel geometry = {.ih = g->in[0], .iw = g->in[1], .oh = g->out[0], .ow = g->out[1],
                             .kh = g->kernel[0], .kw = g->kernel[1], .sh = g->stride[0],
                             .sw = g->stride[1], .dh = g->dil[0], .dw = g->dil[1],
@@ -304,11 +294,7 @@ static wpk_status create(const kernel_provider *self, wpk_context *ctx, const ir
     k->pad_bytes = qdw_scratch_bytes(&geometry);
     bool nomem = !(k->bias = wpk_malloc(sizeof(int32_t) * (size_t)k->rows_pad)) ||
                  !(k->mult = wpk_malloc(sizeof(float) * (size_t)k->rows_pad));
-    if (k->stem) {
-        k->stem_bytes = qstem_scratch_bytes(k->k);
-        nomem = nomem || !(k->w = wpk_malloc((size_t)(k->rows_pad * k->k4 * 4))) ||
-                !(k->stem_scratch = wpk_malloc(k->stem_bytes * (size_t)k->threads));
-    } else if (k->depthwise) {
+    if (k->depthwise) {
         nomem = nomem || !(k->w = wpk_malloc((size_t)(k->m * k->k))) ||
                 !(k->pad = wpk_malloc(k->pad_bytes * (size_t)k->threads));
     } else {
@@ -324,7 +310,7 @@ static wpk_status create(const kernel_provider *self, wpk_context *ctx, const ir
                          "kernel", n->name, n->op_type);
     }
     pack_constants(k, n, in);
-    if (!k->depthwise && !k->stem) init_activations(k);
+    if (!k->depthwise) init_activations(k);
     *out_k = k;
     return WPK_OK;
 }
@@ -492,13 +478,6 @@ static void share(int64_t count, int t, int nt, int64_t *lo, int64_t *hi) {
 /* Thread t's part (of nt) of one image: gathering, packing, then the GEMM's output tiles, with
  * a barrier between the steps when the team has more than one thread. */
 static void gemm_image(const lib_kernel *k, const uint8_t *xb, uint8_t *yb, int t, int nt) {
-    if (k->stem) { /* few input channels: qstem.h */
-        qgemm_args s = {.w = k->w, .k4 = k->k4, .m = k->m, .bias = k->bias, .mult = k->mult,
-                        .yzp = k->yzp, .lo = k->lo, .hi = k->hi, .y_signed = k->y_signed};
-        qstem_image(&k->g, k->c, xb, (uint8_t)k->xzp, k->x_signed ? 0x80 : 0, &s, k->rows_pad,
-                    yb, k->stem_scratch + (size_t)t * k->stem_bytes, t, nt);
-        return;
-    }
     int64_t lo, hi;
     if (k->implicit) {
         share(k->quads, t, nt, &lo, &hi);
