@@ -15,14 +15,11 @@
 #include "te/algo/layer_norm.h"
 #include "kernels/common.h"
 #include "kernels/conv.h"
+#include "kernels/layernorm_rows.h"
 
 #define NAME "layernorm"
 
-typedef struct ln {
-    int axis;
-    int64_t rows, cols;
-    float eps;
-} ln;
+typedef tune_ln_rows ln;
 
 /* p broadcasts to x's dims from axis on. */
 static bool param_fits(const ir_tensor *p, const ir_tensor *x, int axis) {
@@ -55,9 +52,29 @@ static bool read_ln(const ir_node *n, const ir_tensor *const *in, const ir_tenso
     return x->ndim - g->axis + 1 <= TE_MAX_DIMS;
 }
 
-static bool read_task(const tune_task *t, ln *g) {
+bool tune_layernorm_read_task(const tune_task *t, ln *g) {
     const ir_tensor *in[3] = {tune_task_in(t, 0), tune_task_in(t, 1), tune_task_in(t, 2)};
     return read_ln(t->node, in, &t->out[0], g);
+}
+
+wpk_status tune_layernorm_operands(te_ctx *c, const tune_task *t, const ln *g, const char *tmpl,
+                                   tune_build *out, te_tensor **x, te_tensor **scale,
+                                   te_tensor **bias) {
+    const ir_tensor *x0 = &t->in[0];
+    int64_t shape[TE_MAX_DIMS];
+    int nd = 1 + x0->ndim - g->axis;
+    shape[0] = g->rows;
+    for (int i = g->axis; i < x0->ndim; i++) shape[1 + i - g->axis] = x0->dims[i];
+    *x = te_placeholder(c, "x", TE_F32, nd, shape);
+    *scale = tune_placeholder(c, "scale", &t->in[1]);
+    const ir_tensor *b0 = tune_task_in(t, 2);
+    *bias = b0 ? tune_placeholder(c, "bias", b0) : NULL;
+    if (!*x || !*scale || (b0 && !*bias)) return tune_failed(c, tmpl);
+    out->args[out->nargs++] = *x;
+    out->args[out->nargs++] = *scale;
+    if (*bias) out->args[out->nargs++] = *bias;
+    out->ninputs = out->nargs;
+    return WPK_OK;
 }
 
 static bool supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in,
@@ -74,7 +91,7 @@ static bool supports(const kernel_provider *self, const ir_node *n, ir_tensor *c
 static void describe(const kernel_provider *self, tune_task *t) {
     (void)self;
     ln g;
-    if (!read_task(t, &g)) return;
+    if (!tune_layernorm_read_task(t, &g)) return;
     tune_key_add(t, NAME ":x=");
     tune_key_dims(t, &t->in[0]);
     tune_key_add(t, ",axis%d,scale=", g.axis);
@@ -92,7 +109,7 @@ static void space(const kernel_provider *self, const tune_task *t, tune_space *s
     (void)self;
     memset(s, 0, sizeof *s);
     ln g;
-    if (!read_task(t, &g)) return;
+    if (!tune_layernorm_read_task(t, &g)) return;
     static const int64_t vecs[] = {1, 4, 8, 16}, flag[] = {0, 1};
     int k = 1;
     while (k < 4 && vecs[k] <= g.cols) k++;
@@ -106,7 +123,7 @@ static void default_config(const kernel_provider *self, const tune_task *t, cons
     (void)self;
     memset(cfg, 0, sizeof *cfg);
     ln g;
-    if (!read_task(t, &g)) return;
+    if (!tune_layernorm_read_task(t, &g)) return;
     tune_config_set(s, cfg, "vec", tune_vector_floats());
     tune_config_set(s, cfg, "stats", 1);
     tune_config_set(s, cfg, "parallel", g.rows * g.cols >= 16384);
@@ -181,7 +198,7 @@ static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task 
                         const tune_config *cfg, tune_build *out) {
     memset(out, 0, sizeof *out);
     ln g;
-    if (!read_task(t, &g))
+    if (!tune_layernorm_read_task(t, &g))
         return wpk_error(c->err, WPK_ERR_INVALID_ARG, NAME ": node '%s' is not a "
                          "LayerNormalization this template takes",
                          t->node ? t->node->name : "(null)");
@@ -190,20 +207,9 @@ static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task 
     const bool stats_at_row = tune_value(s, cfg, "stats") != 0;
     const bool parallel = tune_value(s, cfg, "parallel") != 0;
     if (lanes_fit(t, &g, vec)) return build_lanes(c, t, &g, vec, stats_at_row, parallel, out);
-    const ir_tensor *x0 = &t->in[0];
-    int64_t shape[TE_MAX_DIMS];
-    int nd = 1 + x0->ndim - g.axis;
-    shape[0] = g.rows;
-    for (int i = g.axis; i < x0->ndim; i++) shape[1 + i - g.axis] = x0->dims[i];
-    te_tensor *x = te_placeholder(c, "x", TE_F32, nd, shape);
-    te_tensor *scale = tune_placeholder(c, "scale", &t->in[1]);
-    const ir_tensor *b0 = tune_task_in(t, 2);
-    te_tensor *bias = b0 ? tune_placeholder(c, "bias", b0) : NULL;
-    if (!x || !scale || (b0 && !bias)) return tune_failed(c, NAME);
-    out->args[out->nargs++] = x;
-    out->args[out->nargs++] = scale;
-    if (bias) out->args[out->nargs++] = bias;
-    out->ninputs = out->nargs;
+    te_tensor *x, *scale, *bias;
+    TRY(tune_layernorm_operands(c, t, &g, NAME, out, &x, &scale, &bias));
+    int nd = x->ndim;
     te_algo_parts parts;
     te_tensor *y = te_layer_norm(c, "y", x, scale, bias, 1, g.eps, &parts);
     if (!y) return tune_failed(c, NAME);

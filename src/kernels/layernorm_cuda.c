@@ -1,7 +1,7 @@
 /* layernorm_cuda.c -- the CUDA template of LayerNormalization (ONNX's and wpk's, float32
  * statistics, no Mean/InvStdDev outputs): rows over the grid, one row per thread, the row's
- * mean, variance and outputs in that thread's registers and loops. The node reader and key are
- * the CPU template's (layernorm.c, through its supports and describe); the algorithm is
+ * mean, variance and outputs in that thread's registers and loops. The node reader, key and
+ * operands are the CPU template's (layernorm_rows.h, its supports and describe); the algorithm is
  * te_layer_norm_split_mean over the input viewed as [rows, normalized dims...]; this file is
  * the GPU schedule.
  *
@@ -16,33 +16,10 @@
 #include "te/algo/layer_norm.h"
 #include "kernels/common.h"
 #include "kernels/conv.h"
+#include "kernels/layernorm_rows.h"
 #include "kernels/templates_cuda.h"
 
 #define NAME "layernorm_cuda"
-
-/* What the build needs beyond what the CPU reader checked: the axis, rows and epsilon. */
-typedef struct ln_shape {
-    int axis;
-    int64_t rows;
-    float eps;
-} ln_shape;
-
-static bool read_task(const tune_task *t, ln_shape *g) {
-    ir_tensor *in[3] = {(ir_tensor *)tune_task_in(t, 0), (ir_tensor *)tune_task_in(t, 1),
-                        (ir_tensor *)tune_task_in(t, 2)};
-    ir_tensor *out[TUNE_MAX_ARGS] = {0};
-    out[0] = (ir_tensor *)&t->out[0];
-    if (!t->node || !in[0] || !tune_layernorm.supports(&tune_layernorm, t->node, in, out))
-        return false;
-    const ir_tensor *x = in[0];
-    int64_t axis = ir_attr_int(t->node, "axis", -1);
-    if (axis < 0) axis += x->ndim;
-    g->axis = (int)axis;
-    g->rows = 1;
-    for (int d = 0; d < g->axis; d++) g->rows *= x->dims[d];
-    g->eps = ir_attr_float(t->node, "epsilon", 1e-5f);
-    return true;
-}
 
 static bool supports(const kernel_provider *self, const ir_node *n, ir_tensor *const *in,
                      ir_tensor *const *out) {
@@ -64,8 +41,8 @@ static void describe(const kernel_provider *self, tune_task *t) {
 static void space(const kernel_provider *self, const tune_task *t, tune_space *s) {
     (void)self;
     memset(s, 0, sizeof *s);
-    ln_shape g;
-    if (!read_task(t, &g)) return;
+    tune_ln_rows g;
+    if (!tune_layernorm_read_task(t, &g)) return;
     static const int64_t threads[] = {32, 64, 128, 256};
     int k = 1;
     while (k < 4 && threads[k - 1] < g.rows) k++;
@@ -78,34 +55,22 @@ static void default_config(const kernel_provider *self, const tune_task *t, cons
                            tune_config *cfg) {
     (void)self;
     memset(cfg, 0, sizeof *cfg);
-    ln_shape g;
-    if (!read_task(t, &g)) return;
+    tune_ln_rows g;
+    if (!tune_layernorm_read_task(t, &g)) return;
     tune_config_set(s, cfg, "threads", g.rows >= 64 * 132 ? 128 : 32);
 }
 
 static wpk_status build(const kernel_provider *self, te_ctx *c, const tune_task *t,
                         const tune_space *s, const tune_config *cfg, tune_build *out) {
     memset(out, 0, sizeof *out);
-    ln_shape g;
-    if (!read_task(t, &g))
+    tune_ln_rows g;
+    if (!tune_layernorm_read_task(t, &g))
         return wpk_error(c->err, WPK_ERR_INVALID_ARG, NAME ": node '%s' is not a "
                          "LayerNormalization this template takes",
                          t->node ? t->node->name : "(null)");
     TRY(tune_check_legal(c, self, t, s, cfg));
-    const ir_tensor *x0 = &t->in[0];
-    int64_t shape[TE_MAX_DIMS];
-    const int nd = 1 + x0->ndim - g.axis;
-    shape[0] = g.rows;
-    for (int i = g.axis; i < x0->ndim; i++) shape[1 + i - g.axis] = x0->dims[i];
-    te_tensor *x = te_placeholder(c, "x", TE_F32, nd, shape);
-    te_tensor *scale = tune_placeholder(c, "scale", &t->in[1]);
-    const ir_tensor *b0 = tune_task_in(t, 2);
-    te_tensor *bias = b0 ? tune_placeholder(c, "bias", b0) : NULL;
-    if (!x || !scale || (b0 && !bias)) return tune_failed(c, NAME);
-    out->args[out->nargs++] = x;
-    out->args[out->nargs++] = scale;
-    if (bias) out->args[out->nargs++] = bias;
-    out->ninputs = out->nargs;
+    te_tensor *x, *scale, *bias;
+    TRY(tune_layernorm_operands(c, t, &g, NAME, out, &x, &scale, &bias));
     te_algo_parts parts;
     te_tensor *y = te_layer_norm_split_mean(c, "y", x, scale, bias, 1, g.eps, &parts);
     if (!y) return tune_failed(c, NAME);
