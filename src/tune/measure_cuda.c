@@ -180,6 +180,34 @@ static double check(tune_measurer *m, float *const *outs, int nout, run_answer *
 
 /* Load, run once, check, time. Returns after filling r; the process ends right after, so
  * device buffers are left to the driver's teardown. */
+/* The samples of a checked candidate: enqueue(user) timed with events, as the measurer's params
+ * ask (warm-up, repeats from min_repeat_ms, capped by max_samples). */
+static void time_samples(tune_measurer *m, rt_cuda *d, wpk_context *ctx,
+                         rt_cuda_enqueue_fn enqueue, void *user,
+                         int64_t const_bytes, int timeout_ms, run_answer *r) {
+    rt_cuda_measure mm = rt_cuda_default_measure();
+    mm.warmup = m->params.warmup_calls > 0 ? m->params.warmup_calls : 1;
+    mm.number = 0;
+    mm.min_ms = m->params.min_sample_ms > 0 ? m->params.min_sample_ms : 1;
+    int repeat = (int)(m->params.min_repeat_ms / mm.min_ms);
+    int cap = m->params.max_samples < RT_CUDA_MAX_SAMPLES ? m->params.max_samples
+                                                          : RT_CUDA_MAX_SAMPLES;
+    mm.repeat = repeat < m->params.min_samples ? m->params.min_samples
+                : repeat > cap                 ? cap
+                                               : repeat;
+    /* weights that outgrow the cache (the tuner sets cold_bytes to 0 for such a model) are
+       read from memory in every call of a model's run: flush the L2 before each sample */
+    mm.flush_l2 = m->params.cold_bytes >= 0 && const_bytes > m->params.cold_bytes;
+    mm.timeout_ms = timeout_ms;
+    if (rt_cuda_time(d, enqueue, user, &mm, r->samples) != WPK_OK) {
+        fault(r, d, ctx, "timing");
+        return;
+    }
+    r->h.nsamples = mm.repeat;
+    r->h.calls = mm.flush_l2 ? 1 : 0; /* 0: grown per sample by the device timer */
+    r->h.cold = mm.flush_l2;
+}
+
 static void run_candidate(tune_measurer *m, tune_job *j, wpk_context *ctx, run_answer *r) {
     const tune_build_msg *k = &j->meta;
     const tune_task *t = m->task;
@@ -247,27 +275,7 @@ static void run_candidate(tune_measurer *m, tune_job *j, wpk_context *ctx, run_a
         }
     r->h.error = m->params.skip_check ? -1 : check(m, outs, k->noutputs, r);
     if (r->h.status != TUNE_OK) return;
-    rt_cuda_measure mm = rt_cuda_default_measure();
-    mm.warmup = m->params.warmup_calls > 0 ? m->params.warmup_calls : 1;
-    mm.number = 0;
-    mm.min_ms = m->params.min_sample_ms > 0 ? m->params.min_sample_ms : 1;
-    int repeat = (int)(m->params.min_repeat_ms / mm.min_ms);
-    int cap = m->params.max_samples < RT_CUDA_MAX_SAMPLES ? m->params.max_samples
-                                                          : RT_CUDA_MAX_SAMPLES;
-    mm.repeat = repeat < m->params.min_samples ? m->params.min_samples
-                : repeat > cap                 ? cap
-                                               : repeat;
-    /* weights that outgrow the cache (the tuner sets cold_bytes to 0 for such a model) are
-       read from memory in every call of a model's run: flush the L2 before each sample */
-    mm.flush_l2 = m->params.cold_bytes >= 0 && const_bytes > m->params.cold_bytes;
-    mm.timeout_ms = timeout_ms;
-    if (rt_cuda_time(d, launch, &l, &mm, r->samples) != WPK_OK) {
-        fault(r, d, ctx, "timing");
-        return;
-    }
-    r->h.nsamples = mm.repeat;
-    r->h.calls = mm.flush_l2 ? 1 : 0; /* 0: grown per sample by the device timer */
-    r->h.cold = mm.flush_l2;
+    time_samples(m, d, ctx, launch, &l, const_bytes, timeout_ms, r);
 }
 
 /* ---- a library's candidate ---- */
@@ -361,25 +369,7 @@ static void run_library(tune_measurer *m, tune_job *j, wpk_context *ctx, run_ans
         }
     r->h.error = m->params.skip_check ? -1 : check(m, host_out, t->nout, r);
     if (r->h.status != TUNE_OK) return;
-    rt_cuda_measure mm = rt_cuda_default_measure();
-    mm.warmup = m->params.warmup_calls > 0 ? m->params.warmup_calls : 1;
-    mm.number = 0;
-    mm.min_ms = m->params.min_sample_ms > 0 ? m->params.min_sample_ms : 1;
-    int repeat = (int)(m->params.min_repeat_ms / mm.min_ms);
-    int cap = m->params.max_samples < RT_CUDA_MAX_SAMPLES ? m->params.max_samples
-                                                          : RT_CUDA_MAX_SAMPLES;
-    mm.repeat = repeat < m->params.min_samples ? m->params.min_samples
-                : repeat > cap                 ? cap
-                                               : repeat;
-    mm.flush_l2 = m->params.cold_bytes >= 0 && const_bytes > m->params.cold_bytes;
-    mm.timeout_ms = timeout_ms;
-    if (rt_cuda_time(d, lib_enqueue, &l, &mm, r->samples) != WPK_OK) {
-        fault(r, d, ctx, "timing");
-        return;
-    }
-    r->h.nsamples = mm.repeat;
-    r->h.calls = mm.flush_l2 ? 1 : 0;
-    r->h.cold = mm.flush_l2;
+    time_samples(m, d, ctx, lib_enqueue, &l, const_bytes, timeout_ms, r);
     /* the kernel is not destroyed: the process ends now */
 }
 
