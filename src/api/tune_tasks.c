@@ -53,6 +53,20 @@ static wpk_status optimize(wpk_context *ctx, const wpk_model *model, int level, 
 /* Implementations of one node at most (templates + libraries). */
 #define MAX_IMPLS 8
 
+/* A task of implementation impl for primary task p's node, unless a task of the set has its
+ * key already. */
+static void add_alternative(tune_taskset *set, int p, const kernel_provider *impl,
+                            ir_tensor *const *in, ir_tensor *const *out) {
+    tune_task t;
+    tune_task_init(&t, impl, set->tasks[p].task.node, in, out);
+    for (int j = 0; j < set->ntasks; j++)
+        if (!strcmp(set->tasks[j].task.key, t.key)) return;
+    tune_model_task *a = &set->tasks[set->ntasks++];
+    *a = set->tasks[p];
+    a->task = t;
+    a->alt_of = p;
+}
+
 /* After primary task p: a task for every other implementation of its node whose key no task
  * of the set has yet. */
 static void add_alternatives(tune_taskset *set, int p, ir_tensor *vals) {
@@ -64,16 +78,7 @@ static void add_alternatives(tune_taskset *set, int p, ir_tensor *vals) {
     int n = kernel_providers_for(pt->node, in, out, impls, MAX_IMPLS);
     for (int k = 0; k < n; k++) {
         if (impls[k] == pt->tmpl) continue;
-        tune_task t;
-        tune_task_init(&t, impls[k], pt->node, in, out);
-        bool seen = false;
-        for (int j = 0; j < set->ntasks && !seen; j++)
-            seen = !strcmp(set->tasks[j].task.key, t.key);
-        if (seen) continue;
-        tune_model_task *a = &set->tasks[set->ntasks++];
-        *a = set->tasks[p];
-        a->task = t;
-        a->alt_of = p;
+        add_alternative(set, p, impls[k], in, out);
     }
 }
 
@@ -161,16 +166,7 @@ static void add_cuda_alternatives(tune_taskset *set, int p, ir_tensor *const *in
     const kernel_provider *const *libs = lib_cuda_providers();
     for (int k = 0; n->nin <= TUNE_MAX_ARGS && libs[k] && k < MAX_CUDA_LIBS; k++) {
         if (!libs[k]->supports(libs[k], n, in, out)) continue;
-        tune_task t;
-        tune_task_init(&t, libs[k], n, in, out);
-        bool seen = false;
-        for (int j = 0; j < set->ntasks && !seen; j++)
-            seen = !strcmp(set->tasks[j].task.key, t.key);
-        if (seen) continue;
-        tune_model_task *a = &set->tasks[set->ntasks++];
-        *a = set->tasks[p];
-        a->task = t;
-        a->alt_of = p;
+        add_alternative(set, p, libs[k], in, out);
     }
 }
 
