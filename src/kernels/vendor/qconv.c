@@ -354,21 +354,6 @@ static void im2col_part(const lib_kernel *k, const uint8_t *xb, int64_t r, int64
     }
 }
 
-/* n pixels of 4 rows interleaved into d (4 n bytes). */
-static void interleave_run(uint8_t *d, const uint8_t *const r[4], int64_t n, uint8_t flip) {
-    int64_t w0 = 0;
-    for (; w0 + QGEMM_LANES <= n; w0 += QGEMM_LANES) {
-        const uint8_t *part[4] = {r[0] + w0, r[1] + w0, r[2] + w0, r[3] + w0};
-        qgemm_pack_group(d + w0 * 4, part, flip);
-    }
-    if (w0 == n) return;
-    uint8_t tail[4][QGEMM_LANES] = {{0}}, out[QGEMM_LANES * 4];
-    const uint8_t *part[4] = {tail[0], tail[1], tail[2], tail[3]};
-    for (int t = 0; t < 4; t++) memcpy(tail[t], r[t] + w0, (size_t)(n - w0));
-    qgemm_pack_group(out, part, flip);
-    memcpy(d + w0 * 4, out, (size_t)(n - w0) * 4);
-}
-
 /* A row of 4 channels at column stride 2 into both column phases, 32 pixels at a time: pixel w
  * lands in phase (w + pad) % 2 at (w + pad) / 2, so the even ones go to phase pad % 2. */
 static void interleave_pairs(const lib_kernel *k, uint8_t *row, const uint8_t *const r[4],
@@ -412,7 +397,7 @@ static void interleave_quad(const lib_kernel *k, const uint8_t *xb, int64_t q, u
             continue; /* no tap reads this row (a 1x1 stride-2 conv reads every other one) */
         uint8_t *row = base + (hp % sh * sw * k->phase_size + hp / sh * k->xp_w) * 4;
         if (sw == 1) {
-            interleave_run(row + g->pad0[1] * 4, r, w_n, flip);
+            qgemm_interleave(row + g->pad0[1] * 4, r, w_n, flip);
             continue;
         }
         if (sw == 2 && (k->phases_read >> (hp % sh * sw) & 3) == 3) {
@@ -434,7 +419,7 @@ static void interleave_quad(const lib_kernel *k, const uint8_t *xb, int64_t q, u
                     for (int64_t i = 0; i < n; i++) d[i] = src[i * sw];
                 split[t] = d;
             }
-            interleave_run(row + (pw * k->phase_size + (w0 + g->pad0[1]) / sw) * 4, split, n,
+            qgemm_interleave(row + (pw * k->phase_size + (w0 + g->pad0[1]) / sw) * 4, split, n,
                            flip);
         }
     }
