@@ -148,23 +148,19 @@ static void tile_portable(const qgemm_args *g, int64_t r, int64_t b, int nb) {
 #ifdef QGEMM_X86
 #define VNNI_TARGET __attribute__((target("avx512f,avx512bw,avx512vnni")))
 
-/* The requantization of 16 sums (row r, columns c0..., the bias already in them) and their
- * store: whole when the block is 16 columns of one output row, else by the runs of cm, with
- * masked stores (which touch no byte outside their mask, so the address of a lane that is not
- * stored does not matter). Clamping to [lo - yzp, hi - yzp] before rounding gives the bytes of
- * rounding, adding yzp and clamping to [lo, hi] (the bounds are integers, which rounding
- * keeps), in fewer steps; a NaN goes to lo as in the reference (max returns its second operand
- * then). */
+/* The requantization of 16 sums (row r, columns c0...) and their store: whole when the block
+ * is 16 columns of one output row, else by the runs of cm, with masked stores (which touch
+ * no byte outside their mask, so the address of a lane that is not stored does not matter). */
 VNNI_TARGET static inline void finish16(const qgemm_args *g, int64_t r, int64_t c0, __m512i acc,
                                         const col_map *cm) {
     int64_t n = g->cols - c0;
     if (r >= g->m || n <= 0) return;
-    const __m512 lo = _mm512_set1_ps((float)(g->lo - g->yzp));
-    const __m512 hi = _mm512_set1_ps((float)(g->hi - g->yzp));
-    __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(acc), _mm512_set1_ps(g->mult[r]));
-    v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
-    __m512i rounded = _mm512_cvt_roundps_epi32(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m128i q = _mm512_cvtepi32_epi8(_mm512_add_epi32(rounded, _mm512_set1_epi32(g->yzp)));
+    const __m512 lo = _mm512_set1_ps((float)g->lo), hi = _mm512_set1_ps((float)g->hi);
+    __m512i a = _mm512_add_epi32(acc, _mm512_set1_epi32(g->bias[r]));
+    __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(a), _mm512_set1_ps(g->mult[r]));
+    v = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    v = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(v, _mm512_set1_ps((float)g->yzp)), lo), hi);
+    __m128i q = _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(v));
     uintptr_t y = (uintptr_t)g->y + (uintptr_t)(r * g->ldy);
     if (!cm) {
         _mm_storeu_si128((__m128i *)(y + (uintptr_t)c0), q);
@@ -175,11 +171,9 @@ VNNI_TARGET static inline void finish16(const qgemm_args *g, int64_t r, int64_t 
                                 _mm512_castsi128_si512(q));
 }
 
-/* The 8-row tile written out so that its 8 x nb sums (started at the rows' bias) stay in
- * registers; nb is a constant at every call (tile_vnni_1/2/3), so the blocks past it are
- * compiled away. */
-#define ROW_DECL(i)                                                                          \
-    __m512i c##i##0 = _mm512_set1_epi32(g->bias[r + (i)]), c##i##1 = c##i##0, c##i##2 = c##i##0
+/* The 8-row tile written out so that its 8 x nb sums stay in registers; nb is a constant at
+ * every call (tile_vnni_1/2/3), so the blocks past it are compiled away. */
+#define ROW_DECL(i) __m512i c##i##0 = _mm512_setzero_si512(), c##i##1 = c##i##0, c##i##2 = c##i##0
 #define ROW_STEP(i)                                                                          \
     do {                                                                                     \
         __m512i wv = _mm512_set1_epi32(load_i32(w + (i) * ldw));                             \
