@@ -292,6 +292,7 @@ def main():
              (20, 24, 56, 3, 1, 1, 1, 1, U8, U8, True),     # 56x56: blocks across rows
              (13, 40, 14, 3, 1, 1, 1, 1, S8, U8, True),     # 14x14, 13 channels, s8 x
              (30, 24, 7, 1, 1, 0, 1, 1, U8, S8, False),     # 7x7 1x1: rows as one run
+             (13, 24, 27, 1, 1, 0, 1, 1, S8, U8, True),     # 1x1 27x27: threads own columns
              (8, 16, 30, 5, 1, 2, 1, 1, U8, U8, True),      # 5x5 on 30x30: implicit
              (8, 16, 9, 5, 1, 2, 1, 1, U8, U8, True),       # 5x5 on 9x9: im2col (wide pad)
              (8, 8, 40, 3, 1, 2, 2, 1, S8, S8, True),       # dilation 2, implicit

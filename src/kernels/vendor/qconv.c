@@ -8,7 +8,8 @@
  * GEMM with channels in the lanes (qgemm_lanes_run). Depthwise (one channel per group):
  * qdepthwise.h a channel at a time. Threads split the copy of x over channel quads (or the
  * gathering over column blocks), then the GEMM over output tiles, the depthwise convolution
- * over channels.
+ * over channels; a 1x1 stride-1 convolution on a large plane is split by columns instead,
+ * each thread copying the pixels its own tiles read.
  *
  * Asymmetric weights (a nonzero w zero point), u8 weights, float16 scales and other groupings
  * are left to the reference kernel. Results are the reference kernel's bytes: the sums are
@@ -29,7 +30,7 @@ struct lib_kernel {
     char name[64];
     sp_geom g;
     int64_t batch, c, m, k, k4, rows_pad, plane_in, plane_out, blocks;
-    bool depthwise, implicit, lanes, x_signed, y_signed;
+    bool depthwise, implicit, lanes, own_columns, x_signed, y_signed;
     int32_t xzp, yzp, lo, hi;
     int threads;
     int8_t *w;         /* GEMM: rows_pad x 4 k4 (lanes: qgemm_lanes_run's order); depthwise:
@@ -191,6 +192,15 @@ static void plan_gemm(lib_kernel *k) {
                            round_up(k->m, QGEMM_LANES_MR) / m;
     k->lanes = per_out_lanes * (kk + 100) < per_out_blocks * kk;
     if (k->lanes) k->rows_pad = round_up(k->m, QGEMM_LANES_MR);
+    /* A 1x1 stride-1 convolution without padding reads column p of the GEMM at pixel p of each
+     * quad, so a thread that takes whole column tiles can copy just their pixels and start on
+     * them at once, with no barrier between copy and GEMM and the copy still in its own cache.
+     * Whole tiles balance the threads only when there are many of them: at least 4 a thread
+     * (a plane of 14x14 or more on 2 threads). */
+    int64_t column_tiles = (k->blocks + QGEMM_NB - 1) / QGEMM_NB;
+    k->own_columns = k->implicit && !k->lanes && kh == 1 && kw == 1 && sh == 1 && sw == 1 &&
+                     k->xp_w == g->in[1] && k->xp_h == g->in[0] &&
+                     column_tiles >= 4 * (int64_t)k->threads;
     /* an odd number of cache lines between quads: a tile reads a piece of every quad, and an
      * even stride (a plane of 56x56 is 196 lines) would crowd them into a few L1 sets */
     int64_t lines = (k->quad_stride + 63) / 64;
@@ -354,21 +364,6 @@ static void im2col_part(const lib_kernel *k, const uint8_t *xb, int64_t r, int64
     }
 }
 
-/* n pixels of 4 rows interleaved into d (4 n bytes). */
-static void interleave_run(uint8_t *d, const uint8_t *const r[4], int64_t n, uint8_t flip) {
-    int64_t w0 = 0;
-    for (; w0 + QGEMM_LANES <= n; w0 += QGEMM_LANES) {
-        const uint8_t *part[4] = {r[0] + w0, r[1] + w0, r[2] + w0, r[3] + w0};
-        qgemm_pack_group(d + w0 * 4, part, flip);
-    }
-    if (w0 == n) return;
-    uint8_t tail[4][QGEMM_LANES] = {{0}}, out[QGEMM_LANES * 4];
-    const uint8_t *part[4] = {tail[0], tail[1], tail[2], tail[3]};
-    for (int t = 0; t < 4; t++) memcpy(tail[t], r[t] + w0, (size_t)(n - w0));
-    qgemm_pack_group(out, part, flip);
-    memcpy(d + w0 * 4, out, (size_t)(n - w0) * 4);
-}
-
 /* A row of 4 channels at column stride 2 into both column phases, 32 pixels at a time: pixel w
  * lands in phase (w + pad) % 2 at (w + pad) / 2, so the even ones go to phase pad % 2. */
 static void interleave_pairs(const lib_kernel *k, uint8_t *row, const uint8_t *const r[4],
@@ -412,7 +407,7 @@ static void interleave_quad(const lib_kernel *k, const uint8_t *xb, int64_t q, u
             continue; /* no tap reads this row (a 1x1 stride-2 conv reads every other one) */
         uint8_t *row = base + (hp % sh * sw * k->phase_size + hp / sh * k->xp_w) * 4;
         if (sw == 1) {
-            interleave_run(row + g->pad0[1] * 4, r, w_n, flip);
+            qgemm_interleave(row + g->pad0[1] * 4, r, w_n, flip);
             continue;
         }
         if (sw == 2 && (k->phases_read >> (hp % sh * sw) & 3) == 3) {
@@ -434,9 +429,22 @@ static void interleave_quad(const lib_kernel *k, const uint8_t *xb, int64_t q, u
                     for (int64_t i = 0; i < n; i++) d[i] = src[i * sw];
                 split[t] = d;
             }
-            interleave_run(row + (pw * k->phase_size + (w0 + g->pad0[1]) / sw) * 4, split, n,
+            qgemm_interleave(row + (pw * k->phase_size + (w0 + g->pad0[1]) / sw) * 4, split, n,
                            flip);
         }
+    }
+}
+
+/* Pixels [p0, p1) (cut at the plane) of every quad of image xb, interleaved, for a 1x1
+ * stride-1 convolution without padding (own_columns): pixel p at 4 p of its quad. */
+static void copy_columns(const lib_kernel *k, const uint8_t *xb, int64_t p0, int64_t p1) {
+    if (p1 > k->plane_in) p1 = k->plane_in;
+    uint8_t flip = k->x_signed ? 0x80 : 0;
+    for (int64_t q = 0; q < k->quads; q++) {
+        const uint8_t *r[4];
+        for (int t = 0; t < 4; t++)
+            r[t] = (q * 4 + t < k->c ? xb + (q * 4 + t) * k->plane_in : k->zero_row) + p0;
+        qgemm_interleave(k->packed + q * k->quad_stride + p0 * 4, r, p1 - p0, flip);
     }
 }
 
@@ -479,6 +487,20 @@ static void share(int64_t count, int t, int nt, int64_t *lo, int64_t *hi) {
  * a barrier between the steps when the team has more than one thread. */
 static void gemm_image(const lib_kernel *k, const uint8_t *xb, uint8_t *yb, int t, int nt) {
     int64_t lo, hi;
+    qgemm_args a = {.w = k->w, .a = k->packed, .tap_off = k->tap_off, .taps = k->taps,
+                    .quads = k->quads, .quad_stride = k->quad_stride, .m = k->m,
+                    .cols = k->cols, .row_w = k->row_w, .out_w = k->g.out[1],
+                    .ldy = k->plane_out, .bias = k->bias, .mult = k->mult, .yzp = k->yzp,
+                    .lo = k->lo, .hi = k->hi, .y_signed = k->y_signed, .y = yb};
+    if (k->own_columns) {
+        share((k->blocks + QGEMM_NB - 1) / QGEMM_NB, t, nt, &lo, &hi);
+        int64_t b0 = lo * QGEMM_NB, b1 = hi * QGEMM_NB < k->blocks ? hi * QGEMM_NB : k->blocks;
+        if (b0 < b1) {
+            copy_columns(k, xb, b0 * QGEMM_LANES, b1 * QGEMM_LANES);
+            qgemm_run(&a, 0, k->rows_pad, b0, b1);
+        }
+        return;
+    }
     if (k->implicit) {
         share(k->quads, t, nt, &lo, &hi);
         for (int64_t q = lo; q < hi; q++) interleave_quad(k, xb, q, k->rows4 + 4 * k->span * t);
@@ -489,11 +511,6 @@ static void gemm_image(const lib_kernel *k, const uint8_t *xb, uint8_t *yb, int 
     if (nt > 1) {
 #pragma omp barrier
     }
-    qgemm_args a = {.w = k->w, .a = k->packed, .tap_off = k->tap_off, .taps = k->taps,
-                    .quads = k->quads, .quad_stride = k->quad_stride, .m = k->m,
-                    .cols = k->cols, .row_w = k->row_w, .out_w = k->g.out[1],
-                    .ldy = k->plane_out, .bias = k->bias, .mult = k->mult, .yzp = k->yzp,
-                    .lo = k->lo, .hi = k->hi, .y_signed = k->y_signed, .y = yb};
     if (k->lanes) {
         /* tiles of 64 rows x 6 positions, rows-major: a thread's tiles share weights */
         int64_t pos = k->plane_out, ptiles = (pos + QGEMM_LANES_NP - 1) / QGEMM_LANES_NP;

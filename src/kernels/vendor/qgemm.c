@@ -263,6 +263,40 @@ static bool have_vnni(void) {
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512vnni");
 }
+
+/* 64 pixels of 4 rows per step: two rounds of unpacking interleave within each 128-bit lane
+ * (o_j's lane L holds pixels 16 L + 4 j ... + 3), and a 4x4 transpose of the lanes puts
+ * pixels 16 L ... 16 L + 15 in output vector L. The last pixels by masked loads and stores
+ * (a masked-off byte is neither read nor written). */
+__attribute__((target("avx512f,avx512bw"))) static void
+interleave_avx512(uint8_t *out, const uint8_t *const r[4], int64_t n, uint8_t flip) {
+    const __m512i f = _mm512_set1_epi8((char)flip);
+    for (int64_t p = 0; p < n; p += 64) {
+        int64_t rest = n - p < 64 ? n - p : 64;
+        __mmask64 in_mask = rest == 64 ? ~(__mmask64)0 : (((__mmask64)1 << rest) - 1);
+        __m512i v[4];
+        for (int t = 0; t < 4; t++)
+            v[t] = _mm512_xor_si512(_mm512_maskz_loadu_epi8(in_mask, r[t] + p), f);
+        __m512i a = _mm512_unpacklo_epi8(v[0], v[1]), b = _mm512_unpackhi_epi8(v[0], v[1]);
+        __m512i c = _mm512_unpacklo_epi8(v[2], v[3]), d = _mm512_unpackhi_epi8(v[2], v[3]);
+        __m512i o0 = _mm512_unpacklo_epi16(a, c), o1 = _mm512_unpackhi_epi16(a, c);
+        __m512i o2 = _mm512_unpacklo_epi16(b, d), o3 = _mm512_unpackhi_epi16(b, d);
+        __m512i t0 = _mm512_shuffle_i32x4(o0, o1, 0x44), t1 = _mm512_shuffle_i32x4(o0, o1, 0xee);
+        __m512i t2 = _mm512_shuffle_i32x4(o2, o3, 0x44), t3 = _mm512_shuffle_i32x4(o2, o3, 0xee);
+        __m512i w[4] = {_mm512_shuffle_i32x4(t0, t2, 0x88), _mm512_shuffle_i32x4(t0, t2, 0xdd),
+                        _mm512_shuffle_i32x4(t1, t3, 0x88), _mm512_shuffle_i32x4(t1, t3, 0xdd)};
+        uint8_t *o = out + 4 * p;
+        if (rest == 64) {
+            for (int j = 0; j < 4; j++) _mm512_storeu_si512((void *)(o + 64 * j), w[j]);
+            continue;
+        }
+        for (int64_t j = 0; j < 4 && 16 * j < rest; j++) {
+            int64_t bytes = 4 * (rest - 16 * j) < 64 ? 4 * (rest - 16 * j) : 64;
+            __mmask64 m = bytes == 64 ? ~(__mmask64)0 : (((__mmask64)1 << bytes) - 1);
+            _mm512_mask_storeu_epi8((void *)(o + 64 * j), m, w[j]);
+        }
+    }
+}
 #else
 static bool have_vnni(void) { return false; }
 #endif
@@ -271,6 +305,8 @@ typedef void (*tile_fn)(const qgemm_args *g, int64_t r, int64_t b);
 
 /* The VNNI tile of 1, 2 and 3 column blocks (index = blocks); all null on the portable path. */
 static tile_fn vnni_tiles[QGEMM_NB + 1];
+typedef void (*interleave_fn)(uint8_t *out, const uint8_t *const r[4], int64_t n, uint8_t flip);
+static interleave_fn interleave_wide; /* null on the portable path */
 static pthread_once_t chosen_once = PTHREAD_ONCE_INIT;
 
 static void choose(void) {
@@ -279,6 +315,7 @@ static void choose(void) {
         vnni_tiles[1] = tile_vnni_1;
         vnni_tiles[2] = tile_vnni_2;
         vnni_tiles[3] = tile_vnni_3;
+        interleave_wide = interleave_avx512;
     }
 #endif
 }
@@ -302,4 +339,23 @@ void qgemm_run(const qgemm_args *g, int64_t r0, int64_t r1, int64_t b0, int64_t 
                 tile_portable(g, r, b, nb);
         }
     }
+}
+
+void qgemm_interleave(uint8_t *out, const uint8_t *const r[4], int64_t n, uint8_t flip) {
+    pick();
+    if (interleave_wide) {
+        interleave_wide(out, r, n, flip);
+        return;
+    }
+    int64_t p = 0;
+    for (; p + QGEMM_LANES <= n; p += QGEMM_LANES) {
+        const uint8_t *part[4] = {r[0] + p, r[1] + p, r[2] + p, r[3] + p};
+        qgemm_pack_group(out + p * 4, part, flip);
+    }
+    if (p == n) return;
+    uint8_t tail[4][QGEMM_LANES] = {{0}}, last[QGEMM_LANES * 4];
+    const uint8_t *part[4] = {tail[0], tail[1], tail[2], tail[3]};
+    for (int t = 0; t < 4; t++) memcpy(tail[t], r[t] + p, (size_t)(n - p));
+    qgemm_pack_group(last, part, flip);
+    memcpy(out + p * 4, last, (size_t)(n - p) * 4);
 }

@@ -63,7 +63,11 @@ const char *qgemm_isa(void);
  * byte with flip (0x80 turns s8 into u8 offset by 128). */
 void qgemm_pack_group(uint8_t *out, const uint8_t *const r[4], uint8_t flip);
 
-/* The same for the two column phases of a stride-2 convolution: 4 rows of 32 bytes, their
+/* n pixels of 4 rows interleaved: out[4 p + t] = r[t][p] ^ flip for p < n, nothing else
+ * written and nothing past r[t][n - 1] read (AVX-512 where qgemm_run uses VNNI). */
+void qgemm_interleave(uint8_t *out, const uint8_t *const r[4], int64_t n, uint8_t flip);
+
+/* qgemm_pack_group for the two column phases of a stride-2 convolution: 4 rows of 32 bytes, their
  * even bytes (r[t][2 l]) packed into even and their odd ones (r[t][2 l + 1]) into odd. */
 void qgemm_pack_group_pairs(uint8_t *even, uint8_t *odd, const uint8_t *const r[4],
                             uint8_t flip);
