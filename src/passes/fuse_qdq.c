@@ -5,7 +5,8 @@
  * and the requantization fused. A Relu between Conv and QuantizeLinear makes a wpk::QLinearConv
  * with activation "Relu": the clamp at y's zero point (the quantized 0). DequantizeLinear(a) and
  * DequantizeLinear(b) feeding an Add (-> Relu) -> QuantizeLinear, all per tensor (the residual
- * adds), become one wpk::QLinearAdd on the quantized tensors.
+ * adds), become one wpk::QLinearAdd on the quantized tensors. DequantizeLinear -> MaxPool ->
+ * QuantizeLinear with one scale and zero point becomes wpk::MaxPool on the bytes.
  *
  * Declines (leaves the float path, which the DQ/Q reference kernels run as written) when a
  * scale or zero point is not a constant, x or y is not quantized per tensor, w is not per
@@ -250,13 +251,46 @@ static int fuse_add(ir_graph *g, int k) {
     return 1;
 }
 
+/* MaxPool node k into a wpk::MaxPool on the bytes: DQ(x) -> MaxPool -> Q with Q's scale and
+ * zero point equal to the DQ's (per tensor), so Q(max(DQ(x))) = max(x) exactly: DQ is monotone
+ * and Q inverts it on its image. 1: rewritten, 0: declined, <0: out of memory. */
+static int fuse_max_pool(ir_graph *g, int k) {
+    const ir_node *n = &g->nodes[k];
+    if (n->nin != 1 || n->nout < 1 || n->out[0] < 0 || (n->nout > 1 && n->out[1] >= 0))
+        return 0;
+    int dx = producer(g, n->in[0], IR_OP_DEQUANTIZE_LINEAR);
+    qnode x, y;
+    if (dx < 0 || !read_q(g, dx, 1, 0, &x)) return 0;
+    int c = ir_graph_single_consumer(g, n->out[0]);
+    if (c < 0 || g->nodes[c].op != IR_OP_QUANTIZE_LINEAR || g->nodes[c].out[0] < 0 ||
+        !read_q(g, c, 1, 0, &y) || !y.z)
+        return 0;
+    wpk_dtype xt = g->values[x.q].t.dtype;
+    if (!is_int8(xt) || y.z->dtype != xt || (x.z && x.z->dtype != xt)) return 0;
+    if (f32_at(x.s, 0) != f32_at(y.s, 0) || zp_at(x.z, 0) != zp_at(y.z, 0)) return 0;
+    int yout = g->nodes[c].out[0];
+    ir_node *pool = &g->nodes[k];
+    if (ir_node_resize(g, pool, 1, 1)) return -1;
+    pool->in[0] = x.q;
+    pool->out[0] = yout;
+    ir_node_set_op(pool, IR_OP_MAX_POOL_INT8_WPK);
+    g->nodes[c].dead = true;
+    g->values[yout].producer = k;
+    kill_if_unread(g, dx);
+    return 1;
+}
+
 wpk_status pass_fuse_qdq(wpk_context *ctx, ir_graph *g, const pass_options *opt, int *changed) {
     (void)opt;
     *changed = 0;
     for (int k = 0; k < g->nnodes; k++) {
-        ir_op op = g->nodes[k].dead ? IR_OP_CONV : g->nodes[k].op;
-        if (g->nodes[k].dead || (op != IR_OP_CONV && op != IR_OP_ADD)) continue;
-        int r = op == IR_OP_CONV ? fuse_conv(g, k) : fuse_add(g, k);
+        if (g->nodes[k].dead) continue;
+        ir_op op = g->nodes[k].op;
+        int r;
+        if (op == IR_OP_CONV) r = fuse_conv(g, k);
+        else if (op == IR_OP_ADD) r = fuse_add(g, k);
+        else if (op == IR_OP_MAX_POOL) r = fuse_max_pool(g, k);
+        else continue;
         if (r < 0)
             return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory fusing node '%s' with its "
                              "QuantizeLinear/DequantizeLinear", g->nodes[k].name);

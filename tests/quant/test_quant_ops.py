@@ -26,6 +26,11 @@ reference kernels.
    reference kernels (both paths) and within one step of ONNX Runtime.
 5. Bad input: malformed quantization parameters are refused with exit 1 and a message naming the
    node and the input.
+6. The max pool: DQ -> MaxPool -> Q with one scale and zero point must become wpk::MaxPool on
+   the bytes (the qpool provider), equal to the reference kernel (SSE2 on 2 threads and 1, and
+   with WPK_CPU_FLAGS_OFF=sse2 the plain loops) and to ONNX
+   Runtime exactly: uint8 and int8, zero points not 0, odd sizes, uneven pads, ceil mode,
+   strides 1-3, dilation, non-square windows; with another output scale the float MaxPool stays.
 """
 import os
 import argparse
@@ -134,6 +139,7 @@ def run_feeds(wpk, model, feeds, work, extra=(), env=None):
 
 PORTABLE = dict(os.environ, WPK_CPU_FLAGS_OFF="avx512f")
 NO_VNNI = dict(os.environ, WPK_CPU_FLAGS_OFF="avx512_vnni")  # depthwise: the AVX-512 path
+NO_SSE2 = dict(os.environ, WPK_CPU_FLAGS_OFF="sse2")  # max pool: the plain loops
 NO_VBMI2 = dict(os.environ, WPK_CPU_FLAGS_OFF="avx512_vbmi2")  # depthwise VNNI, copied rows
 
 
@@ -253,6 +259,78 @@ def check_elementwise(wpk, rng, work, failures):
               f"max steps vs ORT {steps:.2f}", flush=True)
 
 
+def qmaxpool_model(shape, qt, kernel, stride, pads, dil, ceil, scale, zp, yscale):
+    """Float x -> Q -> DQ -> MaxPool -> Q (scale yscale) -> DQ: a QDQ graph's max pool."""
+    zt = np_type(qt)
+    inits = [numpy_helper.from_array(np.array(scale, np.float32), "s"),
+             numpy_helper.from_array(np.array(zp, zt), "z"),
+             numpy_helper.from_array(np.array(yscale, np.float32), "ys")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"]),
+             helper.make_node("MaxPool", ["xd"], ["p"], kernel_shape=kernel, strides=stride,
+                              pads=pads, dilations=dil, ceil_mode=ceil),
+             helper.make_node("QuantizeLinear", ["p", "ys", "z"], ["pq"]),
+             helper.make_node("DequantizeLinear", ["pq", "ys", "z"], ["y"])]
+    g = helper.make_graph(nodes, "qmaxpool", [helper.make_tensor_value_info("x", 1, shape)],
+                          [helper.make_tensor_value_info("y", 1, None)], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def check_max_pool(wpk, rng, work, failures):
+    """Part 6 of the module's docstring."""
+    U8, S8 = TensorProto.UINT8, TensorProto.INT8
+    # (shape, dtype, kernel, stride, pads, dilations, ceil_mode, zero point)
+    cases = [([1, 24, 56, 56], U8, [3, 3], [2, 2], [1, 1, 1, 1], [1, 1], 0, 0),  # 2 threads
+             ([1, 5, 13, 17], S8, [3, 3], [2, 2], [0, 1, 1, 0], [1, 1], 1, -3),
+             ([2, 3, 9, 10], U8, [2, 2], [1, 1], [0, 0, 0, 0], [1, 1], 0, 131),
+             ([1, 4, 20, 37], S8, [3, 5], [1, 2], [2, 2, 2, 2], [2, 1], 0, 7),
+             ([1, 3, 8, 8], U8, [3, 3], [2, 2], [0, 0, 0, 0], [1, 1], 1, 20),
+             ([1, 2, 7, 40], S8, [1, 4], [1, 3], [0, 3, 0, 1], [1, 1], 1, 0),
+             ([1, 3, 11, 75], U8, [2, 4], [2, 2], [1, 2, 0, 1], [1, 3], 1, 250)]
+    for i, (shape, qt, kernel, stride, pads, dil, ceil, zp) in enumerate(cases):
+        scale = 0.03
+        path = work / f"qmaxpool{i}.onnx"
+        onnx.save(qmaxpool_model(shape, qt, kernel, stride, pads, dil, ceil, scale, zp, scale),
+                  path)
+        opt = work / "qmaxpool_opt.onnx"
+        r = subprocess.run([wpk, "optimize", str(path), "-o", str(opt)], capture_output=True,
+                           text=True)
+        ops = [(n.domain, n.op_type) for n in onnx.load(opt).graph.node] \
+            if r.returncode == 0 else []
+        if ("wpk", "MaxPool") not in ops or ("", "MaxPool") in ops:
+            failures.append(f"qmaxpool {shape}: not rewritten: {ops} {r.stderr[-500:]}")
+        x = (rng.standard_normal(shape) * 3).astype(np.float32)  # some values saturate
+        got = run_feeds(wpk, path, {"x": x}, work)["y"]
+        one = run_feeds(wpk, path, {"x": x}, work, ["--threads", "1"])["y"]
+        plain = run_feeds(wpk, path, {"x": x}, work, env=NO_SSE2)["y"]
+        ref = run_feeds(wpk, path, {"x": x}, work, ["--provider", "ref"])["y"]
+        want = ort_run(path, x)
+        same = all(np.array_equal(v, ref) for v in (got, one, plain))
+        if not same:
+            failures.append(f"qmaxpool {shape} {kernel} {stride}: qpool (sse2 on 2 and 1 "
+                            f"threads, plain) differs from the reference kernel")
+        if got.shape != want.shape or not np.array_equal(got, want):
+            failures.append(f"qmaxpool {shape} {kernel} {stride} {pads} ceil={ceil}: differs "
+                            f"from ONNX Runtime")
+        print(f"qmaxpool {shape} dtype={qt} k={kernel} s={stride} pads={pads} d={dil} "
+              f"ceil={ceil}: equal to ref {same}, equal to ORT {np.array_equal(got, want)}",
+              flush=True)
+    # another output scale: the float MaxPool stays, and still matches
+    path = work / "qmaxpool_rescale.onnx"
+    onnx.save(qmaxpool_model([1, 4, 9, 9], U8, [3, 3], [2, 2], [1, 1, 1, 1], [1, 1], 0, 0.03,
+                             128, 0.05), path)
+    opt = work / "qmaxpool_opt.onnx"
+    r = subprocess.run([wpk, "optimize", str(path), "-o", str(opt)], capture_output=True,
+                       text=True)
+    ops = [(n.domain, n.op_type) for n in onnx.load(opt).graph.node] if r.returncode == 0 else []
+    x = (rng.standard_normal([1, 4, 9, 9]) * 2).astype(np.float32)
+    steps = float(np.abs(run_feeds(wpk, path, {"x": x}, work)["y"] - ort_run(path, x)).max()) \
+        / 0.05
+    if ("", "MaxPool") not in ops or steps > 1.01:
+        failures.append(f"qmaxpool with a rescale: {ops}, {steps:.2f} steps from ORT")
+    print(f"qmaxpool with a rescale: kept the float MaxPool, {steps:.2f} steps from ORT")
+
+
 def ort_run(model, x):
     s = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
     return s.run(None, {"x": x})[0]
@@ -363,6 +441,7 @@ def main():
                 print(f"qdq relu={relu} bias={bias}: {ops}, max steps vs ORT {steps:.2f}",
                       flush=True)
         check_elementwise(args.wpk, rng, work, failures)
+        check_max_pool(args.wpk, rng, work, failures)
         # bad wpk::QLinearAdd: a per-channel output scale
         bad_add = qadd_model([1, 4, 3, 3], U8, False, rng)
         bad_add.opset_import.append(helper.make_opsetid("wpk", 1))
