@@ -31,6 +31,10 @@ reference kernels.
    with WPK_CPU_FLAGS_OFF=sse2 the plain loops) and to ONNX
    Runtime exactly: uint8 and int8, zero points not 0, odd sizes, uneven pads, ceil mode,
    strides 1-3, dilation, non-square windows; with another output scale the float MaxPool stays.
+7. The classifier: DQ(x) x DQ(w)^T (+ bias) (-> Relu) -> Q as a Gemm (w a constant, per row
+   or per tensor; batch 1-3, odd sizes, uint8 and int8 x, bias none / float / DQ'd int32) must
+   become Reshape -> QLinearConv -> Reshape, equal to the reference kernel and within one step
+   of ONNX Runtime.
 """
 import os
 import argparse
@@ -331,6 +335,81 @@ def check_max_pool(wpk, rng, work, failures):
     print(f"qmaxpool with a rescale: kept the float MaxPool, {steps:.2f} steps from ORT")
 
 
+def qgemm_model(rng, m, k, n, qt, per_channel, bias_kind, relu):
+    """Float x [m, k] -> Q -> DQ, a constant s8 weight [n, k] -> DQ (per row or per tensor),
+    Gemm (transB, bias none / float / DQ'd int32) (-> Relu) -> Q -> DQ: a QDQ classifier."""
+    zt = np_type(qt)
+    xs, ys = 0.02, 0.05
+    wn = n if per_channel else 1
+    ws = (rng.random(wn, dtype=np.float32) * 0.01 + 0.002).astype(np.float32)
+    wq = rng.integers(-127, 128, size=(n, k)).astype(np.int8)
+    zlo, zhi = (-10, 10) if qt == TensorProto.INT8 else (100, 150)
+    inits = [numpy_helper.from_array(np.array(xs, np.float32), "xs"),
+             numpy_helper.from_array(np.array(rng.integers(zlo, zhi), zt), "xz"),
+             numpy_helper.from_array(ws if per_channel else ws.reshape(()), "ws"),
+             numpy_helper.from_array(np.zeros(wn, np.int8) if per_channel
+                                     else np.array(0, np.int8), "wz"),
+             numpy_helper.from_array(wq, "wq"),
+             numpy_helper.from_array(np.array(ys, np.float32), "ys"),
+             numpy_helper.from_array(np.array(rng.integers(zlo, zhi), zt), "yz")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["wd"], axis=0)]
+    gin = ["xd", "wd"]
+    if bias_kind == "float":
+        inits.append(numpy_helper.from_array(rng.standard_normal(n).astype(np.float32), "b"))
+        gin.append("b")
+    elif bias_kind == "dq":
+        bscale = (xs * ws).astype(np.float32)
+        inits += [numpy_helper.from_array(rng.integers(-3000, 3000, n).astype(np.int32), "bq"),
+                  numpy_helper.from_array(bscale if per_channel else bscale.reshape(()), "bs")]
+        nodes.append(helper.make_node("DequantizeLinear", ["bq", "bs"], ["bd"], axis=0))
+        gin.append("bd")
+    nodes.append(helper.make_node("Gemm", gin, ["g"], transB=1))
+    last = "g"
+    if relu:
+        nodes.append(helper.make_node("Relu", ["g"], ["r"]))
+        last = "r"
+    nodes += [helper.make_node("QuantizeLinear", [last, "ys", "yz"], ["yq"]),
+              helper.make_node("DequantizeLinear", ["yq", "ys", "yz"], ["y"])]
+    g = helper.make_graph(nodes, "qgemm", [helper.make_tensor_value_info("x", 1, [m, k])],
+                          [helper.make_tensor_value_info("y", 1, None)], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def check_gemm(wpk, rng, work, failures):
+    """Part 7 of the module's docstring."""
+    U8, S8 = TensorProto.UINT8, TensorProto.INT8
+    # (m, k, n, x dtype, per-channel weights, bias, relu)
+    cases = [(1, 2048, 1000, U8, True, "float", False),   # resnet50's classifier
+             (3, 37, 29, S8, True, "dq", True),
+             (2, 64, 17, U8, False, "none", False),
+             (1, 130, 5, U8, False, "dq", True)]
+    for i, (m, k, n, qt, per, bias, relu) in enumerate(cases):
+        path = work / f"qgemm{i}.onnx"
+        onnx.save(qgemm_model(rng, m, k, n, qt, per, bias, relu), path)
+        opt = work / "qgemm_opt.onnx"
+        r = subprocess.run([wpk, "optimize", str(path), "-o", str(opt)], capture_output=True,
+                           text=True)
+        ops = [(n.domain, n.op_type) for n in onnx.load(opt).graph.node] \
+            if r.returncode == 0 else []
+        if not any(op[1] == "QLinearConv" for op in ops) or ("", "Gemm") in ops:
+            failures.append(f"qgemm {m}x{k}x{n}: not rewritten: {ops} {r.stderr[-500:]}")
+        x = (rng.standard_normal((m, k)) * 1.5).astype(np.float32)
+        got = run_feeds(wpk, path, {"x": x}, work)["y"]
+        ref = run_feeds(wpk, path, {"x": x}, work, ["--provider", "ref"])["y"]
+        want = ort_run(path, x)
+        steps = float(np.abs(got - want).max()) / 0.05
+        same = np.array_equal(got, ref)
+        if not same:
+            failures.append(f"qgemm {m}x{k}x{n}: the int8 provider differs from the reference")
+        if got.shape != want.shape or steps > 1.01:
+            failures.append(f"qgemm {m}x{k}x{n} dtype={qt} per_channel={per} bias={bias}: "
+                            f"{steps:.2f} steps from ORT")
+        print(f"qgemm {m}x{k}x{n} dtype={qt} per_channel={per} bias={bias} relu={relu}: "
+              f"equal to ref {same}, max steps vs ORT {steps:.2f}", flush=True)
+
+
 def ort_run(model, x):
     s = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
     return s.run(None, {"x": x})[0]
@@ -442,6 +521,7 @@ def main():
                       flush=True)
         check_elementwise(args.wpk, rng, work, failures)
         check_max_pool(args.wpk, rng, work, failures)
+        check_gemm(args.wpk, rng, work, failures)
         # bad wpk::QLinearAdd: a per-channel output scale
         bad_add = qadd_model([1, 4, 3, 3], U8, False, rng)
         bad_add.opset_import.append(helper.make_opsetid("wpk", 1))
