@@ -23,7 +23,8 @@ reference kernels.
    range (saturation). Both paths must equal the reference kernels byte for byte and ONNX
    Runtime within one step (Q) or exactly (DQ).
 4. The residual add: DQ(a) + DQ(b) (-> Relu) -> Q must become one wpk::QLinearAdd, equal to the
-   reference kernels (both paths) and within one step of ONNX Runtime.
+   reference kernels (both paths) and within one step of ONNX Runtime; over every pair of input
+   bytes, the vector path equals the reference.
 5. Bad input: malformed quantization parameters are refused with exit 1 and a message naming the
    node and the input.
 6. The max pool: DQ -> MaxPool -> Q with one scale and zero point must become wpk::MaxPool on
@@ -261,6 +262,24 @@ def check_elementwise(wpk, rng, work, failures):
             failures.append(f"qadd {shape} relu={relu}: {steps:.2f} steps from ORT")
         print(f"qadd {shape} dtype={qt} relu={relu}: {ops}, equal to ref {same}, "
               f"max steps vs ORT {steps:.2f}", flush=True)
+    # every pair of bytes (a, b), both dtypes, with and without the Relu: the vector path's
+    # quotient must be the division's in every case
+    for qt, relu in ((U8, False), (S8, True)):
+        path = work / "qadd_pairs.onnx"
+        model = qadd_model([1, 256, 16, 16], qt, relu, rng)
+        onnx.save(model, path)
+        init = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+        lo = 0 if qt == U8 else -128
+        byte = np.arange(65536) // 256 + lo, np.arange(65536) % 256 + lo
+        feeds = {v: ((q - init[v + "z"].astype(np.float32)) * init[v + "s"])
+                 .astype(np.float32).reshape(1, 256, 16, 16) for v, q in zip("ab", byte)}
+        got = run_feeds(wpk, path, feeds, work)["y"]
+        ref = run_feeds(wpk, path, feeds, work, ["--provider", "ref"])["y"]
+        if not np.array_equal(got, ref):
+            failures.append(f"qadd all byte pairs dtype={qt} relu={relu}: qelem differs from "
+                            f"the reference at {int((got != ref).sum())} of 65536")
+        print(f"qadd all byte pairs dtype={qt} relu={relu}: equal to ref "
+              f"{np.array_equal(got, ref)}", flush=True)
 
 
 def qmaxpool_model(shape, qt, kernel, stride, pads, dil, ceil, scale, zp, yscale):
