@@ -6,7 +6,9 @@
  * with activation "Relu": the clamp at y's zero point (the quantized 0). DequantizeLinear(a) and
  * DequantizeLinear(b) feeding an Add (-> Relu) -> QuantizeLinear, all per tensor (the residual
  * adds), become one wpk::QLinearAdd on the quantized tensors. DequantizeLinear -> MaxPool ->
- * QuantizeLinear with one scale and zero point becomes wpk::MaxPool on the bytes.
+ * QuantizeLinear with one scale and zero point becomes wpk::MaxPool on the bytes; with a
+ * GlobalAveragePool, wpk::QLinearGlobalAveragePool. The classifier's Gemm (DQ(x) x DQ(w)^T ->
+ * Q) becomes a 1x1 QLinearConv between Reshapes.
  *
  * Declines (leaves the float path, which the DQ/Q reference kernels run as written) when a
  * scale or zero point is not a constant, x or y is not quantized per tensor, w is not per
@@ -280,6 +282,34 @@ static int fuse_max_pool(ir_graph *g, int k) {
     return 1;
 }
 
+/* GlobalAveragePool node k into a wpk::QLinearGlobalAveragePool: DQ(x) -> GlobalAveragePool ->
+ * Q, per tensor, x 8-bit. The bytes' sums are exact in integers; only the float sum's order
+ * differs from the float graph's. 1: rewritten, 0: declined, <0: out of memory. */
+static int fuse_global_pool(ir_graph *g, int k) {
+    const ir_node *n = &g->nodes[k];
+    if (n->nin != 1 || n->nout != 1 || n->out[0] < 0) return 0;
+    int dx = producer(g, n->in[0], IR_OP_DEQUANTIZE_LINEAR);
+    qnode x, y;
+    if (dx < 0 || !read_q(g, dx, 1, 0, &x)) return 0;
+    const ir_tensor *xt = &g->values[x.q].t;
+    if (!is_int8(xt->dtype) || xt->ndim < 3 || (x.z && x.z->dtype != xt->dtype)) return 0;
+    int relu, c = quantized_by(g, n->out[0], &relu, &y);
+    if (c < 0 || relu >= 0) return 0;
+    int xzp = x.zp;
+    if (xzp < 0 && (xzp = zero_of(g, xt->dtype, g->nodes[k].name)) < 0) return -1;
+    int yout = g->nodes[c].out[0];
+    ir_node *pool = &g->nodes[k];
+    if (ir_node_resize(g, pool, 5, 1)) return -1;
+    int ins[5] = {x.q, x.scale, xzp, y.scale, y.zp};
+    for (int i = 0; i < 5; i++) pool->in[i] = ins[i];
+    pool->out[0] = yout;
+    ir_node_set_op(pool, IR_OP_QLINEAR_GLOBAL_POOL_WPK);
+    g->nodes[c].dead = true;
+    g->values[yout].producer = k;
+    kill_if_unread(g, dx);
+    return 1;
+}
+
 /* A new value of dtype dt and shape dims (named after base), made by Reshape(v) when v >= 0;
  * the value, or -1 when out of memory. */
 static int reshape_value(ir_graph *g, int v, const char *base, wpk_dtype dt, int ndim,
@@ -399,6 +429,7 @@ wpk_status pass_fuse_qdq(wpk_context *ctx, ir_graph *g, const pass_options *opt,
         else if (op == IR_OP_ADD) r = fuse_add(g, k);
         else if (op == IR_OP_MAX_POOL) r = fuse_max_pool(g, k);
         else if (op == IR_OP_GEMM) r = fuse_gemm(g, k);
+        else if (op == IR_OP_GLOBAL_AVERAGE_POOL) r = fuse_global_pool(g, k);
         else continue;
         gemms += op == IR_OP_GEMM && r > 0;
         if (r < 0)

@@ -36,6 +36,9 @@ reference kernels.
    or per tensor; batch 1-3, odd sizes, uint8 and int8 x, bias none / float / DQ'd int32) must
    become Reshape -> QLinearConv -> Reshape, equal to the reference kernel and within one step
    of ONNX Runtime.
+8. The global average pool: DQ -> GlobalAveragePool -> Q must become
+   wpk::QLinearGlobalAveragePool (the qgap provider), equal to the reference kernel and within
+   one step of ONNX Runtime: uint8 and int8 in and out, zero points not 0, 1-3 spatial dims.
 """
 import os
 import argparse
@@ -429,6 +432,61 @@ def check_gemm(wpk, rng, work, failures):
               f"equal to ref {same}, max steps vs ORT {steps:.2f}", flush=True)
 
 
+def qgap_model(shape, qt, yt, xzp, yzp, flatten):
+    """Float x -> Q -> DQ -> GlobalAveragePool -> Q -> DQ (-> Flatten -> Q -> DQ)."""
+    inits = [numpy_helper.from_array(np.array(0.04, np.float32), "s"),
+             numpy_helper.from_array(np.array(xzp, np_type(qt)), "z"),
+             numpy_helper.from_array(np.array(0.013, np.float32), "ys"),
+             numpy_helper.from_array(np.array(yzp, np_type(yt)), "yz")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"]),
+             helper.make_node("GlobalAveragePool", ["xd"], ["p"]),
+             helper.make_node("QuantizeLinear", ["p", "ys", "yz"], ["pq"]),
+             helper.make_node("DequantizeLinear", ["pq", "ys", "yz"], ["pd"])]
+    last = "pd"
+    if flatten:
+        nodes += [helper.make_node("Flatten", ["pd"], ["f"]),
+                  helper.make_node("QuantizeLinear", ["f", "ys", "yz"], ["fq"]),
+                  helper.make_node("DequantizeLinear", ["fq", "ys", "yz"], ["fd"])]
+        last = "fd"
+    nodes.append(helper.make_node("Identity", [last], ["y"]))
+    g = helper.make_graph(nodes, "qgap", [helper.make_tensor_value_info("x", 1, shape)],
+                          [helper.make_tensor_value_info("y", 1, None)], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def check_global_pool(wpk, rng, work, failures):
+    """Part 8 of the module's docstring."""
+    U8, S8 = TensorProto.UINT8, TensorProto.INT8
+    # (shape, x dtype, y dtype, x zero point, y zero point, Flatten after)
+    cases = [([1, 2048, 7, 7], U8, U8, 0, 0, True),      # resnet50's
+             ([2, 13, 5, 9], S8, U8, -7, 90, False),
+             ([1, 6, 33], U8, S8, 140, -3, False),       # one spatial dim, long plane
+             ([1, 3, 2, 3, 4], S8, S8, 5, 0, False)]     # three spatial dims
+    for i, (shape, qt, yt, xzp, yzp, flatten) in enumerate(cases):
+        path = work / f"qgap{i}.onnx"
+        onnx.save(qgap_model(shape, qt, yt, xzp, yzp, flatten), path)
+        opt = work / "qgap_opt.onnx"
+        r = subprocess.run([wpk, "optimize", str(path), "-o", str(opt)], capture_output=True,
+                           text=True)
+        ops = [(n.domain, n.op_type) for n in onnx.load(opt).graph.node] \
+            if r.returncode == 0 else []
+        if ("wpk", "QLinearGlobalAveragePool") not in ops or ("", "GlobalAveragePool") in ops:
+            failures.append(f"qgap {shape}: not rewritten: {ops} {r.stderr[-500:]}")
+        x = (rng.standard_normal(shape) * 2 + 1).astype(np.float32)
+        got = run_feeds(wpk, path, {"x": x}, work)["y"]
+        ref = run_feeds(wpk, path, {"x": x}, work, ["--provider", "ref"])["y"]
+        want = ort_run(path, x)
+        steps = float(np.abs(got - want).max()) / 0.013
+        same = np.array_equal(got, ref)
+        if not same:
+            failures.append(f"qgap {shape}: the qgap provider differs from the reference")
+        if got.shape != want.shape or steps > 1.01:
+            failures.append(f"qgap {shape} x={qt} y={yt}: {steps:.2f} steps from ORT")
+        print(f"qgap {shape} x={qt} y={yt} zero points {xzp} {yzp}: equal to ref {same}, "
+              f"max steps vs ORT {steps:.2f}", flush=True)
+
+
 def ort_run(model, x):
     s = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
     return s.run(None, {"x": x})[0]
@@ -541,6 +599,7 @@ def main():
         check_elementwise(args.wpk, rng, work, failures)
         check_max_pool(args.wpk, rng, work, failures)
         check_gemm(args.wpk, rng, work, failures)
+        check_global_pool(args.wpk, rng, work, failures)
         # bad wpk::QLinearAdd: a per-channel output scale
         bad_add = qadd_model([1, 4, 3, 3], U8, False, rng)
         bad_add.opset_import.append(helper.make_opsetid("wpk", 1))
