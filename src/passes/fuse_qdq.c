@@ -6,9 +6,10 @@
  * with activation "Relu": the clamp at y's zero point (the quantized 0). DequantizeLinear(a) and
  * DequantizeLinear(b) feeding an Add (-> Relu) -> QuantizeLinear, all per tensor (the residual
  * adds), become one wpk::QLinearAdd on the quantized tensors. DequantizeLinear -> MaxPool ->
- * QuantizeLinear with one scale and zero point becomes wpk::MaxPool on the bytes; with a
- * GlobalAveragePool, wpk::QLinearGlobalAveragePool. The classifier's Gemm (DQ(x) x DQ(w)^T ->
- * Q) becomes a 1x1 QLinearConv between Reshapes.
+ * QuantizeLinear with one scale and zero point becomes wpk::MaxPool on the bytes (a Flatten or
+ * Reshape between such a pair moves the bytes); with a GlobalAveragePool, per tensor,
+ * wpk::QLinearGlobalAveragePool. The classifier's Gemm (DQ(x) x DQ(w)^T -> Q) becomes a 1x1
+ * QLinearConv between Reshapes.
  *
  * Declines (leaves the float path, which the DQ/Q reference kernels run as written) when a
  * scale or zero point is not a constant, x or y is not quantized per tensor, w is not per
@@ -253,13 +254,15 @@ static int fuse_add(ir_graph *g, int k) {
     return 1;
 }
 
-/* MaxPool node k into a wpk::MaxPool on the bytes: DQ(x) -> MaxPool -> Q with Q's scale and
- * zero point equal to the DQ's (per tensor), so Q(max(DQ(x))) = max(x) exactly: DQ is monotone
- * and Q inverts it on its image. 1: rewritten, 0: declined, <0: out of memory. */
-static int fuse_max_pool(ir_graph *g, int k) {
+/* Node k (MaxPool, Flatten or Reshape) onto the bytes: DQ(x) -> op -> Q with Q's scale and
+ * zero point equal to the DQ's (per tensor) is op on x (a MaxPool as `to`: wpk::MaxPool), since
+ * DQ is monotone and Q inverts it on its image: Q(max(DQ(x))) = max(x), and moving elements
+ * commutes with both. 1: rewritten, 0: declined, <0: out of memory. */
+static int fuse_on_bytes(ir_graph *g, int k, ir_op to) {
     const ir_node *n = &g->nodes[k];
-    if (n->nin != 1 || n->nout < 1 || n->out[0] < 0 || (n->nout > 1 && n->out[1] >= 0))
-        return 0;
+    if (n->nin < 1 || n->nout < 1 || n->out[0] < 0) return 0;
+    for (int i = 1; i < n->nout; i++)
+        if (n->out[i] >= 0) return 0;
     int dx = producer(g, n->in[0], IR_OP_DEQUANTIZE_LINEAR);
     qnode x, y;
     if (dx < 0 || !read_q(g, dx, 1, 0, &x)) return 0;
@@ -271,11 +274,11 @@ static int fuse_max_pool(ir_graph *g, int k) {
     if (!is_int8(xt) || y.z->dtype != xt || (x.z && x.z->dtype != xt)) return 0;
     if (f32_at(x.s, 0) != f32_at(y.s, 0) || zp_at(x.z, 0) != zp_at(y.z, 0)) return 0;
     int yout = g->nodes[c].out[0];
-    ir_node *pool = &g->nodes[k];
-    if (ir_node_resize(g, pool, 1, 1)) return -1;
-    pool->in[0] = x.q;
-    pool->out[0] = yout;
-    ir_node_set_op(pool, IR_OP_MAX_POOL_INT8_WPK);
+    ir_node *node = &g->nodes[k];
+    if (ir_node_resize(g, node, node->nin, 1)) return -1;
+    node->in[0] = x.q;
+    node->out[0] = yout;
+    if (node->op != to) ir_node_set_op(node, to);
     g->nodes[c].dead = true;
     g->values[yout].producer = k;
     kill_if_unread(g, dx);
@@ -427,7 +430,8 @@ wpk_status pass_fuse_qdq(wpk_context *ctx, ir_graph *g, const pass_options *opt,
         int r;
         if (op == IR_OP_CONV) r = fuse_conv(g, k);
         else if (op == IR_OP_ADD) r = fuse_add(g, k);
-        else if (op == IR_OP_MAX_POOL) r = fuse_max_pool(g, k);
+        else if (op == IR_OP_MAX_POOL) r = fuse_on_bytes(g, k, IR_OP_MAX_POOL_INT8_WPK);
+        else if (op == IR_OP_FLATTEN || op == IR_OP_RESHAPE) r = fuse_on_bytes(g, k, op);
         else if (op == IR_OP_GEMM) r = fuse_gemm(g, k);
         else if (op == IR_OP_GLOBAL_AVERAGE_POOL) r = fuse_global_pool(g, k);
         else continue;
