@@ -156,6 +156,13 @@ static void max_into(uint8_t *dst, const uint8_t *src, int64_t n, uint8_t flip, 
         __m128i d = _mm_loadu_si128((const __m128i *)(dst + i));
         _mm_storeu_si128((__m128i *)(dst + i), _mm_max_epu8(d, v));
     }
+    if (vec && i < n && n >= 16) { /* max is idempotent: the last vector may overlap */
+        i = n - 16;
+        __m128i v = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(src + i)), f);
+        __m128i d = _mm_loadu_si128((const __m128i *)(dst + i));
+        _mm_storeu_si128((__m128i *)(dst + i), _mm_max_epu8(d, v));
+        i = n;
+    }
 #endif
     (void)vec;
     for (; i < n; i++) {
@@ -195,7 +202,8 @@ static void taps_vec(const lib_kernel *k, uint8_t *out, const uint8_t *row, uint
             _mm_storeu_si128((__m128i *)(odd + i / 2),
                              _mm_packus_epi16(_mm_srli_epi16(a, 8), _mm_srli_epi16(b, 8)));
         }
-        for (; o + 16 <= k->ow; o += 16) {
+        for (; o < k->ow && k->ow >= 16; o += 16) {
+            if (o + 16 > k->ow) o = k->ow - 16; /* a last vector overlapping the one before */
             __m128i m = _mm_loadu_si128((const __m128i *)(even + o));
             for (int64_t j = 1; j < k->kw; j++) {
                 int64_t t = j * k->dw;
