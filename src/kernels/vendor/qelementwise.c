@@ -130,23 +130,12 @@ AVX512_TARGET static void dequantize_avx512(const qelem_run *r) {
     }
 }
 
-/* v / c correctly rounded, as the division gives it, from inv = 1/c correctly rounded: q =
- * v * inv is within an ulp of v / c, the remainder v - q c is exact in one fused multiply-add,
- * and q + remainder * inv rounds to the quotient's correct rounding (Markstein's theorem), for
- * finite v whose quotient and remainder stay normal: the sums of two dequantized bytes. Two
- * multiply-adds and a multiply cost less than a division. */
-AVX512_TARGET static inline __m512 div_exact(__m512 v, __m512 c, __m512 inv) {
-    __m512 q = _mm512_mul_ps(v, inv);
-    __m512 rem = _mm512_fnmadd_ps(q, c, v);
-    return _mm512_fmadd_ps(rem, inv, q);
-}
-
 AVX512_TARGET static void add_avx512(const qelem_run *r) {
     const struct lib_kernel *k = r->k;
     const uint8_t *a = r->x, *b = r->b;
     uint8_t *y = r->y;
     const __m512 sa = _mm512_set1_ps(k->scale[0]), sb = _mm512_set1_ps(k->scale[1]);
-    const __m512 sc = _mm512_set1_ps(k->scale[2]), inv = _mm512_set1_ps(1.0f / k->scale[2]);
+    const __m512 sc = _mm512_set1_ps(k->scale[2]);
     const __m512 za = _mm512_set1_ps((float)k->zp[0]), zb = _mm512_set1_ps((float)k->zp[1]);
     const __m512 zc = _mm512_set1_ps((float)k->zp[2]), zero = _mm512_setzero_ps();
     const __m512 lo = _mm512_set1_ps((float)k->lo), hi = _mm512_set1_ps((float)k->hi);
@@ -157,7 +146,7 @@ AVX512_TARGET static void add_avx512(const qelem_run *r) {
         __m512 vb = _mm512_mul_ps(_mm512_sub_ps(widen(b + i, sg, m), zb), sb);
         __m512 v = _mm512_add_ps(va, vb);
         if (k->relu) v = _mm512_max_ps(v, zero);
-        _mm_mask_storeu_epi8(y + i, m, round_pack(div_exact(v, sc, inv), zc, lo, hi));
+        _mm_mask_storeu_epi8(y + i, m, round_pack(_mm512_div_ps(v, sc), zc, lo, hi));
     }
 }
 
