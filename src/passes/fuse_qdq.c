@@ -5,7 +5,11 @@
  * and the requantization fused. A Relu between Conv and QuantizeLinear makes a wpk::QLinearConv
  * with activation "Relu": the clamp at y's zero point (the quantized 0). DequantizeLinear(a) and
  * DequantizeLinear(b) feeding an Add (-> Relu) -> QuantizeLinear, all per tensor (the residual
- * adds), become one wpk::QLinearAdd on the quantized tensors.
+ * adds), become one wpk::QLinearAdd on the quantized tensors. DequantizeLinear -> MaxPool ->
+ * QuantizeLinear with one scale and zero point becomes wpk::MaxPool on the bytes (a Flatten or
+ * Reshape between such a pair moves the bytes); with a GlobalAveragePool, per tensor,
+ * wpk::QLinearGlobalAveragePool. The classifier's Gemm (DQ(x) x DQ(w)^T -> Q) becomes a 1x1
+ * QLinearConv between Reshapes.
  *
  * Declines (leaves the float path, which the DQ/Q reference kernels run as written) when a
  * scale or zero point is not a constant, x or y is not quantized per tensor, w is not per
@@ -250,13 +254,188 @@ static int fuse_add(ir_graph *g, int k) {
     return 1;
 }
 
+/* Node k (MaxPool, Flatten or Reshape) onto the bytes: DQ(x) -> op -> Q with Q's scale and
+ * zero point equal to the DQ's (per tensor) is op on x (a MaxPool as `to`: wpk::MaxPool), since
+ * DQ is monotone and Q inverts it on its image: Q(max(DQ(x))) = max(x), and moving elements
+ * commutes with both. 1: rewritten, 0: declined, <0: out of memory. */
+static int fuse_on_bytes(ir_graph *g, int k, ir_op to) {
+    const ir_node *n = &g->nodes[k];
+    if (n->nin < 1 || n->nout < 1 || n->out[0] < 0) return 0;
+    for (int i = 1; i < n->nout; i++)
+        if (n->out[i] >= 0) return 0;
+    int dx = producer(g, n->in[0], IR_OP_DEQUANTIZE_LINEAR);
+    qnode x, y;
+    if (dx < 0 || !read_q(g, dx, 1, 0, &x)) return 0;
+    int c = ir_graph_single_consumer(g, n->out[0]);
+    if (c < 0 || g->nodes[c].op != IR_OP_QUANTIZE_LINEAR || g->nodes[c].out[0] < 0 ||
+        !read_q(g, c, 1, 0, &y) || !y.z)
+        return 0;
+    wpk_dtype xt = g->values[x.q].t.dtype;
+    if (!is_int8(xt) || y.z->dtype != xt || (x.z && x.z->dtype != xt)) return 0;
+    if (f32_at(x.s, 0) != f32_at(y.s, 0) || zp_at(x.z, 0) != zp_at(y.z, 0)) return 0;
+    int yout = g->nodes[c].out[0];
+    ir_node *node = &g->nodes[k];
+    if (ir_node_resize(g, node, node->nin, 1)) return -1;
+    node->in[0] = x.q;
+    node->out[0] = yout;
+    if (node->op != to) ir_node_set_op(node, to);
+    g->nodes[c].dead = true;
+    g->values[yout].producer = k;
+    kill_if_unread(g, dx);
+    return 1;
+}
+
+/* GlobalAveragePool node k into a wpk::QLinearGlobalAveragePool: DQ(x) -> GlobalAveragePool ->
+ * Q, per tensor, x 8-bit. The bytes' sums are exact in integers; only the float sum's order
+ * differs from the float graph's. 1: rewritten, 0: declined, <0: out of memory. */
+static int fuse_global_pool(ir_graph *g, int k) {
+    const ir_node *n = &g->nodes[k];
+    if (n->nin != 1 || n->nout != 1 || n->out[0] < 0) return 0;
+    int dx = producer(g, n->in[0], IR_OP_DEQUANTIZE_LINEAR);
+    qnode x, y;
+    if (dx < 0 || !read_q(g, dx, 1, 0, &x)) return 0;
+    const ir_tensor *xt = &g->values[x.q].t;
+    if (!is_int8(xt->dtype) || xt->ndim < 3 || (x.z && x.z->dtype != xt->dtype)) return 0;
+    int relu, c = quantized_by(g, n->out[0], &relu, &y);
+    if (c < 0 || relu >= 0) return 0;
+    int xzp = x.zp;
+    if (xzp < 0 && (xzp = zero_of(g, xt->dtype, g->nodes[k].name)) < 0) return -1;
+    int yout = g->nodes[c].out[0];
+    ir_node *pool = &g->nodes[k];
+    if (ir_node_resize(g, pool, 5, 1)) return -1;
+    int ins[5] = {x.q, x.scale, xzp, y.scale, y.zp};
+    for (int i = 0; i < 5; i++) pool->in[i] = ins[i];
+    pool->out[0] = yout;
+    ir_node_set_op(pool, IR_OP_QLINEAR_GLOBAL_POOL_WPK);
+    g->nodes[c].dead = true;
+    g->values[yout].producer = k;
+    kill_if_unread(g, dx);
+    return 1;
+}
+
+/* A new value of dtype dt and shape dims (named after base), made by Reshape(v) when v >= 0;
+ * the value, or -1 when out of memory. */
+static int reshape_value(ir_graph *g, int v, const char *base, wpk_dtype dt, int ndim,
+                         const int64_t *dims) {
+    int64_t shape_data[4];
+    memcpy(shape_data, dims, sizeof(int64_t) * (size_t)ndim);
+    ir_tensor shape = {.dtype = WPK_DTYPE_INT64, .ndim = 1, .dims = {ndim}, .data = shape_data};
+    const char *cname = ir_graph_unique_name(g, base);
+    int c = cname ? ir_graph_add_const(g, cname, &shape) : -1;
+    const char *vname = c >= 0 ? ir_graph_unique_name(g, base) : NULL;
+    int r = vname ? ir_graph_add_value(g, vname) : -1;
+    if (r < 0) return -1;
+    ir_tensor *t = &g->values[r].t;
+    t->dtype = dt;
+    t->ndim = ndim;
+    memcpy(t->dims, dims, sizeof(int64_t) * (size_t)ndim);
+    if (v < 0) return r;
+    int k = ir_graph_add_node(g, vname, "Reshape", "", g->opset, 2, 1);
+    if (k < 0) return -1;
+    g->nodes[k].in[0] = v;
+    g->nodes[k].in[1] = c;
+    g->nodes[k].out[0] = r;
+    g->values[r].producer = k;
+    return r;
+}
+
+/* Gemm node k (the classifier: DQ(a) [M, K] x DQ(w)^T, w a constant [N, K] per tensor or per
+ * row, + bias, -> Q) into Reshape(a) [M, K, 1, 1] -> QLinearConv with w as [N, K, 1, 1] ->
+ * Reshape [M, N], the int8 provider's GEMM over s8 weights instead of a float GEMM streaming
+ * four times the bytes. The numerics are QLinearConv's: the products summed in int32, the bias
+ * requantized as for a Conv. 1: rewritten, 0: declined, <0: out of memory. */
+static int fuse_gemm(ir_graph *g, int k) {
+    const ir_node *n = &g->nodes[k];
+    if (n->nin < 2 || n->nout != 1 || n->out[0] < 0) return 0;
+    if (ir_attr_float(n, "alpha", 1.0f) != 1.0f || ir_attr_float(n, "beta", 1.0f) != 1.0f ||
+        ir_attr_int(n, "transA", 0) != 0 || ir_attr_int(n, "transB", 0) != 1)
+        return 0;
+    int dx = producer(g, n->in[0], IR_OP_DEQUANTIZE_LINEAR);
+    int dw = producer(g, n->in[1], IR_OP_DEQUANTIZE_LINEAR);
+    if (dx < 0 || dw < 0) return 0;
+    const ir_tensor *wq = constant(g, g->nodes[dw].in[0]);
+    if (!wq || !is_int8(wq->dtype) || wq->ndim != 2) return 0;
+    int64_t nn = wq->dims[0], kk = wq->dims[1];
+    qnode x, w, y;
+    if (!read_q(g, dx, 1, 0, &x) || !read_q(g, dw, nn, 0, &w)) return 0;
+    const ir_tensor *xt = &g->values[x.q].t;
+    if (!is_int8(xt->dtype) || xt->ndim != 2 || xt->dims[0] <= 0 || xt->dims[1] != kk ||
+        (x.z && x.z->dtype != xt->dtype) || (w.z && w.z->dtype != wq->dtype))
+        return 0;
+    if (n->nin > 2 && n->in[2] >= 0) {
+        const ir_tensor *bt = &g->values[n->in[2]].t;
+        if (bt->ndim != 1 || bt->dims[0] != nn) return 0;
+    }
+    int relu, c = quantized_by(g, n->out[0], &relu, &y);
+    if (c < 0) return 0;
+    int64_t mm = xt->dims[0];
+    wpk_dtype xdt = xt->dtype, wdt = wq->dtype, ydt = y.z->dtype;
+    /* the weights as [N, K, 1, 1]: the same bytes */
+    ir_tensor w4 = *wq;
+    w4.ndim = 4;
+    w4.dims[2] = w4.dims[3] = 1;
+    char name[512];
+    snprintf(name, sizeof name, "%.400s_weight_4d", g->nodes[k].name);
+    const char *wname = ir_graph_unique_name(g, name);
+    int wv = wname ? ir_graph_add_const(g, wname, &w4) : -1;
+    if (wv < 0) return -1;
+    int bias = -1;
+    if (n->nin > 2 && n->in[2] >= 0) {
+        bias = int32_bias(g, g->nodes[k].in[2], nn, f32_at(x.s, 0), w.s, g->nodes[k].name);
+        if (bias == -1) return 0;
+        if (bias < 0) return -1;
+    }
+    int xzp = x.zp, wzp = w.zp;
+    if (xzp < 0 && (xzp = zero_of(g, xdt, g->nodes[k].name)) < 0) return -1;
+    if (wzp < 0 && (wzp = zero_of(g, wdt, g->nodes[k].name)) < 0) return -1;
+    snprintf(name, sizeof name, "%.400s_input_4d", g->nodes[k].name);
+    int64_t x4[4] = {mm, kk, 1, 1}, y4[4] = {mm, nn, 1, 1}, y2[2] = {mm, nn};
+    int xr = reshape_value(g, x.q, name, xdt, 4, x4);
+    snprintf(name, sizeof name, "%.400s_output_4d", g->nodes[k].name);
+    int yr = xr >= 0 ? reshape_value(g, -1, name, ydt, 4, y4) : -1;
+    if (yr < 0) return -1;
+    int yout = g->nodes[c].out[0];
+    ir_node *conv = &g->nodes[k];
+    if (ir_node_resize(g, conv, bias >= 0 ? 9 : 8, 1)) return -1;
+    int ins[9] = {xr, x.scale, xzp, wv, w.scale, wzp, y.scale, y.zp, bias};
+    for (int i = 0; i < conv->nin; i++) conv->in[i] = ins[i];
+    conv->out[0] = yr;
+    static const char *const gemm_attrs[] = {"alpha", "beta", "transA", "transB"};
+    for (int i = 0; i < 4; i++) ir_node_remove_attr(conv, gemm_attrs[i]);
+    ir_node_set_op(conv, relu >= 0 ? IR_OP_QLINEAR_CONV_WPK : IR_OP_QLINEAR_CONV);
+    if (relu >= 0 && ir_node_set_str(g, &g->nodes[k], "activation", "Relu")) return -1;
+    g->values[yr].producer = k;
+    g->nodes[c].dead = true;
+    if (relu >= 0) g->nodes[relu].dead = true;
+    /* Q's output now comes from Reshape(yr) */
+    snprintf(name, sizeof name, "%.400s_output_2d", g->nodes[k].name);
+    int r = reshape_value(g, yr, name, ydt, 2, y2);
+    if (r < 0) return -1;
+    int rk = g->values[r].producer;
+    g->nodes[rk].out[0] = yout;
+    g->values[yout].producer = rk;
+    kill_if_unread(g, dx);
+    kill_if_unread(g, dw);
+    return 1;
+}
+
 wpk_status pass_fuse_qdq(wpk_context *ctx, ir_graph *g, const pass_options *opt, int *changed) {
     (void)opt;
     *changed = 0;
-    for (int k = 0; k < g->nnodes; k++) {
-        ir_op op = g->nodes[k].dead ? IR_OP_CONV : g->nodes[k].op;
-        if (g->nodes[k].dead || (op != IR_OP_CONV && op != IR_OP_ADD)) continue;
-        int r = op == IR_OP_CONV ? fuse_conv(g, k) : fuse_add(g, k);
+    int gemms = 0;
+    int nodes = g->nnodes; /* the Reshapes a Gemm's rewrite appends need no visit */
+    for (int k = 0; k < nodes; k++) {
+        if (g->nodes[k].dead) continue;
+        ir_op op = g->nodes[k].op;
+        int r;
+        if (op == IR_OP_CONV) r = fuse_conv(g, k);
+        else if (op == IR_OP_ADD) r = fuse_add(g, k);
+        else if (op == IR_OP_MAX_POOL) r = fuse_on_bytes(g, k, IR_OP_MAX_POOL_INT8_WPK);
+        else if (op == IR_OP_FLATTEN || op == IR_OP_RESHAPE) r = fuse_on_bytes(g, k, op);
+        else if (op == IR_OP_GEMM) r = fuse_gemm(g, k);
+        else if (op == IR_OP_GLOBAL_AVERAGE_POOL) r = fuse_global_pool(g, k);
+        else continue;
+        gemms += op == IR_OP_GEMM && r > 0;
         if (r < 0)
             return wpk_error(ctx, WPK_ERR_NOMEM, "out of memory fusing node '%s' with its "
                              "QuantizeLinear/DequantizeLinear", g->nodes[k].name);
@@ -268,5 +447,5 @@ wpk_status pass_fuse_qdq(wpk_context *ctx, ir_graph *g, const pass_options *opt,
                 kill_if_unread(g, k);
         ir_graph_compact(g);
     }
-    return WPK_OK;
+    return gemms ? ir_graph_toposort(ctx, g) : WPK_OK;
 }

@@ -23,9 +23,23 @@ reference kernels.
    range (saturation). Both paths must equal the reference kernels byte for byte and ONNX
    Runtime within one step (Q) or exactly (DQ).
 4. The residual add: DQ(a) + DQ(b) (-> Relu) -> Q must become one wpk::QLinearAdd, equal to the
-   reference kernels (both paths) and within one step of ONNX Runtime.
+   reference kernels (both paths) and within one step of ONNX Runtime; over every pair of input
+   bytes, the vector path equals the reference.
 5. Bad input: malformed quantization parameters are refused with exit 1 and a message naming the
    node and the input.
+6. The max pool: DQ -> MaxPool -> Q with one scale and zero point must become wpk::MaxPool on
+   the bytes (the qpool provider), equal to the reference kernel (SSE2 on 2 threads and 1, and
+   with WPK_CPU_FLAGS_OFF=sse2 the plain loops) and to ONNX
+   Runtime exactly: uint8 and int8, zero points not 0, odd sizes, uneven pads, ceil mode,
+   strides 1-3, dilation, non-square windows; with another output scale the float MaxPool stays.
+7. The classifier: DQ(x) x DQ(w)^T (+ bias) (-> Relu) -> Q as a Gemm (w a constant, per row
+   or per tensor; batch 1-3, odd sizes, uint8 and int8 x, bias none / float / DQ'd int32) must
+   become Reshape -> QLinearConv -> Reshape, equal to the reference kernel and within one step
+   of ONNX Runtime.
+8. The global average pool: DQ -> GlobalAveragePool -> Q must become
+   wpk::QLinearGlobalAveragePool (the qgap provider), equal to the reference kernel and within
+   one step of ONNX Runtime: uint8 and int8 in and out, zero points not 0, 1-3 spatial dims;
+   a Flatten between a DQ and a Q of one scale runs on the bytes (no Q/DQ pair left).
 """
 import os
 import argparse
@@ -134,6 +148,7 @@ def run_feeds(wpk, model, feeds, work, extra=(), env=None):
 
 PORTABLE = dict(os.environ, WPK_CPU_FLAGS_OFF="avx512f")
 NO_VNNI = dict(os.environ, WPK_CPU_FLAGS_OFF="avx512_vnni")  # depthwise: the AVX-512 path
+NO_SSE2 = dict(os.environ, WPK_CPU_FLAGS_OFF="sse2")  # max pool: the plain loops
 NO_VBMI2 = dict(os.environ, WPK_CPU_FLAGS_OFF="avx512_vbmi2")  # depthwise VNNI, copied rows
 
 
@@ -251,6 +266,228 @@ def check_elementwise(wpk, rng, work, failures):
             failures.append(f"qadd {shape} relu={relu}: {steps:.2f} steps from ORT")
         print(f"qadd {shape} dtype={qt} relu={relu}: {ops}, equal to ref {same}, "
               f"max steps vs ORT {steps:.2f}", flush=True)
+    # every pair of bytes (a, b), both dtypes, with and without the Relu: the vector path's
+    # quotient must be the division's in every case
+    for qt, relu in ((U8, False), (S8, True)):
+        path = work / "qadd_pairs.onnx"
+        model = qadd_model([1, 256, 16, 16], qt, relu, rng)
+        onnx.save(model, path)
+        init = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+        lo = 0 if qt == U8 else -128
+        byte = np.arange(65536) // 256 + lo, np.arange(65536) % 256 + lo
+        feeds = {v: ((q - init[v + "z"].astype(np.float32)) * init[v + "s"])
+                 .astype(np.float32).reshape(1, 256, 16, 16) for v, q in zip("ab", byte)}
+        got = run_feeds(wpk, path, feeds, work)["y"]
+        ref = run_feeds(wpk, path, feeds, work, ["--provider", "ref"])["y"]
+        if not np.array_equal(got, ref):
+            failures.append(f"qadd all byte pairs dtype={qt} relu={relu}: qelem differs from "
+                            f"the reference at {int((got != ref).sum())} of 65536")
+        print(f"qadd all byte pairs dtype={qt} relu={relu}: equal to ref "
+              f"{np.array_equal(got, ref)}", flush=True)
+
+
+def qmaxpool_model(shape, qt, kernel, stride, pads, dil, ceil, scale, zp, yscale):
+    """Float x -> Q -> DQ -> MaxPool -> Q (scale yscale) -> DQ: a QDQ graph's max pool."""
+    zt = np_type(qt)
+    inits = [numpy_helper.from_array(np.array(scale, np.float32), "s"),
+             numpy_helper.from_array(np.array(zp, zt), "z"),
+             numpy_helper.from_array(np.array(yscale, np.float32), "ys")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"]),
+             helper.make_node("MaxPool", ["xd"], ["p"], kernel_shape=kernel, strides=stride,
+                              pads=pads, dilations=dil, ceil_mode=ceil),
+             helper.make_node("QuantizeLinear", ["p", "ys", "z"], ["pq"]),
+             helper.make_node("DequantizeLinear", ["pq", "ys", "z"], ["y"])]
+    g = helper.make_graph(nodes, "qmaxpool", [helper.make_tensor_value_info("x", 1, shape)],
+                          [helper.make_tensor_value_info("y", 1, None)], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def check_max_pool(wpk, rng, work, failures):
+    """Part 6 of the module's docstring."""
+    U8, S8 = TensorProto.UINT8, TensorProto.INT8
+    # (shape, dtype, kernel, stride, pads, dilations, ceil_mode, zero point)
+    cases = [([1, 24, 56, 56], U8, [3, 3], [2, 2], [1, 1, 1, 1], [1, 1], 0, 0),  # 2 threads
+             ([1, 5, 13, 17], S8, [3, 3], [2, 2], [0, 1, 1, 0], [1, 1], 1, -3),
+             ([2, 3, 9, 10], U8, [2, 2], [1, 1], [0, 0, 0, 0], [1, 1], 0, 131),
+             ([1, 4, 20, 37], S8, [3, 5], [1, 2], [2, 2, 2, 2], [2, 1], 0, 7),
+             ([1, 3, 8, 8], U8, [3, 3], [2, 2], [0, 0, 0, 0], [1, 1], 1, 20),
+             ([1, 2, 7, 40], S8, [1, 4], [1, 3], [0, 3, 0, 1], [1, 1], 1, 0),
+             ([1, 3, 11, 75], U8, [2, 4], [2, 2], [1, 2, 0, 1], [1, 3], 1, 250)]
+    for i, (shape, qt, kernel, stride, pads, dil, ceil, zp) in enumerate(cases):
+        scale = 0.03
+        path = work / f"qmaxpool{i}.onnx"
+        onnx.save(qmaxpool_model(shape, qt, kernel, stride, pads, dil, ceil, scale, zp, scale),
+                  path)
+        opt = work / "qmaxpool_opt.onnx"
+        r = subprocess.run([wpk, "optimize", str(path), "-o", str(opt)], capture_output=True,
+                           text=True)
+        ops = [(n.domain, n.op_type) for n in onnx.load(opt).graph.node] \
+            if r.returncode == 0 else []
+        if ("wpk", "MaxPool") not in ops or ("", "MaxPool") in ops:
+            failures.append(f"qmaxpool {shape}: not rewritten: {ops} {r.stderr[-500:]}")
+        x = (rng.standard_normal(shape) * 3).astype(np.float32)  # some values saturate
+        got = run_feeds(wpk, path, {"x": x}, work)["y"]
+        one = run_feeds(wpk, path, {"x": x}, work, ["--threads", "1"])["y"]
+        plain = run_feeds(wpk, path, {"x": x}, work, env=NO_SSE2)["y"]
+        ref = run_feeds(wpk, path, {"x": x}, work, ["--provider", "ref"])["y"]
+        want = ort_run(path, x)
+        same = all(np.array_equal(v, ref) for v in (got, one, plain))
+        if not same:
+            failures.append(f"qmaxpool {shape} {kernel} {stride}: qpool (sse2 on 2 and 1 "
+                            f"threads, plain) differs from the reference kernel")
+        if got.shape != want.shape or not np.array_equal(got, want):
+            failures.append(f"qmaxpool {shape} {kernel} {stride} {pads} ceil={ceil}: differs "
+                            f"from ONNX Runtime")
+        print(f"qmaxpool {shape} dtype={qt} k={kernel} s={stride} pads={pads} d={dil} "
+              f"ceil={ceil}: equal to ref {same}, equal to ORT {np.array_equal(got, want)}",
+              flush=True)
+    # another output scale: the float MaxPool stays, and still matches
+    path = work / "qmaxpool_rescale.onnx"
+    onnx.save(qmaxpool_model([1, 4, 9, 9], U8, [3, 3], [2, 2], [1, 1, 1, 1], [1, 1], 0, 0.03,
+                             128, 0.05), path)
+    opt = work / "qmaxpool_opt.onnx"
+    r = subprocess.run([wpk, "optimize", str(path), "-o", str(opt)], capture_output=True,
+                       text=True)
+    ops = [(n.domain, n.op_type) for n in onnx.load(opt).graph.node] if r.returncode == 0 else []
+    x = (rng.standard_normal([1, 4, 9, 9]) * 2).astype(np.float32)
+    steps = float(np.abs(run_feeds(wpk, path, {"x": x}, work)["y"] - ort_run(path, x)).max()) \
+        / 0.05
+    if ("", "MaxPool") not in ops or steps > 1.01:
+        failures.append(f"qmaxpool with a rescale: {ops}, {steps:.2f} steps from ORT")
+    print(f"qmaxpool with a rescale: kept the float MaxPool, {steps:.2f} steps from ORT")
+
+
+def qgemm_model(rng, m, k, n, qt, per_channel, bias_kind, relu):
+    """Float x [m, k] -> Q -> DQ, a constant s8 weight [n, k] -> DQ (per row or per tensor),
+    Gemm (transB, bias none / float / DQ'd int32) (-> Relu) -> Q -> DQ: a QDQ classifier."""
+    zt = np_type(qt)
+    xs, ys = 0.02, 0.05
+    wn = n if per_channel else 1
+    ws = (rng.random(wn, dtype=np.float32) * 0.01 + 0.002).astype(np.float32)
+    wq = rng.integers(-127, 128, size=(n, k)).astype(np.int8)
+    zlo, zhi = (-10, 10) if qt == TensorProto.INT8 else (100, 150)
+    inits = [numpy_helper.from_array(np.array(xs, np.float32), "xs"),
+             numpy_helper.from_array(np.array(rng.integers(zlo, zhi), zt), "xz"),
+             numpy_helper.from_array(ws if per_channel else ws.reshape(()), "ws"),
+             numpy_helper.from_array(np.zeros(wn, np.int8) if per_channel
+                                     else np.array(0, np.int8), "wz"),
+             numpy_helper.from_array(wq, "wq"),
+             numpy_helper.from_array(np.array(ys, np.float32), "ys"),
+             numpy_helper.from_array(np.array(rng.integers(zlo, zhi), zt), "yz")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["wd"], axis=0)]
+    gin = ["xd", "wd"]
+    if bias_kind == "float":
+        inits.append(numpy_helper.from_array(rng.standard_normal(n).astype(np.float32), "b"))
+        gin.append("b")
+    elif bias_kind == "dq":
+        bscale = (xs * ws).astype(np.float32)
+        inits += [numpy_helper.from_array(rng.integers(-3000, 3000, n).astype(np.int32), "bq"),
+                  numpy_helper.from_array(bscale if per_channel else bscale.reshape(()), "bs")]
+        nodes.append(helper.make_node("DequantizeLinear", ["bq", "bs"], ["bd"], axis=0))
+        gin.append("bd")
+    nodes.append(helper.make_node("Gemm", gin, ["g"], transB=1))
+    last = "g"
+    if relu:
+        nodes.append(helper.make_node("Relu", ["g"], ["r"]))
+        last = "r"
+    nodes += [helper.make_node("QuantizeLinear", [last, "ys", "yz"], ["yq"]),
+              helper.make_node("DequantizeLinear", ["yq", "ys", "yz"], ["y"])]
+    g = helper.make_graph(nodes, "qgemm", [helper.make_tensor_value_info("x", 1, [m, k])],
+                          [helper.make_tensor_value_info("y", 1, None)], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def check_gemm(wpk, rng, work, failures):
+    """Part 7 of the module's docstring."""
+    U8, S8 = TensorProto.UINT8, TensorProto.INT8
+    # (m, k, n, x dtype, per-channel weights, bias, relu)
+    cases = [(1, 2048, 1000, U8, True, "float", False),   # resnet50's classifier
+             (3, 37, 29, S8, True, "dq", True),
+             (2, 64, 17, U8, False, "none", False),
+             (1, 130, 5, U8, False, "dq", True)]
+    for i, (m, k, n, qt, per, bias, relu) in enumerate(cases):
+        path = work / f"qgemm{i}.onnx"
+        onnx.save(qgemm_model(rng, m, k, n, qt, per, bias, relu), path)
+        opt = work / "qgemm_opt.onnx"
+        r = subprocess.run([wpk, "optimize", str(path), "-o", str(opt)], capture_output=True,
+                           text=True)
+        ops = [(n.domain, n.op_type) for n in onnx.load(opt).graph.node] \
+            if r.returncode == 0 else []
+        if not any(op[1] == "QLinearConv" for op in ops) or ("", "Gemm") in ops:
+            failures.append(f"qgemm {m}x{k}x{n}: not rewritten: {ops} {r.stderr[-500:]}")
+        x = (rng.standard_normal((m, k)) * 1.5).astype(np.float32)
+        got = run_feeds(wpk, path, {"x": x}, work)["y"]
+        ref = run_feeds(wpk, path, {"x": x}, work, ["--provider", "ref"])["y"]
+        want = ort_run(path, x)
+        steps = float(np.abs(got - want).max()) / 0.05
+        same = np.array_equal(got, ref)
+        if not same:
+            failures.append(f"qgemm {m}x{k}x{n}: the int8 provider differs from the reference")
+        if got.shape != want.shape or steps > 1.01:
+            failures.append(f"qgemm {m}x{k}x{n} dtype={qt} per_channel={per} bias={bias}: "
+                            f"{steps:.2f} steps from ORT")
+        print(f"qgemm {m}x{k}x{n} dtype={qt} per_channel={per} bias={bias} relu={relu}: "
+              f"equal to ref {same}, max steps vs ORT {steps:.2f}", flush=True)
+
+
+def qgap_model(shape, qt, yt, xzp, yzp, flatten):
+    """Float x -> Q -> DQ -> GlobalAveragePool -> Q -> DQ (-> Flatten -> Q -> DQ)."""
+    inits = [numpy_helper.from_array(np.array(0.04, np.float32), "s"),
+             numpy_helper.from_array(np.array(xzp, np_type(qt)), "z"),
+             numpy_helper.from_array(np.array(0.013, np.float32), "ys"),
+             numpy_helper.from_array(np.array(yzp, np_type(yt)), "yz")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"]),
+             helper.make_node("GlobalAveragePool", ["xd"], ["p"]),
+             helper.make_node("QuantizeLinear", ["p", "ys", "yz"], ["pq"]),
+             helper.make_node("DequantizeLinear", ["pq", "ys", "yz"], ["pd"])]
+    last = "pd"
+    if flatten:
+        nodes += [helper.make_node("Flatten", ["pd"], ["f"]),
+                  helper.make_node("QuantizeLinear", ["f", "ys", "yz"], ["fq"]),
+                  helper.make_node("DequantizeLinear", ["fq", "ys", "yz"], ["fd"])]
+        last = "fd"
+    nodes.append(helper.make_node("Identity", [last], ["y"]))
+    g = helper.make_graph(nodes, "qgap", [helper.make_tensor_value_info("x", 1, shape)],
+                          [helper.make_tensor_value_info("y", 1, None)], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def check_global_pool(wpk, rng, work, failures):
+    """Part 8 of the module's docstring."""
+    U8, S8 = TensorProto.UINT8, TensorProto.INT8
+    # (shape, x dtype, y dtype, x zero point, y zero point, Flatten after)
+    cases = [([1, 2048, 7, 7], U8, U8, 0, 0, True),      # resnet50's
+             ([2, 13, 5, 9], S8, U8, -7, 90, False),
+             ([1, 6, 33], U8, S8, 140, -3, False),       # one spatial dim, long plane
+             ([1, 3, 2, 3, 4], S8, S8, 5, 0, False)]     # three spatial dims
+    for i, (shape, qt, yt, xzp, yzp, flatten) in enumerate(cases):
+        path = work / f"qgap{i}.onnx"
+        onnx.save(qgap_model(shape, qt, yt, xzp, yzp, flatten), path)
+        opt = work / "qgap_opt.onnx"
+        r = subprocess.run([wpk, "optimize", str(path), "-o", str(opt)], capture_output=True,
+                           text=True)
+        ops = [(n.domain, n.op_type) for n in onnx.load(opt).graph.node] \
+            if r.returncode == 0 else []
+        if ("wpk", "QLinearGlobalAveragePool") not in ops or ("", "GlobalAveragePool") in ops \
+                or ops.count(("", "QuantizeLinear")) != 1:
+            failures.append(f"qgap {shape}: not rewritten (or the Flatten's Q/DQ pair kept): "
+                            f"{ops} {r.stderr[-500:]}")
+        x = (rng.standard_normal(shape) * 2 + 1).astype(np.float32)
+        got = run_feeds(wpk, path, {"x": x}, work)["y"]
+        ref = run_feeds(wpk, path, {"x": x}, work, ["--provider", "ref"])["y"]
+        want = ort_run(path, x)
+        steps = float(np.abs(got - want).max()) / 0.013
+        same = np.array_equal(got, ref)
+        if not same:
+            failures.append(f"qgap {shape}: the qgap provider differs from the reference")
+        if got.shape != want.shape or steps > 1.01:
+            failures.append(f"qgap {shape} x={qt} y={yt}: {steps:.2f} steps from ORT")
+        print(f"qgap {shape} x={qt} y={yt} zero points {xzp} {yzp}: equal to ref {same}, "
+              f"max steps vs ORT {steps:.2f}", flush=True)
 
 
 def ort_run(model, x):
@@ -364,6 +601,9 @@ def main():
                 print(f"qdq relu={relu} bias={bias}: {ops}, max steps vs ORT {steps:.2f}",
                       flush=True)
         check_elementwise(args.wpk, rng, work, failures)
+        check_max_pool(args.wpk, rng, work, failures)
+        check_gemm(args.wpk, rng, work, failures)
+        check_global_pool(args.wpk, rng, work, failures)
         # bad wpk::QLinearAdd: a per-channel output scale
         bad_add = qadd_model([1, 4, 3, 3], U8, False, rng)
         bad_add.opset_import.append(helper.make_opsetid("wpk", 1))

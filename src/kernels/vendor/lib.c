@@ -19,6 +19,8 @@ extern const kernel_provider lib_openblas;
 extern const kernel_provider lib_packed_gemm;
 extern const kernel_provider lib_int8; /* wpk's own int8 convolutions (qconv.c) */
 extern const kernel_provider lib_qelem; /* int8 Q, DQ and QLinearAdd (qelementwise.c) */
+extern const kernel_provider lib_qpool; /* wpk::MaxPool on int8 bytes (qmaxpool.c) */
+extern const kernel_provider lib_qgap; /* int8 global average pool (qglobal_pool.c) */
 
 static const kernel_provider *const providers[] = {
 #ifdef WPK_HAVE_ONEDNN
@@ -30,6 +32,8 @@ static const kernel_provider *const providers[] = {
     &lib_packed_gemm,
     &lib_int8,
     &lib_qelem,
+    &lib_qpool,
+    &lib_qgap,
     NULL,
 };
 
