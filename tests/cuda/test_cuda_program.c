@@ -128,6 +128,9 @@ static void bind(const exec_plan *p, unsigned char *ws, ir_tensor *vals) {
     }
 }
 
+/* Inputs or outputs of the graphs' nodes at most (the widest here: a 10-input Concat). */
+#define MAX_NODE_ARGS 16
+
 /* The reference: every node's reference kernel over the plan's buffers. */
 static bool reference(wpk_context *ctx, const exec_plan *p, const float *x, float *out) {
     unsigned char *ws = aligned_alloc(256, (p->mem.workspace + 255) / 256 * 256 + 256);
@@ -138,7 +141,13 @@ static bool reference(wpk_context *ctx, const exec_plan *p, const float *x, floa
     bool ok = true;
     for (int k = 0; k < g->nnodes && ok; k++) {
         const ir_node *n = &g->nodes[k];
-        ir_tensor *in[8] = {0}, *o[8] = {0};
+        ir_tensor *in[MAX_NODE_ARGS] = {0}, *o[MAX_NODE_ARGS] = {0};
+        if (n->nin > MAX_NODE_ARGS || n->nout > MAX_NODE_ARGS) {
+            fprintf(stderr, "reference %s: more than %d inputs or outputs\n", n->name,
+                    MAX_NODE_ARGS);
+            ok = false;
+            break;
+        }
         for (int i = 0; i < n->nin; i++) in[i] = n->in[i] >= 0 ? &vals[n->in[i]] : NULL;
         for (int i = 0; i < n->nout; i++) o[i] = n->out[i] >= 0 ? &vals[n->out[i]] : NULL;
         if (o[0] && in[0] && o[0]->data == in[0]->data && ir_op_get(n->op)->ref == op_copy_ref)
