@@ -370,21 +370,22 @@ static int fuse_gemm(ir_graph *g, int k) {
     if (c < 0) return 0;
     int64_t mm = xt->dims[0];
     wpk_dtype xdt = xt->dtype, wdt = wq->dtype, ydt = y.z->dtype;
-    /* the weights as [N, K, 1, 1]: the same bytes */
+    /* the weights as [N, K, 1, 1]: the same bytes (copied before values are added: adding one
+       may move every ir_tensor of g->values, wq, x.s and w.s with them) */
     ir_tensor w4 = *wq;
     w4.ndim = 4;
     w4.dims[2] = w4.dims[3] = 1;
-    char name[512];
-    snprintf(name, sizeof name, "%.400s_weight_4d", g->nodes[k].name);
-    const char *wname = ir_graph_unique_name(g, name);
-    int wv = wname ? ir_graph_add_const(g, wname, &w4) : -1;
-    if (wv < 0) return -1;
     int bias = -1;
     if (n->nin > 2 && n->in[2] >= 0) {
         bias = int32_bias(g, g->nodes[k].in[2], nn, f32_at(x.s, 0), w.s, g->nodes[k].name);
         if (bias == -1) return 0;
         if (bias < 0) return -1;
     }
+    char name[512];
+    snprintf(name, sizeof name, "%.400s_weight_4d", g->nodes[k].name);
+    const char *wname = ir_graph_unique_name(g, name);
+    int wv = wname ? ir_graph_add_const(g, wname, &w4) : -1;
+    if (wv < 0) return -1;
     int xzp = x.zp, wzp = w.zp;
     if (xzp < 0 && (xzp = zero_of(g, xdt, g->nodes[k].name)) < 0) return -1;
     if (wzp < 0 && (wzp = zero_of(g, wdt, g->nodes[k].name)) < 0) return -1;
