@@ -200,8 +200,11 @@ static wpk_status refine(const fusion_space *s, fusion_measure_fn measure, void 
             st = try_point(measure, user, out, p);
             budget--;
         }
+        /* the team the layer had before its moves: one that wins must not bring it back */
+        int had = out->best.threads[l];
         for (int t = 1; st == WPK_OK && t <= s->max_threads && budget > 0; t++) {
-            if (absorbed(s, out->best.fuse, l) || t == out->best.threads[l]) continue;
+            if (absorbed(s, out->best.fuse, l) || t == had || t == out->best.threads[l])
+                continue;
             *p = out->best;
             p->threads[l] = t;
             st = try_point(measure, user, out, p);
