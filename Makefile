@@ -76,7 +76,7 @@ test: deps-test build
 	@cd $(BUILD) && ctest --output-on-failure -j2 -LE slow
 	@$(MAKE) --no-print-directory test-asan
 	@$(MAKE) --no-print-directory fuzz
-	@cd $(BUILD) && WPK_REQUIRE_TORCH=1 ctest --output-on-failure -L slow
+	@cd $(BUILD) && WPK_REQUIRE_TORCH=1 ctest --output-on-failure -j2 -L slow
 
 test-asan:
 	@cmake -S . -B $(ASAN) -DWPK_WERROR=ON -DWPK_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null

@@ -195,7 +195,7 @@ static void compute(void) {
     /* a fingerprint cut at the buffer's end still identifies the machine: ignore truncation */
     int n = snprintf(fingerprint, sizeof fingerprint, "%s %s %s %ldc", arch[0] ? arch : "unknown",
                      model[0] ? model : "unknown", ext[0] ? ext : "none", cpus > 0 ? cpus : 1L);
-    (void)n;
+    if (n < 0 || n >= (int)sizeof fingerprint) fingerprint[sizeof fingerprint - 1] = '\0';
 }
 
 const char *target_fingerprint(void) {
@@ -209,5 +209,5 @@ void target_cuda_fingerprint(const char *name, int sm, int driver, char *buf, si
     /* a fingerprint cut at the buffer's end still identifies the device: ignore truncation */
     int n = snprintf(buf, cap, "cuda %s sm_%d driver %d", model[0] ? model : "unknown", sm,
                      driver);
-    (void)n;
+    if (n < 0 || n >= (int)sizeof fingerprint) fingerprint[sizeof fingerprint - 1] = '\0';
 }

@@ -485,7 +485,7 @@ static void test_odd_values(void) {
     g->nodes[k].in[0] = x;
     int parts[3];
     for (int i = 0; i < 3; i++) {
-        char name[8];
+        char name[16];
         snprintf(name, sizeof name, "p%d", i);
         parts[i] = ir_graph_add_value(g, name);
         g->nodes[k].out[i] = parts[i];
