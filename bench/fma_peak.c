@@ -1,10 +1,13 @@
-/* fma_peak.c -- the machine's measured FP32 FMA peak, single core and all cores: the yardstick
- * the convolution benchmarks report their GFLOP/s against.
+/* fma_peak.c -- the machine's measured multiply-add peaks, single core and all cores: FP32 FMA
+ * (the yardstick the convolution benchmarks report their GFLOP/s against), and where the CPU
+ * has them the int8 VNNI (`vpdpbusd`) and BF16 (`vdpbf16ps`) dot products the int8 and bf16
+ * kernels run on. A multiply-add counts as 2 operations for every kind (GFLOP/s, GOP/s).
  *
  * Independent FMA chains on the widest vectors the CPU has (AVX-512, else AVX2+FMA), enough of
  * them to cover the FMA latency on every pipe, explicit FMA intrinsics (no reliance on the
  * compiler contracting a*b+c). Each chain computes acc = acc * m + a with m just below 1, so the
- * values settle near a / (1 - m) and never overflow or go subnormal.
+ * values settle near a / (1 - m) and never overflow or go subnormal. The dot-product chains
+ * accumulate small products into int32 (wrapping is harmless) or near-1 values into fp32.
  *
  *     cc -O2 -fopenmp bench/fma_peak.c -o fma_peak && ./fma_peak [--threads N] [--reps R] [--json]
  *
@@ -99,12 +102,62 @@ __attribute__((target("avx2,fma"))) static double fma256(long iters) {
     for (int i = 0; i < 8; i++) t += out[i];
     return t;
 }
+
+/* 16 chains of 16 int32 lanes, each a 4-deep u8 x s8 dot product per instruction */
+__attribute__((target("avx512f,avx512vnni"))) static double vnni512(long iters) {
+    __m512i u = _mm512_set1_epi32(0x01020304), w = _mm512_set1_epi32(0x01ff01ff);
+    __m512i c[16];
+    for (int k = 0; k < 16; k++) c[k] = _mm512_set1_epi32(k);
+    for (long i = 0; i < iters; i++) {
+#pragma GCC unroll 16
+        for (int k = 0; k < 16; k++) c[k] = _mm512_dpbusd_epi32(c[k], u, w);
+        __asm__ volatile("" : "+v"(u)); /* the sources stay live: the loop is not folded */
+    }
+    long long t = 0;
+    for (int k = 0; k < 16; k++) t += _mm512_reduce_add_epi32(c[k]);
+    return (double)t;
+}
+
+/* the same on 256-bit vectors (AVX512-VL encoding): some cores issue two of these per cycle
+ * where they issue one 512-bit */
+__attribute__((target("avx512f,avx512vl,avx512vnni"))) static double vnni256(long iters) {
+    __m256i u = _mm256_set1_epi32(0x01020304), w = _mm256_set1_epi32(0x01ff01ff);
+    __m256i c[16];
+    for (int k = 0; k < 16; k++) c[k] = _mm256_set1_epi32(k);
+    for (long i = 0; i < iters; i++) {
+#pragma GCC unroll 16
+        for (int k = 0; k < 16; k++) c[k] = _mm256_dpbusd_epi32(c[k], u, w);
+        __asm__ volatile("" : "+v"(u));
+    }
+    int out[8];
+    __m256i s = c[0];
+    for (int k = 1; k < 16; k++) s = _mm256_add_epi32(s, c[k]);
+    _mm256_storeu_si256((__m256i *)out, s);
+    double t = 0;
+    for (int i = 0; i < 8; i++) t += out[i];
+    return t;
+}
+
+/* 16 chains of 16 fp32 lanes, each a 2-deep bf16 dot product per instruction */
+__attribute__((target("avx512f,avx512bf16"))) static double bf16dot512(long iters) {
+    __m512bh a = (__m512bh)_mm512_set1_epi16(0x3f80), b = (__m512bh)_mm512_set1_epi16(0x3380);
+    __m512 c[16];
+    for (int k = 0; k < 16; k++) c[k] = _mm512_set1_ps(0.5f + 0.01f * (float)k);
+    for (long i = 0; i < iters; i++) {
+#pragma GCC unroll 16
+        for (int k = 0; k < 16; k++) c[k] = _mm512_dpbf16_ps(c[k], a, b);
+        __asm__ volatile("" : "+v"(a));
+    }
+    __m512 s = c[0];
+    for (int k = 1; k < 16; k++) s = _mm512_add_ps(s, c[k]);
+    return (double)_mm512_reduce_add_ps(s);
+}
 #endif
 
 typedef struct variant {
     const char *name;
     kernel_fn fn;
-    double flops_per_iter; /* chains x lanes x 2 */
+    double flops_per_iter; /* chains x lanes x dot depth x 2 */
 } variant;
 
 static int cmp_double(const void *a, const void *b) {
@@ -196,13 +249,20 @@ int main(int argc, char **argv) {
     if (reps < 1) reps = 1;
     if (reps > MAX_REPS) reps = MAX_REPS;
 
-    variant vs[2];
+    variant vs[5];
     int nv = 0;
 #ifdef HAVE_X86
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f")) vs[nv++] = (variant){"avx512", fma512, 16 * 16 * 2};
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
         vs[nv++] = (variant){"avx2", fma256, 12 * 8 * 2};
+    if (__builtin_cpu_supports("avx512vnni")) {
+        vs[nv++] = (variant){"vnni512", vnni512, 16 * 16 * 4 * 2};
+        if (__builtin_cpu_supports("avx512vl"))
+            vs[nv++] = (variant){"vnni256", vnni256, 16 * 8 * 4 * 2};
+    }
+    if (__builtin_cpu_supports("avx512bf16"))
+        vs[nv++] = (variant){"bf16", bf16dot512, 16 * 16 * 2 * 2};
 #endif
     if (nv == 0) {
         fprintf(stderr, "fma_peak: no AVX2/FMA or AVX-512 on this CPU; nothing to measure\n");
