@@ -536,6 +536,8 @@ def main():
              (21, 24, 56, 3, 2, 1, 1, 1, U8, U8, True),     # stride 2: 2x2 phases, implicit
              (12, 16, 27, 1, 2, 0, 1, 1, S8, U8, False),    # 1x1 stride 2, odd plane
              (13, 70, 16, 3, 2, (1, 0, 0, 1), 1, 1, U8, U8, True),  # stride 2, uneven pads
+             (8, 16, 150, 1, 2, 0, 1, 1, U8, U8, True),     # 1x1 s2, rows over 128 pixels
+             (8, 16, 133, 3, 2, 1, 1, 1, S8, U8, False),    # 3x3 s2, odd rows over 128
              # channels in lanes (small planes, long K): 64-row blocks x 6 positions
              (160, 124, 7, 3, 1, 1, 1, 1, U8, U8, True),    # 7x7, a partial 64-row block
              (256, 64, 14, 3, 1, 1, 1, 1, S8, U8, False),   # 14x14, s8 x

@@ -364,25 +364,15 @@ static void im2col_part(const lib_kernel *k, const uint8_t *xb, int64_t r, int64
     }
 }
 
-/* A row of 4 channels at column stride 2 into both column phases, 32 pixels at a time: pixel w
- * lands in phase (w + pad) % 2 at (w + pad) / 2, so the even ones go to phase pad % 2. */
+/* A row of 4 channels at column stride 2 into its column phases: pixel w lands in phase
+ * (w + pad) % 2 at (w + pad) / 2, so the even ones go to phase pad % 2. read: the phases a tap
+ * reads (bit b: phase b); the odd pixels are not written when only the even ones' is read. */
 static void interleave_pairs(const lib_kernel *k, uint8_t *row, const uint8_t *const r[4],
-                             int64_t w_n, uint8_t flip) {
+                             int64_t w_n, uint8_t flip, unsigned read) {
     int64_t pl = k->g.pad0[1];
     uint8_t *even = row + (pl % 2 * k->phase_size + pl / 2) * 4;
     uint8_t *odd = row + ((pl + 1) % 2 * k->phase_size + (pl + 1) / 2) * 4;
-    int64_t w = 0;
-    for (; w + 2 * QGEMM_LANES <= w_n; w += 2 * QGEMM_LANES) {
-        const uint8_t *part[4] = {r[0] + w, r[1] + w, r[2] + w, r[3] + w};
-        qgemm_pack_group_pairs(even + w / 2 * 4, odd + w / 2 * 4, part, flip);
-    }
-    if (w == w_n) return;
-    uint8_t tail[4][2 * QGEMM_LANES] = {{0}}, e[QGEMM_LANES * 4], o[QGEMM_LANES * 4];
-    const uint8_t *part[4] = {tail[0], tail[1], tail[2], tail[3]};
-    for (int t = 0; t < 4; t++) memcpy(tail[t], r[t] + w, (size_t)(w_n - w));
-    qgemm_pack_group_pairs(e, o, part, flip);
-    memcpy(even + w / 2 * 4, e, (size_t)((w_n - w + 1) / 2 * 4));
-    memcpy(odd + w / 2 * 4, o, (size_t)((w_n - w) / 2 * 4));
+    qgemm_interleave_pairs(even, read >> ((pl + 1) % 2) & 1 ? odd : NULL, r, w_n, flip);
 }
 
 /* Quad q of image xb into the inside of its padded phases: channels 4q..4q+3 interleaved per
@@ -410,8 +400,9 @@ static void interleave_quad(const lib_kernel *k, const uint8_t *xb, int64_t q, u
             qgemm_interleave(row + g->pad0[1] * 4, r, w_n, flip);
             continue;
         }
-        if (sw == 2 && (k->phases_read >> (hp % sh * sw) & 3) == 3) {
-            interleave_pairs(k, row, r, w_n, flip);
+        unsigned read = (unsigned)(k->phases_read >> (hp % sh * sw) & 3);
+        if (sw == 2 && (read == 3 || read >> (g->pad0[1] % 2) & 1)) {
+            interleave_pairs(k, row, r, w_n, flip, read);
             continue;
         }
         for (int64_t pw = 0; pw < sw; pw++) {

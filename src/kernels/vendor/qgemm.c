@@ -148,32 +148,64 @@ static void tile_portable(const qgemm_args *g, int64_t r, int64_t b, int nb) {
 #ifdef QGEMM_X86
 #define VNNI_TARGET __attribute__((target("avx512f,avx512bw,avx512vnni")))
 
-/* The requantization of 16 sums (row r, columns c0...) and their store: whole when the block
- * is 16 columns of one output row, else by the runs of cm, with masked stores (which touch
- * no byte outside their mask, so the address of a lane that is not stored does not matter). */
-VNNI_TARGET static inline void finish16(const qgemm_args *g, int64_t r, int64_t c0, __m512i acc,
-                                        const col_map *cm) {
-    int64_t n = g->cols - c0;
-    if (r >= g->m || n <= 0) return;
-    const __m512 lo = _mm512_set1_ps((float)g->lo), hi = _mm512_set1_ps((float)g->hi);
-    __m512i a = _mm512_add_epi32(acc, _mm512_set1_epi32(g->bias[r]));
-    __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(a), _mm512_set1_ps(g->mult[r]));
-    v = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    v = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(v, _mm512_set1_ps((float)g->yzp)), lo), hi);
-    __m128i q = _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(v));
+/* 16 sums of row r (the bias already in them, as the tile starts from it) requantized as
+ * the reference does, less the zero point: round(clamp(sum * mult, lo - yzp, hi - yzp)).
+ * Clamping before rounding to integer bounds gives what rounding and then clamping does, and
+ * the rounding is the conversion's own, to nearest even whatever MXCSR says. */
+VNNI_TARGET __attribute__((always_inline)) static inline __m512i requant16(const qgemm_args *g, int64_t r, __m512i acc) {
+    __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(acc), _mm512_set1_ps(g->mult[r]));
+    v = _mm512_max_ps(v, _mm512_set1_ps((float)(g->lo - g->yzp)));
+    v = _mm512_min_ps(v, _mm512_set1_ps((float)(g->hi - g->yzp)));
+    return _mm512_cvt_roundps_epi32(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+
+/* One block's 16 sums of row r, stored by the runs of cm (masked stores touch no byte outside
+ * their mask, so the address of a lane that is not stored does not matter). */
+VNNI_TARGET __attribute__((always_inline)) static inline void finish_runs(const qgemm_args *g, int64_t r, __m512i acc,
+                                           const col_map *cm) {
+    __m512i q = _mm512_add_epi32(requant16(g, r, acc), _mm512_set1_epi32(g->yzp));
+    __m128i b = _mm512_cvtepi32_epi8(q);
     uintptr_t y = (uintptr_t)g->y + (uintptr_t)(r * g->ldy);
-    if (!cm) {
-        _mm_storeu_si128((__m128i *)(y + (uintptr_t)c0), q);
-        return;
-    }
     for (int i = 0; i < cm->runs; i++)
         _mm512_mask_storeu_epi8((void *)(y + (uintptr_t)cm->off[i]), (__mmask64)cm->mask[i],
-                                _mm512_castsi128_si512(q));
+                                _mm512_castsi128_si512(b));
+}
+
+/* Row r of a tile of nb blocks from column c0: where every block is 16 columns of one output
+ * row (cm null), the nb x 16 bytes are packed together (two saturating packs, in range by
+ * then, and a permutation back into column order) and stored at once; else block by block. */
+VNNI_TARGET __attribute__((always_inline)) static inline void finish_row(const qgemm_args *g, int64_t r, int64_t c0, int nb,
+                                          __m512i a0, __m512i a1, __m512i a2,
+                                          const col_map *const cm[QGEMM_NB]) {
+    if (r >= g->m || g->cols <= c0) return;
+    bool whole = !cm[0] && (nb < 2 || !cm[1]) && (nb < 3 || !cm[2]);
+    if (!whole) {
+        const __m512i acc[QGEMM_NB] = {a0, a1, a2};
+        for (int j = 0; j < nb && c0 + j * QGEMM_LANES < g->cols; j++) {
+            col_map own;
+            const col_map *m = cm[j] ? cm[j] : (map_block(g, c0 + j * QGEMM_LANES, &own), &own);
+            finish_runs(g, r, acc[j], m);
+        }
+        return;
+    }
+    __m512i q0 = requant16(g, r, a0);
+    __m512i q1 = nb > 1 ? requant16(g, r, a1) : q0;
+    __m512i q2 = nb > 2 ? requant16(g, r, a2) : q1;
+    const __m512i zp = _mm512_set1_epi16((short)g->yzp);
+    __m512i w01 = _mm512_add_epi16(_mm512_packs_epi32(q0, q1), zp);
+    __m512i w22 = _mm512_add_epi16(_mm512_packs_epi32(q2, q2), zp);
+    /* each 128-bit lane k now holds bytes of columns 4k..4k+3 of blocks 0, 1, 2, 2 */
+    __m512i b = g->y_signed ? _mm512_packs_epi16(w01, w22) : _mm512_packus_epi16(w01, w22);
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    b = _mm512_permutexvar_epi32(order, b);
+    __mmask64 keep = nb == 3 ? 0xffffffffffffull : nb == 2 ? 0xffffffffull : 0xffffull;
+    _mm512_mask_storeu_epi8((void *)((uint8_t *)g->y + r * g->ldy + c0), keep, b);
 }
 
 /* The 8-row tile written out so that its 8 x nb sums stay in registers; nb is a constant at
  * every call (tile_vnni_1/2/3), so the blocks past it are compiled away. */
-#define ROW_DECL(i) __m512i c##i##0 = _mm512_setzero_si512(), c##i##1 = c##i##0, c##i##2 = c##i##0
+#define ROW_DECL(i)                                                                          \
+    __m512i c##i##0 = _mm512_set1_epi32(g->bias[r + (i)]), c##i##1 = c##i##0, c##i##2 = c##i##0
 #define ROW_STEP(i)                                                                          \
     do {                                                                                     \
         __m512i wv = _mm512_set1_epi32(load_i32(w + (i) * ldw));                             \
@@ -181,12 +213,7 @@ VNNI_TARGET static inline void finish16(const qgemm_args *g, int64_t r, int64_t 
         if (nb > 1) c##i##1 = _mm512_dpbusd_epi32(c##i##1, a1, wv);                          \
         if (nb > 2) c##i##2 = _mm512_dpbusd_epi32(c##i##2, a2, wv);                          \
     } while (0)
-#define ROW_FINISH(i)                                                                        \
-    do {                                                                                     \
-        finish16(g, r + (i), col, c##i##0, cm0);                                             \
-        if (nb > 1) finish16(g, r + (i), col + QGEMM_LANES, c##i##1, cm1);                   \
-        if (nb > 2) finish16(g, r + (i), col + 2 * QGEMM_LANES, c##i##2, cm2);               \
-    } while (0)
+#define ROW_FINISH(i) finish_row(g, r + (i), col, nb, c##i##0, c##i##1, c##i##2, cms)
 
 VNNI_TARGET __attribute__((always_inline)) static inline void
 tile_vnni_nb(const qgemm_args *g, int64_t r, int64_t b, const int nb) {
@@ -219,9 +246,8 @@ tile_vnni_nb(const qgemm_args *g, int64_t r, int64_t b, const int nb) {
     }
     int64_t col = b * QGEMM_LANES;
     col_map maps[QGEMM_NB];
-    const col_map *cm0 = block_map(g, col, &maps[0]);
-    const col_map *cm1 = nb > 1 ? block_map(g, col + QGEMM_LANES, &maps[1]) : NULL;
-    const col_map *cm2 = nb > 2 ? block_map(g, col + 2 * QGEMM_LANES, &maps[2]) : NULL;
+    const col_map *cms[QGEMM_NB] = {NULL, NULL, NULL};
+    for (int j = 0; j < nb; j++) cms[j] = block_map(g, col + j * QGEMM_LANES, &maps[j]);
     ROW_FINISH(0);
     ROW_FINISH(1);
     ROW_FINISH(2);
@@ -264,37 +290,69 @@ static bool have_vnni(void) {
            __builtin_cpu_supports("avx512vnni");
 }
 
-/* 64 pixels of 4 rows per step: two rounds of unpacking interleave within each 128-bit lane
- * (o_j's lane L holds pixels 16 L + 4 j ... + 3), and a 4x4 transpose of the lanes puts
- * pixels 16 L ... 16 L + 15 in output vector L. The last pixels by masked loads and stores
- * (a masked-off byte is neither read nor written). */
+/* 64 pixels of 4 rows (v[t], flipped already) interleaved into out: two rounds of unpacking
+ * interleave within each 128-bit lane (o_j's lane L holds pixels 16 L + 4 j ... + 3), and a
+ * 4x4 transpose of the lanes puts pixels 16 L ... 16 L + 15 in output vector L. Only the first
+ * `rest` pixels are stored (a masked-off byte is not written). */
+__attribute__((target("avx512f,avx512bw"))) static inline void
+interleave_store(uint8_t *out, const __m512i v[4], int64_t rest) {
+    __m512i a = _mm512_unpacklo_epi8(v[0], v[1]), b = _mm512_unpackhi_epi8(v[0], v[1]);
+    __m512i c = _mm512_unpacklo_epi8(v[2], v[3]), d = _mm512_unpackhi_epi8(v[2], v[3]);
+    __m512i o0 = _mm512_unpacklo_epi16(a, c), o1 = _mm512_unpackhi_epi16(a, c);
+    __m512i o2 = _mm512_unpacklo_epi16(b, d), o3 = _mm512_unpackhi_epi16(b, d);
+    __m512i t0 = _mm512_shuffle_i32x4(o0, o1, 0x44), t1 = _mm512_shuffle_i32x4(o0, o1, 0xee);
+    __m512i t2 = _mm512_shuffle_i32x4(o2, o3, 0x44), t3 = _mm512_shuffle_i32x4(o2, o3, 0xee);
+    __m512i w[4] = {_mm512_shuffle_i32x4(t0, t2, 0x88), _mm512_shuffle_i32x4(t0, t2, 0xdd),
+                    _mm512_shuffle_i32x4(t1, t3, 0x88), _mm512_shuffle_i32x4(t1, t3, 0xdd)};
+    if (rest >= 64) {
+        for (int j = 0; j < 4; j++) _mm512_storeu_si512((void *)(out + 64 * j), w[j]);
+        return;
+    }
+    for (int64_t j = 0; j < 4 && 16 * j < rest; j++) {
+        int64_t bytes = 4 * (rest - 16 * j) < 64 ? 4 * (rest - 16 * j) : 64;
+        __mmask64 m = bytes == 64 ? ~(__mmask64)0 : (((__mmask64)1 << bytes) - 1);
+        _mm512_mask_storeu_epi8((void *)(out + 64 * j), m, w[j]);
+    }
+}
+
+static inline __mmask64 first_bytes(int64_t n) {
+    return n >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << n) - 1);
+}
+
+/* 64 pixels of 4 rows per step; the last ones by masked loads (nothing past r[t][n - 1] read). */
 __attribute__((target("avx512f,avx512bw"))) static void
 interleave_avx512(uint8_t *out, const uint8_t *const r[4], int64_t n, uint8_t flip) {
     const __m512i f = _mm512_set1_epi8((char)flip);
     for (int64_t p = 0; p < n; p += 64) {
-        int64_t rest = n - p < 64 ? n - p : 64;
-        __mmask64 in_mask = rest == 64 ? ~(__mmask64)0 : (((__mmask64)1 << rest) - 1);
+        __mmask64 in_mask = first_bytes(n - p);
         __m512i v[4];
         for (int t = 0; t < 4; t++)
             v[t] = _mm512_xor_si512(_mm512_maskz_loadu_epi8(in_mask, r[t] + p), f);
-        __m512i a = _mm512_unpacklo_epi8(v[0], v[1]), b = _mm512_unpackhi_epi8(v[0], v[1]);
-        __m512i c = _mm512_unpacklo_epi8(v[2], v[3]), d = _mm512_unpackhi_epi8(v[2], v[3]);
-        __m512i o0 = _mm512_unpacklo_epi16(a, c), o1 = _mm512_unpackhi_epi16(a, c);
-        __m512i o2 = _mm512_unpacklo_epi16(b, d), o3 = _mm512_unpackhi_epi16(b, d);
-        __m512i t0 = _mm512_shuffle_i32x4(o0, o1, 0x44), t1 = _mm512_shuffle_i32x4(o0, o1, 0xee);
-        __m512i t2 = _mm512_shuffle_i32x4(o2, o3, 0x44), t3 = _mm512_shuffle_i32x4(o2, o3, 0xee);
-        __m512i w[4] = {_mm512_shuffle_i32x4(t0, t2, 0x88), _mm512_shuffle_i32x4(t0, t2, 0xdd),
-                        _mm512_shuffle_i32x4(t1, t3, 0x88), _mm512_shuffle_i32x4(t1, t3, 0xdd)};
-        uint8_t *o = out + 4 * p;
-        if (rest == 64) {
-            for (int j = 0; j < 4; j++) _mm512_storeu_si512((void *)(o + 64 * j), w[j]);
-            continue;
+        interleave_store(out + 4 * p, v, n - p);
+    }
+}
+
+/* The even and odd pixels of 4 rows of n pixels, each kind interleaved (qgemm.h), 64 pairs a
+ * step: the bytes of each 16-bit pair split by masking and shifting, packed with unsigned
+ * saturation (exact: they are below 256), and the packs' lane order put right. */
+__attribute__((target("avx512f,avx512bw"))) static void
+interleave_pairs_avx512(uint8_t *even, uint8_t *odd, const uint8_t *const r[4], int64_t n,
+                        uint8_t flip) {
+    const __m512i f = _mm512_set1_epi8((char)flip), low = _mm512_set1_epi16(0x00ff);
+    const __m512i order = _mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7);
+    for (int64_t p = 0; p < n; p += 128) {
+        __mmask64 m0 = first_bytes(n - p), m1 = n - p > 64 ? first_bytes(n - p - 64) : 0;
+        __m512i e[4], o[4];
+        for (int t = 0; t < 4; t++) {
+            __m512i lo = _mm512_maskz_loadu_epi8(m0, r[t] + p);
+            __m512i hi = _mm512_maskz_loadu_epi8(m1, r[t] + p + 64);
+            __m512i ev = _mm512_packus_epi16(_mm512_and_si512(lo, low), _mm512_and_si512(hi, low));
+            __m512i od = _mm512_packus_epi16(_mm512_srli_epi16(lo, 8), _mm512_srli_epi16(hi, 8));
+            e[t] = _mm512_xor_si512(_mm512_permutexvar_epi64(order, ev), f);
+            o[t] = _mm512_xor_si512(_mm512_permutexvar_epi64(order, od), f);
         }
-        for (int64_t j = 0; j < 4 && 16 * j < rest; j++) {
-            int64_t bytes = 4 * (rest - 16 * j) < 64 ? 4 * (rest - 16 * j) : 64;
-            __mmask64 m = bytes == 64 ? ~(__mmask64)0 : (((__mmask64)1 << bytes) - 1);
-            _mm512_mask_storeu_epi8((void *)(o + 64 * j), m, w[j]);
-        }
+        interleave_store(even + 2 * p, e, (n - p + 1) / 2);
+        if (odd) interleave_store(odd + 2 * p, o, (n - p) / 2);
     }
 }
 #else
@@ -307,6 +365,9 @@ typedef void (*tile_fn)(const qgemm_args *g, int64_t r, int64_t b);
 static tile_fn vnni_tiles[QGEMM_NB + 1];
 typedef void (*interleave_fn)(uint8_t *out, const uint8_t *const r[4], int64_t n, uint8_t flip);
 static interleave_fn interleave_wide; /* null on the portable path */
+typedef void (*pairs_fn)(uint8_t *even, uint8_t *odd, const uint8_t *const r[4], int64_t n,
+                         uint8_t flip);
+static pairs_fn pairs_wide; /* null on the portable path */
 static pthread_once_t chosen_once = PTHREAD_ONCE_INIT;
 
 static void choose(void) {
@@ -316,6 +377,7 @@ static void choose(void) {
         vnni_tiles[2] = tile_vnni_2;
         vnni_tiles[3] = tile_vnni_3;
         interleave_wide = interleave_avx512;
+        pairs_wide = interleave_pairs_avx512;
     }
 #endif
 }
@@ -358,4 +420,26 @@ void qgemm_interleave(uint8_t *out, const uint8_t *const r[4], int64_t n, uint8_
     for (int t = 0; t < 4; t++) memcpy(tail[t], r[t] + p, (size_t)(n - p));
     qgemm_pack_group(last, part, flip);
     memcpy(out + p * 4, last, (size_t)(n - p) * 4);
+}
+
+void qgemm_interleave_pairs(uint8_t *even, uint8_t *odd, const uint8_t *const r[4], int64_t n,
+                            uint8_t flip) {
+    pick();
+    if (pairs_wide) {
+        pairs_wide(even, odd, r, n, flip);
+        return;
+    }
+    int64_t p = 0;
+    uint8_t e[QGEMM_LANES * 4], o[QGEMM_LANES * 4];
+    for (; p + 2 * QGEMM_LANES <= n; p += 2 * QGEMM_LANES) {
+        const uint8_t *part[4] = {r[0] + p, r[1] + p, r[2] + p, r[3] + p};
+        qgemm_pack_group_pairs(even + p * 2, odd ? odd + p * 2 : o, part, flip);
+    }
+    if (p == n) return;
+    uint8_t tail[4][2 * QGEMM_LANES] = {{0}};
+    const uint8_t *part[4] = {tail[0], tail[1], tail[2], tail[3]};
+    for (int t = 0; t < 4; t++) memcpy(tail[t], r[t] + p, (size_t)(n - p));
+    qgemm_pack_group_pairs(e, o, part, flip);
+    memcpy(even + p * 2, e, (size_t)((n - p + 1) / 2 * 4));
+    if (odd) memcpy(odd + p * 2, o, (size_t)((n - p) / 2 * 4));
 }

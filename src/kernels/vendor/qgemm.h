@@ -72,4 +72,11 @@ void qgemm_interleave(uint8_t *out, const uint8_t *const r[4], int64_t n, uint8_
 void qgemm_pack_group_pairs(uint8_t *even, uint8_t *odd, const uint8_t *const r[4],
                             uint8_t flip);
 
+/* qgemm_interleave for the two column phases of a stride-2 convolution: n pixels of 4 rows,
+ * the even ones (r[t][2 i]) interleaved at even[4 i + t] and the odd ones at odd[4 i + t]
+ * (not written when odd is null), flipped; nothing past r[t][n - 1] read (AVX-512 where
+ * qgemm_run uses VNNI). */
+void qgemm_interleave_pairs(uint8_t *even, uint8_t *odd, const uint8_t *const r[4], int64_t n,
+                            uint8_t flip);
+
 #endif
