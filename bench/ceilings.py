@@ -154,9 +154,10 @@ def main():
               + ", ".join(f"{k} {v:.2f} ms" for k, v in med.items()), flush=True)
 
     cmd = "python3 bench/ceilings.py " + " ".join(sys.argv[1:])
+    records = "with " + args.db if args.db else "untuned"
     lines = ["# Speed goals against the machine's multiply-add peak", "",
              f"`{cmd}`", "",
-             f"batch 1, {args.threads} threads; wpk {'untuned' if not args.db else 'with ' + args.db}; "
+             f"batch 1, {args.threads} threads; wpk {records}; "
              f"{args.rounds} rounds x {args.iters} runs, the runtimes taking turns, medians. "
              "Peak: bench/fma_peak.c's best all-thread sample (a multiply-add = 2 ops). Floor = "
              "multiply-adds / peak. % of peak = floor / latency.", "",

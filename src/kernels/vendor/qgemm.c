@@ -152,7 +152,8 @@ static void tile_portable(const qgemm_args *g, int64_t r, int64_t b, int nb) {
  * the reference does, less the zero point: round(clamp(sum * mult, lo - yzp, hi - yzp)).
  * Clamping before rounding to integer bounds gives what rounding and then clamping does, and
  * the rounding is the conversion's own, to nearest even whatever MXCSR says. */
-VNNI_TARGET __attribute__((always_inline)) static inline __m512i requant16(const qgemm_args *g, int64_t r, __m512i acc) {
+VNNI_TARGET __attribute__((always_inline)) static inline __m512i
+requant16(const qgemm_args *g, int64_t r, __m512i acc) {
     __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(acc), _mm512_set1_ps(g->mult[r]));
     v = _mm512_max_ps(v, _mm512_set1_ps((float)(g->lo - g->yzp)));
     v = _mm512_min_ps(v, _mm512_set1_ps((float)(g->hi - g->yzp)));
@@ -161,8 +162,8 @@ VNNI_TARGET __attribute__((always_inline)) static inline __m512i requant16(const
 
 /* One block's 16 sums of row r, stored by the runs of cm (masked stores touch no byte outside
  * their mask, so the address of a lane that is not stored does not matter). */
-VNNI_TARGET __attribute__((always_inline)) static inline void finish_runs(const qgemm_args *g, int64_t r, __m512i acc,
-                                           const col_map *cm) {
+VNNI_TARGET __attribute__((always_inline)) static inline void
+finish_runs(const qgemm_args *g, int64_t r, __m512i acc, const col_map *cm) {
     __m512i q = _mm512_add_epi32(requant16(g, r, acc), _mm512_set1_epi32(g->yzp));
     __m128i b = _mm512_cvtepi32_epi8(q);
     uintptr_t y = (uintptr_t)g->y + (uintptr_t)(r * g->ldy);
@@ -174,9 +175,9 @@ VNNI_TARGET __attribute__((always_inline)) static inline void finish_runs(const 
 /* Row r of a tile of nb blocks from column c0: where every block is 16 columns of one output
  * row (cm null), the nb x 16 bytes are packed together (two saturating packs, in range by
  * then, and a permutation back into column order) and stored at once; else block by block. */
-VNNI_TARGET __attribute__((always_inline)) static inline void finish_row(const qgemm_args *g, int64_t r, int64_t c0, int nb,
-                                          __m512i a0, __m512i a1, __m512i a2,
-                                          const col_map *const cm[QGEMM_NB]) {
+VNNI_TARGET __attribute__((always_inline)) static inline void
+finish_row(const qgemm_args *g, int64_t r, int64_t c0, int nb, __m512i a0, __m512i a1, __m512i a2,
+           const col_map *const cm[QGEMM_NB]) {
     if (r >= g->m || g->cols <= c0) return;
     bool whole = !cm[0] && (nb < 2 || !cm[1]) && (nb < 3 || !cm[2]);
     if (!whole) {
@@ -194,8 +195,8 @@ VNNI_TARGET __attribute__((always_inline)) static inline void finish_row(const q
     const __m512i zp = _mm512_set1_epi16((short)g->yzp);
     __m512i w01 = _mm512_add_epi16(_mm512_packs_epi32(q0, q1), zp);
     __m512i w22 = _mm512_add_epi16(_mm512_packs_epi32(q2, q2), zp);
-    /* each 128-bit lane k now holds bytes of columns 4k..4k+3 of blocks 0, 1, 2, 2 */
     __m512i b = g->y_signed ? _mm512_packs_epi16(w01, w22) : _mm512_packus_epi16(w01, w22);
+    /* each 128-bit lane k holds the bytes of columns 4k..4k+3 of blocks 0, 1, 2, 2 */
     const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
     b = _mm512_permutexvar_epi32(order, b);
     __mmask64 keep = nb == 3 ? 0xffffffffffffull : nb == 2 ? 0xffffffffull : 0xffffull;
@@ -315,6 +316,7 @@ interleave_store(uint8_t *out, const __m512i v[4], int64_t rest) {
     }
 }
 
+/* The mask of the first n bytes of a vector (all of them from 64 on). */
 static inline __mmask64 first_bytes(int64_t n) {
     return n >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << n) - 1);
 }
