@@ -154,8 +154,7 @@ def main():
 
     import openvino
     lines = ["# Transformers: wpk vs ONNX Runtime and OpenVINO", "",
-             f"`bench/transformers.py --threads {args.threads} --iters {args.iters} --rounds "
-             f"{args.rounds}`: batch 1, f32, {args.threads} threads, medians of {args.rounds} "
+             f"`python3 bench/transformers.py {' '.join(sys.argv[1:])}`: batch 1, f32, {args.threads} threads, medians of {args.rounds} "
              f"rounds x {args.iters} runs (each after {args.warmup} warm-up), the runtimes "
              "taking turns in every round. wpk untuned unless --db gave records; ratio = "
              "faster peer / wpk (above 1: wpk is faster).", "",
