@@ -192,7 +192,7 @@ static void compute(void) {
     other_extensions(ext, sizeof ext);
 #endif
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    /* a fingerprint cut at the buffer's end still identifies the machine: ignore truncation */
+    /* a fingerprint cut at the buffer's end still identifies the machine: it is kept as cut */
     int n = snprintf(fingerprint, sizeof fingerprint, "%s %s %s %ldc", arch[0] ? arch : "unknown",
                      model[0] ? model : "unknown", ext[0] ? ext : "none", cpus > 0 ? cpus : 1L);
     if (n < 0 || n >= (int)sizeof fingerprint) fingerprint[sizeof fingerprint - 1] = '\0';
@@ -206,8 +206,8 @@ const char *target_fingerprint(void) {
 void target_cuda_fingerprint(const char *name, int sm, int driver, char *buf, size_t cap) {
     char model[256] = {0};
     append_clean(model, sizeof model, name ? name : "");
-    /* a fingerprint cut at the buffer's end still identifies the device: ignore truncation */
+    /* a fingerprint cut at the buffer's end still identifies the device: it is kept as cut */
     int n = snprintf(buf, cap, "cuda %s sm_%d driver %d", model[0] ? model : "unknown", sm,
                      driver);
-    if (n < 0 || n >= (int)sizeof fingerprint) fingerprint[sizeof fingerprint - 1] = '\0';
+    if (cap > 0 && (n < 0 || (size_t)n >= cap)) buf[cap - 1] = '\0';
 }
