@@ -291,6 +291,11 @@ static bool have_vnni(void) {
            __builtin_cpu_supports("avx512vnni");
 }
 
+/* The mask of the first n bytes of a vector (all of them from 64 on). */
+static inline __mmask64 first_bytes(int64_t n) {
+    return n >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << n) - 1);
+}
+
 /* 64 pixels of 4 rows (v[t], flipped already) interleaved into out: two rounds of unpacking
  * interleave within each 128-bit lane (o_j's lane L holds pixels 16 L + 4 j ... + 3), and a
  * 4x4 transpose of the lanes puts pixels 16 L ... 16 L + 15 in output vector L. Only the first
@@ -310,15 +315,8 @@ interleave_store(uint8_t *out, const __m512i v[4], int64_t rest) {
         return;
     }
     for (int64_t j = 0; j < 4 && 16 * j < rest; j++) {
-        int64_t bytes = 4 * (rest - 16 * j) < 64 ? 4 * (rest - 16 * j) : 64;
-        __mmask64 m = bytes == 64 ? ~(__mmask64)0 : (((__mmask64)1 << bytes) - 1);
-        _mm512_mask_storeu_epi8((void *)(out + 64 * j), m, w[j]);
+        _mm512_mask_storeu_epi8((void *)(out + 64 * j), first_bytes(4 * (rest - 16 * j)), w[j]);
     }
-}
-
-/* The mask of the first n bytes of a vector (all of them from 64 on). */
-static inline __mmask64 first_bytes(int64_t n) {
-    return n >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << n) - 1);
 }
 
 /* 64 pixels of 4 rows per step; the last ones by masked loads (nothing past r[t][n - 1] read). */
