@@ -46,19 +46,44 @@ static void tile_portable(const qgemm_args *g, int64_t mb, int64_t j0, int np) {
 #ifdef LANES_X86
 #define VNNI_TARGET __attribute__((target("avx512f,avx512bw,avx512vnni")))
 
-/* The requantization of 16 rows (from row) of position j and their store, a byte per row. */
-VNNI_TARGET static inline void finish_rows(const qgemm_args *g, int64_t row, int64_t j,
-                                           __m512i acc) {
+/* The requantized bytes of 16 rows (from row) at position j, the rows in its bytes. */
+VNNI_TARGET __attribute__((always_inline)) static inline __m128i
+requant_rows(const qgemm_args *g, int64_t row, __m512i acc) {
     const __m512 lo = _mm512_set1_ps((float)g->lo), hi = _mm512_set1_ps((float)g->hi);
     __m512i a = _mm512_add_epi32(acc, _mm512_loadu_si512((const void *)(g->bias + row)));
     __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(a), _mm512_loadu_ps(g->mult + row));
     v = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     v = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(v, _mm512_set1_ps((float)g->yzp)), lo), hi);
-    uint8_t b[QGEMM_LANES];
-    _mm_storeu_si128((__m128i *)(void *)b, _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(v)));
+    return _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(v));
+}
+
+/* 16 rows (from row) of np positions (from j; b[i]: position i's bytes, one per row) turned
+ * around by three rounds of unpacking into 8 bytes per row, then one masked store of np bytes
+ * per row instead of a byte store per row and position. */
+VNNI_TARGET __attribute__((always_inline)) static inline void
+store_rows(const qgemm_args *g, int64_t row, int64_t j, int np, const __m128i b[8]) {
+    __m128i p[8], q[8], r[8];
+    for (int i = 0; i < 4; i++) { /* p[2i], p[2i+1]: rows 0-7 and 8-15 of positions 2i, 2i+1 */
+        p[2 * i] = _mm_unpacklo_epi8(b[2 * i], b[2 * i + 1]);
+        p[2 * i + 1] = _mm_unpackhi_epi8(b[2 * i], b[2 * i + 1]);
+    }
+    for (int h = 0; h < 2; h++) { /* q[4h + k]: rows 4k..4k+3 of positions 4h..4h+3 */
+        q[4 * h] = _mm_unpacklo_epi16(p[4 * h], p[4 * h + 2]);
+        q[4 * h + 1] = _mm_unpackhi_epi16(p[4 * h], p[4 * h + 2]);
+        q[4 * h + 2] = _mm_unpacklo_epi16(p[4 * h + 1], p[4 * h + 3]);
+        q[4 * h + 3] = _mm_unpackhi_epi16(p[4 * h + 1], p[4 * h + 3]);
+    }
+    for (int k = 0; k < 4; k++) { /* r[2k], r[2k+1]: rows 4k..4k+1 and 4k+2..4k+3, 8 bytes each */
+        r[2 * k] = _mm_unpacklo_epi32(q[k], q[4 + k]);
+        r[2 * k + 1] = _mm_unpackhi_epi32(q[k], q[4 + k]);
+    }
+    const __mmask64 keep = ((__mmask64)1 << np) - 1;
     uint8_t *y = (uint8_t *)g->y + row * g->ldy + j;
     int64_t n = g->m - row < QGEMM_LANES ? g->m - row : QGEMM_LANES;
-    for (int64_t l = 0; l < n; l++) y[l * g->ldy] = b[l];
+    for (int64_t l = 0; l < n; l++) {
+        __m128i v = l & 1 ? _mm_bsrli_si128(r[l / 2], 8) : r[l / 2];
+        _mm512_mask_storeu_epi8((void *)(y + l * g->ldy), keep, _mm512_castsi128_si512(v));
+    }
 }
 
 /* Position i of the tile: 4 sums of 16 rows, kept in registers (np is a constant at every
@@ -79,14 +104,21 @@ VNNI_TARGET static inline void finish_rows(const qgemm_args *g, int64_t row, int
             c##i##3 = _mm512_dpbusd_epi32(c##i##3, av, w3);                                  \
         }                                                                                    \
     } while (0)
-#define POS_FINISH(i)                                                                        \
+/* Rows 16 k .. 16 k + 15 of the tile's positions, requantized and stored. */
+#define ROWS_FINISH(k)                                                                       \
     do {                                                                                     \
-        if ((i) < np) {                                                                      \
-            int64_t row = mb * QGEMM_LANES_MR;                                               \
-            if (row < g->m) finish_rows(g, row, j0 + (i), c##i##0);                          \
-            if (row + 16 < g->m) finish_rows(g, row + 16, j0 + (i), c##i##1);                \
-            if (row + 32 < g->m) finish_rows(g, row + 32, j0 + (i), c##i##2);                \
-            if (row + 48 < g->m) finish_rows(g, row + 48, j0 + (i), c##i##3);                \
+        int64_t row = mb * QGEMM_LANES_MR + 16 * (k);                                        \
+        if (row < g->m) {                                                                    \
+            __m128i b[8] = {_mm_setzero_si128(), _mm_setzero_si128(), _mm_setzero_si128(),   \
+                            _mm_setzero_si128(), _mm_setzero_si128(), _mm_setzero_si128(),   \
+                            _mm_setzero_si128(), _mm_setzero_si128()};                       \
+            b[0] = requant_rows(g, row, c0##k);                                              \
+            if (np > 1) b[1] = requant_rows(g, row, c1##k);                                  \
+            if (np > 2) b[2] = requant_rows(g, row, c2##k);                                  \
+            if (np > 3) b[3] = requant_rows(g, row, c3##k);                                  \
+            if (np > 4) b[4] = requant_rows(g, row, c4##k);                                  \
+            if (np > 5) b[5] = requant_rows(g, row, c5##k);                                  \
+            store_rows(g, row, j0, np, b);                                                   \
         }                                                                                    \
     } while (0)
 
@@ -115,12 +147,10 @@ tile_vnni_np(const qgemm_args *g, int64_t mb, int64_t j0, const int np) {
             POS_STEP(5);
         }
     }
-    POS_FINISH(0);
-    POS_FINISH(1);
-    POS_FINISH(2);
-    POS_FINISH(3);
-    POS_FINISH(4);
-    POS_FINISH(5);
+    ROWS_FINISH(0);
+    ROWS_FINISH(1);
+    ROWS_FINISH(2);
+    ROWS_FINISH(3);
 }
 
 #define TILE_NP(n)                                                                           \
