@@ -60,7 +60,8 @@ def np_type(t):
     return np.int8 if t == TensorProto.INT8 else np.uint8
 
 
-def qlinear_conv_model(rng, c, m, hw, k, stride, pad, dil, group, xt, yt, per_channel, relu_op):
+def qlinear_conv_model(rng, c, m, hw, k, stride, pad, dil, group, xt, yt, per_channel, ys=0.2,
+                       relu_op=False):
     wshape = (m, c // group, k, k)
     w = rng.integers(-127, 128, size=wshape, dtype=np.int8)
     ws = (rng.random(m if per_channel else 1, dtype=np.float32) * 0.02 + 0.001).astype(np.float32)
@@ -71,7 +72,7 @@ def qlinear_conv_model(rng, c, m, hw, k, stride, pad, dil, group, xt, yt, per_ch
         numpy_helper.from_array(w, "w"),
         numpy_helper.from_array(ws, "ws"),
         numpy_helper.from_array(np.zeros(ws.shape, np.int8), "wzp"),
-        numpy_helper.from_array(np.array(0.2, np.float32), "ys"),
+        numpy_helper.from_array(np.array(ys, np.float32), "ys"),
         numpy_helper.from_array(np.array(100 if yt == TensorProto.UINT8 else 5, np_type(yt)),
                                 "yzp"),
         numpy_helper.from_array(rng.integers(-2000, 2000, size=m, dtype=np.int32), "b"),
@@ -525,6 +526,10 @@ def main():
              (8, 20, 5, 3, 1, 1, 1, 1, S8, U8, True),       # 25: a full and a partial block
              (8, 16, 6, 3, 1, 1, 1, 1, U8, S8, True),       # 36: 2 full + 1 partial, one tile
              (16, 8, 11, 1, 1, 0, 1, 1, U8, U8, True),      # 121: tiles of 3, 3, 2 blocks
+             # a small y scale (the last value): most outputs saturate, and with 1e-9 the sums
+             # times the multiplier pass 2^31 (the clamp comes before the conversion to int)
+             (16, 24, 8, 1, 1, 0, 1, 1, U8, U8, True, 1e-4),
+             (16, 24, 8, 1, 1, 0, 1, 1, S8, S8, True, 1e-9),
              # implicit GEMM (stride 1: the padded input read in place) and its fallback:
              (20, 24, 56, 3, 1, 1, 1, 1, U8, U8, True),     # 56x56: blocks across rows
              (13, 40, 14, 3, 1, 1, 1, 1, S8, U8, True),     # 14x14, 13 channels, s8 x
@@ -551,8 +556,8 @@ def main():
     with tempfile.TemporaryDirectory(prefix="wpk-quant-ops.") as tmp:
         work = Path(tmp)
         for i, spec in enumerate(convs):
-            c, _, hw, _, _, _, _, _, xt, _, _ = spec
-            model = qlinear_conv_model(rng, *spec, relu_op=False)
+            c, _, hw, _, _, _, _, _, xt, _, _ = spec[:11]
+            model = qlinear_conv_model(rng, *spec)
             path = work / f"qconv{i}.onnx"
             onnx.save(model, path)
             lo, hi = (0, 256) if xt == U8 else (-128, 128)
@@ -631,7 +636,7 @@ def main():
         else:
             print(f"bad QLinearAdd scale refused: {r.stderr.strip().splitlines()[-1]}")
         # bad zero point: per-channel shape on a per-tensor input
-        bad = qlinear_conv_model(rng, 4, 4, 5, 3, 1, 1, 1, 1, U8, U8, True, relu_op=False)
+        bad = qlinear_conv_model(rng, 4, 4, 5, 3, 1, 1, 1, 1, U8, U8, True)
         for init in bad.graph.initializer:
             if init.name == "xzp":
                 init.CopyFrom(numpy_helper.from_array(np.array([1, 2, 3], np.uint8), "xzp"))
