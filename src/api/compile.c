@@ -138,6 +138,13 @@ static wpk_status write_plan(wpk_context *ctx, const char *path, const wpk_compi
 
 /* ---- the speed check: the chosen plan against the plans without its choices ---- */
 
+/* The level at which the compiled graph's shape-dependent rewrites run once the batch is
+ * bound, as a session's own: the optimization level, but with a fusion search, whose plan is
+ * laid on the graph as it was optimized, none. */
+static int bound_rewrites_level(const wpk_compile_params *cp) {
+    return cp->fusion_search == WPK_FUSION_NONE ? cp->opt_level : 0;
+}
+
 /* One plan of the speed check: a session over the specialized model, prepared. */
 typedef struct plan_candidate {
     const char *name;
@@ -160,6 +167,7 @@ static wpk_status candidate_open(wpk_context *ctx, const wpk_model *m,
     sp.precision = cp->precision;
     sp.bf16_fp32_share = c->bf16_fp32_share;
     wpk_status st = wpk_session_create(ctx, m, &sp, &c->s);
+    if (st == WPK_OK) session_set_optimized_at(c->s, bound_rewrites_level(cp));
     if (st == WPK_OK) st = api_bind_zeros(ctx, c->s, m, cp->batch);
     if (st == WPK_OK) st = session_prepare(c->s, &c->p);
     if (st == WPK_OK && !c->p->cpu)
@@ -453,6 +461,7 @@ wpk_status wpk_compile(wpk_context *ctx, const wpk_model *model, const wpk_compi
         sp.records = records;
         sp.provider = cp.provider;
         st = wpk_session_create(ctx, m, &sp, &s);
+        if (st == WPK_OK) session_set_optimized_at(s, bound_rewrites_level(&cp));
         if (st == WPK_OK) st = api_bind_zeros(ctx, s, m, cp.batch);
         if (st == WPK_OK) st = session_prepare(s, &p);
         if (st == WPK_OK) st = write_cuda_plan(ctx, path, &cp, records, &info, p);

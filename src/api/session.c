@@ -41,6 +41,8 @@ struct wpk_session {
     int threads;            /* params.threads, or the default (target_default_threads) */
     char *records, *provider; /* copies of params' strings (which point at them) */
     bool bf16;                /* params.precision "bf16" */
+    int optimized_at;         /* the level the model's graph was optimized at before the
+                                 session (session_set_optimized_at); 0 otherwise */
     wpk_plan *rt;           /* a plan's session: the runtime's plan (model and the rest unset);
                                NULL otherwise */
     char *plan_path;        /* a plan's session: its file, for messages */
@@ -261,7 +263,8 @@ static wpk_status find_plan(wpk_session *s, exec_plan **out) {
             return WPK_OK;
         }
     exec_plan *p = NULL;
-    wpk_status st = exec_plan_create_at(s->ctx, s->g, s->in, false, s->params.opt_level, &p);
+    int level = s->params.opt_level > s->optimized_at ? s->params.opt_level : s->optimized_at;
+    wpk_status st = exec_plan_create_at(s->ctx, s->g, s->in, false, level, &p);
     if (st == WPK_OK && s->params.backend == WPK_BACKEND_CPU) {
         /* the records are read while the plan's kernels are chosen, not held open */
         tune_db *db = NULL;
@@ -297,6 +300,8 @@ wpk_status session_prepare(wpk_session *s, exec_plan **out) {
                              g->values[g->inputs[i]].name);
     return find_plan(s, out);
 }
+
+void session_set_optimized_at(wpk_session *s, int level) { s->optimized_at = level; }
 
 int session_threads(const wpk_session *s) { return s->threads; }
 

@@ -2,7 +2,9 @@
 """Checks `wpk run` against ONNX Runtime on transformer models exported by PyTorch
 (export_models.py): rel L2 <= 1e-4 at batch 1 and batch 4. For the encoders it also checks that
 the transformer rewrites fired on the bound graph: one wpk::Attention per layer, two
-LayerNormalizations per layer, no Softmax left. Without a Python that has torch the test is
+LayerNormalizations per layer, no Softmax left, in a session on the model and in the plan
+`wpk compile --batch 1` writes (which binds the symbolic batch after optimizing the graph, as a
+session does, and must run the same rewrites then). Without a Python that has torch the test is
 skipped (exit 77), or fails when WPK_REQUIRE_TORCH=1.
     test_transformers.py [--models a,b] [--wpk PATH] [--dir DIR] [--threads N]
 """
@@ -40,14 +42,27 @@ def export_missing(names, out_dir, torch_python):
     return True
 
 
-def fused_counts(wpk, model):
-    """(Attention, LayerNormalization, Softmax) nodes `wpk bench` runs at batch 1, or the error."""
-    proc = subprocess.run([wpk, "bench", str(model), "--batch", "1", "--iters", "1", "--warmup",
-                           "0", "--top", "0", "--json"], capture_output=True, text=True)
+def fused_counts(wpk, target):
+    """(Attention, LayerNormalization, Softmax) nodes `wpk bench` runs at batch 1 on a model or a
+    plan, or the error."""
+    batch = [] if str(target).endswith(".wpk") else ["--batch", "1"]
+    proc = subprocess.run([wpk, "bench", str(target), *batch, "--iters", "1", "--warmup", "0",
+                           "--top", "0", "--json"], capture_output=True, text=True)
     if proc.returncode != 0:
         return proc.stderr.strip()[-800:]
     ops = [n["op"] for n in json.loads(proc.stdout)["nodes"]]
     return ops.count("Attention"), ops.count("LayerNormalization"), ops.count("Softmax")
+
+
+def compiled_counts(wpk, model):
+    """fused_counts of the plan `wpk compile --batch 1` (no records) writes, or the error."""
+    with tempfile.TemporaryDirectory(prefix="wpk-transformers-plan.") as tmp:
+        plan = Path(tmp) / "model.wpk"
+        proc = subprocess.run([wpk, "compile", str(model), "--db", "", "--batch", "1", "-o",
+                               str(plan)], capture_output=True, text=True)
+        if proc.returncode != 0:
+            return proc.stderr.strip()[-800:]
+        return fused_counts(wpk, plan)
 
 
 def main():
@@ -82,12 +97,13 @@ def main():
             if not result.ok:
                 failures.append(f"{name} batch {batch}")
         if name in FUSED:
-            counts = fused_counts(args.wpk, model)
             want = FUSED[name] + (0,)
-            print(f"  {name}: Attention, LayerNormalization, Softmax nodes at batch 1: {counts}, "
-                  f"want {want}")
-            if counts != want:
-                failures.append(f"{name} rewrites")
+            for what, counts in (("session", fused_counts(args.wpk, model)),
+                                 ("compiled plan", compiled_counts(args.wpk, model))):
+                print(f"  {name}: Attention, LayerNormalization, Softmax nodes at batch 1 "
+                      f"({what}): {counts}, want {want}")
+                if counts != want:
+                    failures.append(f"{name} rewrites ({what})")
     if failures:
         print("FAILED: " + ", ".join(failures))
         return 1
