@@ -60,6 +60,7 @@ requant_rows(const qgemm_args *g, int64_t row, __m512i acc) {
 /* 16 rows (from row) of np positions (from j; b[i]: position i's bytes, one per row) turned
  * around by three rounds of unpacking into 8 bytes per row, then one masked store of np bytes
  * per row instead of a byte store per row and position. */
+_Static_assert(QGEMM_LANES_NP <= 8, "store_rows turns at most 8 positions around");
 VNNI_TARGET __attribute__((always_inline)) static inline void
 store_rows(const qgemm_args *g, int64_t row, int64_t j, int np, const __m128i b[8]) {
     __m128i p[8], q[8], r[8];
