@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Whole torchvision models on wpk (tuned on this machine, compiled to a plan) against ONNX
-Runtime, OpenVINO and PyTorch, in one run, at each batch and thread count: median latencies,
+"""Whole models on wpk (tuned on this machine, compiled to a plan) against ONNX Runtime,
+OpenVINO and PyTorch, in one run, at each batch and thread count: median latencies,
 their ratios (also against the faster of ONNX Runtime and OpenVINO, the peers users pick
 between) and geometric means, with provenance, as a markdown table.
     models_vs_ort.py [--models resnet18,resnet50,mobilenet_v2,squeezenet1_1] [--batches 1,8]
@@ -11,7 +11,10 @@ between) and geometric means, with provenance, as a markdown table.
 --untuned: what a user gets first, `wpk compile --db ''` at the defaults (no tuning, no records).
 
 Per model (random weights, exported once by PyTorch with a symbolic batch dim "N" into --dir,
-the cache also kept by tests/torchvision):
+the cache also kept by tests/torchvision; torchvision's classifiers, or the test suite's
+transformers by their names in tests/transformers/export_models.py, e.g. bert_small, whose
+PyTorch timing is left out; where OpenVINO cannot compile a model, ONNX Runtime alone is the
+peer and the table says so):
   1. per batch of --tune-batches (default: 1 only), `wpk tune MODEL --time T --db DB` (T =
      --tune-time seconds per model and batch; DB is DIR/records.db, so a rerun continues the
      tuning; `wpk tune` specializes symbolic dims at 1, so for batch B > 1 it tunes a copy of the
@@ -50,6 +53,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 MODELS = ["resnet18", "resnet50", "mobilenet_v2", "squeezenet1_1"]
+# the test suite's transformers (tests/transformers/export_models.py exports them)
+TRANSFORMERS = ["transformer_encoder", "bert_small", "bert_base4", "vit_b_16", "swin_t"]
 TOLERANCE = 1e-4
 DEFAULT_TUNE_S = 120
 
@@ -197,8 +202,12 @@ class Bench:
         path = self.dir / f"{name}.onnx"
         if not path.exists():
             start = time.perf_counter()
-            run([self.args.torch_python, __file__, "--torch-worker", "export", "--model", name,
-                 "--path", path], f"export {name}")
+            if name in TRANSFORMERS:
+                run([self.args.torch_python, REPO / "tests/transformers/export_models.py",
+                     self.dir, "--models", name], f"export {name}")
+            else:
+                run([self.args.torch_python, __file__, "--torch-worker", "export", "--model",
+                     name, "--path", path], f"export {name}")
             self.log(f"{name}: exported in {time.perf_counter() - start:.0f} s -> {path}")
         return path
 
@@ -320,7 +329,8 @@ class Bench:
         import numpy as np
         path = self.export(name)
         configs = [(b, t) for b in self.args.batches for t in self.args.threads]
-        torch_ms = self.bench_torch(name, configs) if not self.args.no_torch else None
+        torch_ms = self.bench_torch(name, configs) \
+            if not self.args.no_torch and name not in TRANSFORMERS else None
         for batch in self.args.batches:
             self.tune(name, path, batch)
             target = self.compile(name, path, batch)
@@ -350,9 +360,16 @@ class Bench:
                     wpk_samples += w
                     ort_samples += o
                     peer = statistics.median(o)
-                    if not self.args.no_openvino:
+                    if not self.args.no_openvino and ov_pair is not False:
                         if ov_pair is None:
-                            ov_pair = self.ov_model(path, inputs, threads)
+                            try:
+                                ov_pair = self.ov_model(path, inputs, threads)
+                            except Exception as e:  # noqa: BLE001 (OpenVINO's own errors)
+                                ov_pair = False
+                                self.notes.append(f"{name} batch {batch}: OpenVINO cannot "
+                                                  f"compile it ({str(e).splitlines()[0][:160]});"
+                                                  f" ONNX Runtime alone is the peer")
+                    if ov_pair:
                         time.sleep(self.args.settle)
                         out, v = self.bench_ov(ov_pair, inputs)
                         ov_out = ov_out or out
@@ -402,6 +419,7 @@ class Bench:
                   f"- load average (1/5/15 min) before: {load_before}, after: {load_average()} "
                   f"(a shared machine: other processes' work is in these figures)",
                   f"- models: torchvision with random weights (seed 0, BatchNorm calibrated), "
+                  f"or the test suite's transformers (tests/transformers/export_models.py), "
                   f"exported with a symbolic batch dim, opset 13",
                   (f"- wpk: untuned, `wpk compile --db '' -O {a.opt}` (every kernel at its "
                    f"default, no records), a plan per batch, `wpk bench PLAN --json`"
@@ -536,9 +554,10 @@ def main():
                          "machine spinning threads fight other work for the cores")
     args = ap.parse_args()
     args.models = [m for m in args.models.split(",") if m]
-    unknown = [m for m in args.models if m not in MODELS]
+    unknown = [m for m in args.models if m not in MODELS + TRANSFORMERS]
     if unknown:
-        ap.error("unknown model(s): " + ", ".join(unknown) + f" (known: {', '.join(MODELS)})")
+        ap.error("unknown model(s): " + ", ".join(unknown)
+                 + f" (known: {', '.join(MODELS + TRANSFORMERS)})")
     if args.iters < 1 or args.rounds < 1 or args.warmup < 0 or args.tune_time <= 0:
         ap.error("--iters and --rounds must be >= 1, --warmup >= 0, --tune-time > 0")
     if not os.access(args.wpk, os.X_OK):
