@@ -60,8 +60,7 @@ def np_type(t):
     return np.int8 if t == TensorProto.INT8 else np.uint8
 
 
-def qlinear_conv_model(rng, c, m, hw, k, stride, pad, dil, group, xt, yt, per_channel, ys=0.2,
-                       relu_op=False):
+def qlinear_conv_model(rng, c, m, hw, k, stride, pad, dil, group, xt, yt, per_channel, ys=0.2):
     wshape = (m, c // group, k, k)
     w = rng.integers(-127, 128, size=wshape, dtype=np.int8)
     ws = (rng.random(m if per_channel else 1, dtype=np.float32) * 0.02 + 0.001).astype(np.float32)
